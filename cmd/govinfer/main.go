@@ -1,0 +1,86 @@
+// Command govinfer serves, checks and benchmarks Qwen3.5 models loaded from
+// Hugging Face safetensors checkpoints.
+//
+// Usage:
+//
+//	govinfer <command> [flags]
+//
+// Run "govinfer help" for the list of commands and "govinfer <command> --help"
+// for the flags of one.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes shared by all subcommands.
+const (
+	exitOK    = 0 // the command did its job
+	exitError = 1 // the command ran but failed
+	exitUsage = 2 // bad flags or arguments, or bad input files
+)
+
+// stdio is the set of streams a subcommand reads and writes; tests pass buffers.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// command is one subcommand of the govinfer binary.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, io stdio, args []string) int
+}
+
+// commands lists the subcommands in the order "govinfer help" shows them.
+func commands() []command {
+	return []command{
+		// Entries are added here as subcommands land.
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := dispatch(ctx, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// dispatch runs the subcommand named by args[0] and returns its exit code.
+func dispatch(ctx context.Context, io stdio, args []string) int {
+	if len(args) == 0 {
+		usage(io.err)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "--help", "-help":
+		usage(io.out)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, io, args[1:])
+		}
+	}
+	fmt.Fprintf(io.err, "govinfer: unknown command %q (run \"govinfer help\")\n", args[0])
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "govinfer runs Qwen3.5 models from Hugging Face safetensors checkpoints.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: govinfer <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run \"govinfer <command> --help\" for the flags of a command.")
+}
