@@ -1,0 +1,206 @@
+// Package compute defines the narrow set of tensor operations the Qwen3.5
+// graph needs, and the Backend interface that CPU and GPU implementations
+// satisfy.
+//
+// A Backend owns memory and kernels; the model owns the graph. Activations
+// live in float32 Buffers allocated by the backend; weights live in Weights in
+// their stored dtype (bf16, f16 or f32), never expanded to a float32 copy.
+//
+// Operations are issued in program order. A backend may run them eagerly (the
+// CPU backend) or record them and run them later (a GPU backend records a
+// whole step into one command buffer); Download and Sync are the points where
+// results become visible to the caller and where errors surface. Operations
+// that take Go slices (token ids, rope tables) copy what they need before
+// returning, so the caller may reuse the slice.
+//
+// Shapes are row-major. "n rows of dim" means a [n, dim] matrix starting at
+// element 0 of a buffer unless an offset is given. Heads describes head vectors
+// embedded in wider rows (for example the query part of a fused q/gate
+// projection).
+package compute
+
+import (
+	"context"
+	"fmt"
+)
+
+// DType is the element type of a stored weight.
+type DType uint8
+
+// Weight element types.
+const (
+	F32 DType = iota + 1
+	F16
+	BF16
+)
+
+// String returns the safetensors name of the dtype.
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case F16:
+		return "F16"
+	case BF16:
+		return "BF16"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
+// Size returns the number of bytes per element.
+func (d DType) Size() int {
+	switch d {
+	case F32:
+		return 4
+	case F16, BF16:
+		return 2
+	}
+	return 0
+}
+
+// Buffer is a float32 array in backend memory. Buffers are created by
+// Backend.NewBuffer and released by Backend.Free.
+type Buffer interface {
+	// Len returns the number of float32 elements.
+	Len() int
+}
+
+// Weight is a [Rows, Cols] row-major matrix (or a vector, Rows == 1) in
+// backend memory, kept in its stored dtype.
+type Weight interface {
+	Rows() int
+	Cols() int
+	DType() DType
+}
+
+// Heads locates head vectors inside the rows of a buffer: head h of row r
+// starts at element Off + r*RowStride + h*HeadStride and has Dim elements.
+type Heads struct {
+	Off, RowStride, HeadStride, Count, Dim int
+}
+
+// Head returns the element offset of head h of row r.
+func (hs Heads) Head(r, h int) int { return hs.Off + r*hs.RowStride + h*hs.HeadStride }
+
+// Rows returns the same heads shifted down by r rows.
+func (hs Heads) Rows(r int) Heads { hs.Off += r * hs.RowStride; return hs }
+
+// DenseHeads returns the layout of count contiguous heads of dim elements per
+// row, rows packed back to back.
+func DenseHeads(count, dim int) Heads {
+	return Heads{RowStride: count * dim, HeadStride: dim, Count: count, Dim: dim}
+}
+
+// DeltaRule describes one sequence's slice of a gated delta rule step: n
+// tokens whose q, k and v heads live in the given buffers, with per-token,
+// per-value-head decay g (log space) and write strength beta stored as [n, Nv]
+// rows starting at row GateRow of G and Beta. Out receives the [n, Nv*Dv]
+// outputs starting at row OutRow. Value head h reads key head h/(Nv/Nk).
+// State is the sequence's recurrent state, [Nv, Dk, Dv] float32, updated in
+// place. QScale multiplies q after its L2 normalisation (dk^-0.5).
+type DeltaRule struct {
+	Q, K, V Heads
+	QKV     Buffer
+	G, Beta Buffer
+	GateRow int
+	Out     Buffer
+	OutRow  int
+	State   Buffer
+	N       int
+	QScale  float32
+	Nk, Nv  int
+	Dk, Dv  int
+}
+
+// Attention describes one sequence's slice of a causal attention step: N new
+// tokens at positions Pos..Pos+N-1. Their keys and values (K heads in KBuf, V
+// heads in VBuf) are first written to the caches at those positions; then each query head
+// attends over cache positions 0..its own position. KCache and VCache are
+// [capacity, KVHeads*HeadDim]. Out receives [N, Heads*HeadDim] rows starting
+// at row OutRow.
+type Attention struct {
+	Q              Heads
+	QBuf           Buffer
+	K              Heads
+	KBuf           Buffer
+	V              Heads
+	VBuf           Buffer
+	KCache, VCache Buffer
+	Out            Buffer
+	OutRow         int
+	Pos, N         int
+	Scale          float32
+}
+
+// Backend executes the operations of the Qwen3.5 graph.
+type Backend interface {
+	// Name identifies the backend and its device, for logs.
+	Name() string
+	// Close releases all memory; the backend is unusable afterwards.
+	Close() error
+
+	// LoadWeight makes a weight of the given dtype and shape from its raw
+	// little-endian bytes. The CPU backend may keep a reference to data (a
+	// memory map), so data must stay valid and unmodified until Close.
+	LoadWeight(name string, dt DType, rows, cols int, data []byte) (Weight, error)
+	// NewBuffer allocates a zeroed float32 buffer of n elements.
+	NewBuffer(n int) (Buffer, error)
+	// Free releases a buffer. Freeing nil is a no-op.
+	Free(b Buffer)
+	// Upload copies src into dst starting at element off.
+	Upload(dst Buffer, off int, src []float32) error
+	// Download waits for pending work and copies len(dst) elements of src
+	// starting at element off into dst.
+	Download(ctx context.Context, dst []float32, src Buffer, off int) error
+	// Sync waits for all pending work and reports any error it raised.
+	Sync(ctx context.Context) error
+
+	// Copy copies n elements: dst[dstOff:] = src[srcOff:].
+	Copy(dst Buffer, dstOff int, src Buffer, srcOff int, n int)
+	// Embed gathers rows of table: dst[i, :] = table[ids[i], :].
+	Embed(dst Buffer, table Weight, ids []int32)
+	// MatMul computes dst[n, w.Rows] = x[n, w.Cols] · wᵀ.
+	MatMul(dst Buffer, x Buffer, w Weight, n int)
+	// RMSNorm computes dst[r] = x[r] / sqrt(mean(x[r]²) + eps) * (1 + w) for n
+	// rows of dim, with w a [dim] weight (Qwen3.5's zero-centred norm).
+	RMSNorm(dst, x Buffer, w Weight, n, dim int, eps float32)
+	// HeadRMSNorm applies the (1 + w) RMSNorm in place to every head vector of
+	// n rows, with w a [Dim] weight.
+	HeadRMSNorm(x Buffer, h Heads, n int, w Weight, eps float32)
+	// GatedRMSNorm computes, in place for every head of n rows,
+	// x = x / sqrt(mean(x²) + eps) * w * silu(z), with w a [Dim] weight and z
+	// laid out like x (in zBuf with layout zh).
+	GatedRMSNorm(x Buffer, h Heads, zBuf Buffer, zh Heads, n int, w Weight, eps float32)
+	// L2Norm normalises every head vector of n rows in place:
+	// x = x / sqrt(sum(x²) + eps).
+	L2Norm(x Buffer, h Heads, n int, eps float32)
+	// Rope rotates the first rotaryDim elements of every head of n rows in
+	// place, rotate-half (NeoX) style: element i pairs with i + rotaryDim/2.
+	// table holds n rows of [cos(rotaryDim/2) | sin(rotaryDim/2)] values, one
+	// row per token.
+	Rope(x Buffer, h Heads, n int, table []float32, rotaryDim int)
+	// CausalConv1D runs the depthwise causal convolution with SiLU over n
+	// tokens of channels channels, in place on x rows [row, row+n) of a
+	// buffer with rowStride elements per row (the first channels elements of
+	// each row are convolved). w is [channels, kernel]; state holds the last
+	// kernel-1 raw inputs [kernel-1, channels] of the sequence and is updated.
+	CausalConv1D(x Buffer, row, rowStride, n, channels int, w Weight, kernel int, state Buffer)
+	// GDNGates computes, for n rows of heads: g = -exp(aLog) * softplus(a +
+	// dtBias) into g and beta = sigmoid(b) into beta. a and b are [n, heads];
+	// aLog and dtBias are [heads] weights.
+	GDNGates(g, beta, a, b Buffer, aLog, dtBias Weight, n, heads int)
+	// GatedDeltaRule runs the gated delta rule for one sequence.
+	GatedDeltaRule(p DeltaRule)
+	// CausalAttention runs causal grouped-query attention for one sequence.
+	CausalAttention(p Attention)
+	// SigmoidMul computes x *= sigmoid(gate) elementwise, in place, for
+	// every head of n rows (gate with its own layout).
+	SigmoidMul(x Buffer, xh Heads, gate Buffer, gh Heads, n int)
+	// SiLUMul computes dst = silu(gate) * up over n elements.
+	SiLUMul(dst, gate, up Buffer, n int)
+	// Add computes dst += x over n elements.
+	Add(dst, x Buffer, n int)
+	// Argmax writes to dst[r] the index of the largest of x[r*dim:(r+1)*dim]
+	// for len(dst) rows (lowest index on ties) and waits for the result.
+	Argmax(ctx context.Context, dst []int32, x Buffer, dim int) error
+}

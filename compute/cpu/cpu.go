@@ -1,0 +1,407 @@
+// Package cpu is the pure-Go compute backend: every operation of
+// compute.Backend on float32 activations, with weights read in their stored
+// dtype. Matrix products are split over output rows across a persistent pool
+// of worker goroutines; everything else is plain loops that read like the
+// math, which also makes this backend the reference the other backends are
+// tested against.
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"unsafe"
+
+	"github.com/govinfer/govinfer/compute"
+)
+
+// Backend runs the graph on the CPU. It is safe for use by one goroutine at a
+// time (the model serialises steps); operations themselves use all workers.
+type Backend struct {
+	pool *pool
+}
+
+// Options configures a CPU backend.
+type Options struct {
+	// Threads is the number of worker goroutines; 0 means runtime.NumCPU().
+	Threads int
+}
+
+// New returns a CPU backend.
+func New(o Options) *Backend {
+	n := o.Threads
+	if n <= 0 {
+		n = runtime.NumCPU()
+	}
+	return &Backend{pool: newPool(n)}
+}
+
+// Name implements compute.Backend.
+func (b *Backend) Name() string { return fmt.Sprintf("cpu (%d threads)", b.pool.workers) }
+
+// Threads returns the number of worker goroutines.
+func (b *Backend) Threads() int { return b.pool.workers }
+
+// Close implements compute.Backend.
+func (b *Backend) Close() error {
+	if b.pool != nil {
+		b.pool.close()
+		b.pool = nil
+	}
+	return nil
+}
+
+// buffer is a float32 slice in ordinary memory.
+type buffer struct{ data []float32 }
+
+func (b *buffer) Len() int { return len(b.data) }
+
+// Data returns the float32 contents of a buffer made by a CPU backend. It
+// lets CPU-side code (tests, samplers) read activations without a copy.
+func Data(b compute.Buffer) []float32 { return b.(*buffer).data }
+
+// weight is a matrix in its stored dtype; exactly one of the slices is set.
+type weight struct {
+	name       string
+	dt         compute.DType
+	rows, cols int
+	u16        []uint16 // BF16 or F16
+	f32        []float32
+}
+
+func (w *weight) Rows() int            { return w.rows }
+func (w *weight) Cols() int            { return w.cols }
+func (w *weight) DType() compute.DType { return w.dt }
+
+// row returns row r converted to float32 in dst (len cols).
+func (w *weight) row(dst []float32, r int) {
+	lo := r * w.cols
+	switch w.dt {
+	case compute.F32:
+		copy(dst, w.f32[lo:lo+w.cols])
+	case compute.BF16:
+		for i, v := range w.u16[lo : lo+w.cols] {
+			dst[i] = bf16(v)
+		}
+	case compute.F16:
+		for i, v := range w.u16[lo : lo+w.cols] {
+			dst[i] = f16(v)
+		}
+	}
+}
+
+// at returns element i of the flattened weight as float32.
+func (w *weight) at(i int) float32 {
+	switch w.dt {
+	case compute.F32:
+		return w.f32[i]
+	case compute.BF16:
+		return bf16(w.u16[i])
+	default:
+		return f16(w.u16[i])
+	}
+}
+
+// LoadWeight implements compute.Backend. The weight aliases data when data is
+// suitably aligned; otherwise it is copied once.
+func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("cpu: weight %s: bad shape [%d, %d]", name, rows, cols)
+	}
+	size := dt.Size()
+	if size == 0 {
+		return nil, fmt.Errorf("cpu: weight %s: unsupported dtype %v", name, dt)
+	}
+	if want := rows * cols * size; len(data) != want {
+		return nil, fmt.Errorf("cpu: weight %s: %d bytes for [%d, %d] %v, want %d", name, len(data), rows, cols, dt, want)
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(data)))%uintptr(size) != 0 {
+		data = append(make([]byte, 0, len(data)+8), data...)
+	}
+	w := &weight{name: name, dt: dt, rows: rows, cols: cols}
+	p := unsafe.Pointer(unsafe.SliceData(data))
+	switch dt {
+	case compute.F32:
+		w.f32 = unsafe.Slice((*float32)(p), rows*cols)
+	default:
+		w.u16 = unsafe.Slice((*uint16)(p), rows*cols)
+	}
+	return w, nil
+}
+
+// NewBuffer implements compute.Backend.
+func (b *Backend) NewBuffer(n int) (compute.Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cpu: negative buffer size %d", n)
+	}
+	return &buffer{data: make([]float32, n)}, nil
+}
+
+// Free implements compute.Backend; memory goes back to the Go heap.
+func (b *Backend) Free(compute.Buffer) {}
+
+// Upload implements compute.Backend.
+func (b *Backend) Upload(dst compute.Buffer, off int, src []float32) error {
+	d := Data(dst)
+	if off < 0 || off+len(src) > len(d) {
+		return fmt.Errorf("cpu: upload of %d elements at %d overflows buffer of %d", len(src), off, len(d))
+	}
+	copy(d[off:], src)
+	return nil
+}
+
+// Download implements compute.Backend.
+func (b *Backend) Download(ctx context.Context, dst []float32, src compute.Buffer, off int) error {
+	s := Data(src)
+	if off < 0 || off+len(dst) > len(s) {
+		return fmt.Errorf("cpu: download of %d elements at %d overflows buffer of %d", len(dst), off, len(s))
+	}
+	copy(dst, s[off:])
+	return ctx.Err()
+}
+
+// Sync implements compute.Backend; CPU operations complete when they return.
+func (b *Backend) Sync(ctx context.Context) error { return ctx.Err() }
+
+// Copy implements compute.Backend.
+func (b *Backend) Copy(dst compute.Buffer, dstOff int, src compute.Buffer, srcOff int, n int) {
+	copy(Data(dst)[dstOff:dstOff+n], Data(src)[srcOff:srcOff+n])
+}
+
+// Embed implements compute.Backend.
+func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
+	w, d := table.(*weight), Data(dst)
+	for i, id := range ids {
+		w.row(d[i*w.cols:(i+1)*w.cols], int(id))
+	}
+}
+
+// MatMul implements compute.Backend: dst[n, rows] = x[n, cols] · wᵀ. Workers
+// take contiguous blocks of weight rows, and each weight row is read once for
+// all n inputs.
+func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
+	w, d, xs := wt.(*weight), Data(dst), Data(x)
+	rows, cols := w.rows, w.cols
+	b.pool.parallelFor(rows, 16, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			wr := r * cols
+			for i := 0; i < n; i++ {
+				xi := xs[i*cols : (i+1)*cols]
+				var s float32
+				switch w.dt {
+				case compute.BF16:
+					s = dotBF16(w.u16[wr:wr+cols], xi)
+				case compute.F16:
+					s = dotF16(w.u16[wr:wr+cols], xi)
+				default:
+					s = dotF32(w.f32[wr:wr+cols], xi)
+				}
+				d[i*rows+r] = s
+			}
+		}
+	})
+}
+
+// RMSNorm implements compute.Backend.
+func (b *Backend) RMSNorm(dst, x compute.Buffer, wt compute.Weight, n, dim int, eps float32) {
+	w, d, xs := wt.(*weight), Data(dst), Data(x)
+	for r := 0; r < n; r++ {
+		rmsNorm1p(d[r*dim:(r+1)*dim], xs[r*dim:(r+1)*dim], w, eps)
+	}
+}
+
+// rmsNorm1p computes y = x / sqrt(mean(x²) + eps) * (1 + w).
+func rmsNorm1p(y, x []float32, w *weight, eps float32) {
+	inv := invRMS(x, eps)
+	for i, v := range x {
+		y[i] = v * inv * (1 + w.at(i))
+	}
+}
+
+// invRMS returns 1 / sqrt(mean(x²) + eps), accumulated in float64.
+func invRMS(x []float32, eps float32) float32 {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	return float32(1 / math.Sqrt(ss/float64(len(x))+float64(eps)))
+}
+
+// HeadRMSNorm implements compute.Backend.
+func (b *Backend) HeadRMSNorm(x compute.Buffer, h compute.Heads, n int, wt compute.Weight, eps float32) {
+	w, xs := wt.(*weight), Data(x)
+	for r := 0; r < n; r++ {
+		for hd := 0; hd < h.Count; hd++ {
+			v := xs[h.Head(r, hd) : h.Head(r, hd)+h.Dim]
+			rmsNorm1p(v, v, w, eps)
+		}
+	}
+}
+
+// GatedRMSNorm implements compute.Backend.
+func (b *Backend) GatedRMSNorm(x compute.Buffer, h compute.Heads, zBuf compute.Buffer, zh compute.Heads, n int, wt compute.Weight, eps float32) {
+	w, xs, zs := wt.(*weight), Data(x), Data(zBuf)
+	for r := 0; r < n; r++ {
+		for hd := 0; hd < h.Count; hd++ {
+			v := xs[h.Head(r, hd) : h.Head(r, hd)+h.Dim]
+			z := zs[zh.Head(r, hd) : zh.Head(r, hd)+h.Dim]
+			inv := invRMS(v, eps)
+			for i := range v {
+				v[i] = v[i] * inv * w.at(i) * silu(z[i])
+			}
+		}
+	}
+}
+
+// L2Norm implements compute.Backend.
+func (b *Backend) L2Norm(x compute.Buffer, h compute.Heads, n int, eps float32) {
+	xs := Data(x)
+	for r := 0; r < n; r++ {
+		for hd := 0; hd < h.Count; hd++ {
+			l2Normalize(xs[h.Head(r, hd):h.Head(r, hd)+h.Dim], eps)
+		}
+	}
+}
+
+// l2Normalize scales v in place to x / sqrt(sum(x²) + eps).
+func l2Normalize(v []float32, eps float32) {
+	var ss float64
+	for _, e := range v {
+		ss += float64(e) * float64(e)
+	}
+	inv := float32(1 / math.Sqrt(ss+float64(eps)))
+	for i := range v {
+		v[i] *= inv
+	}
+}
+
+// Rope implements compute.Backend.
+func (b *Backend) Rope(x compute.Buffer, h compute.Heads, n int, table []float32, rotaryDim int) {
+	xs, half := Data(x), rotaryDim/2
+	for r := 0; r < n; r++ {
+		cos := table[r*rotaryDim : r*rotaryDim+half]
+		sin := table[r*rotaryDim+half : (r+1)*rotaryDim]
+		for hd := 0; hd < h.Count; hd++ {
+			v := xs[h.Head(r, hd) : h.Head(r, hd)+rotaryDim]
+			for i := 0; i < half; i++ {
+				a, c := v[i], v[i+half]
+				v[i] = a*cos[i] - c*sin[i]
+				v[i+half] = c*cos[i] + a*sin[i]
+			}
+		}
+	}
+}
+
+// CausalConv1D implements compute.Backend:
+// out[t, c] = silu(sum_j w[c, j] * in[t-(K-1)+j, c]), with inputs before the
+// first token taken from state.
+func (b *Backend) CausalConv1D(x compute.Buffer, row, rowStride, n, channels int, wt compute.Weight, kernel int, state compute.Buffer) {
+	w, xs, st := wt.(*weight), Data(x), Data(state)
+	k1 := kernel - 1
+	b.pool.parallelFor(channels, 64, func(lo, hi int) {
+		win := make([]float32, kernel) // sliding window of raw inputs
+		taps := make([]float32, kernel)
+		for c := lo; c < hi; c++ {
+			w.row(taps, c)
+			for j := 0; j < k1; j++ {
+				win[j] = st[j*channels+c]
+			}
+			for t := 0; t < n; t++ {
+				i := (row+t)*rowStride + c
+				win[k1] = xs[i]
+				var s float32
+				for j := 0; j < kernel; j++ {
+					s += taps[j] * win[j]
+				}
+				xs[i] = silu(s)
+				copy(win, win[1:])
+			}
+			for j := 0; j < k1; j++ {
+				st[j*channels+c] = win[j]
+			}
+		}
+	})
+}
+
+// GDNGates implements compute.Backend.
+func (b *Backend) GDNGates(g, beta, a, bb compute.Buffer, aLog, dtBias compute.Weight, n, heads int) {
+	gs, bs, as, bin := Data(g), Data(beta), Data(a), Data(bb)
+	al, dt := aLog.(*weight), dtBias.(*weight)
+	for r := 0; r < n; r++ {
+		for h := 0; h < heads; h++ {
+			i := r*heads + h
+			gs[i] = -float32(math.Exp(float64(al.at(h)))) * softplus(as[i]+dt.at(h))
+			bs[i] = sigmoid(bin[i])
+		}
+	}
+}
+
+// SigmoidMul implements compute.Backend.
+func (b *Backend) SigmoidMul(x compute.Buffer, xh compute.Heads, gate compute.Buffer, gh compute.Heads, n int) {
+	xs, gs := Data(x), Data(gate)
+	for r := 0; r < n; r++ {
+		for h := 0; h < xh.Count; h++ {
+			v := xs[xh.Head(r, h) : xh.Head(r, h)+xh.Dim]
+			gv := gs[gh.Head(r, h) : gh.Head(r, h)+xh.Dim]
+			for i := range v {
+				v[i] *= sigmoid(gv[i])
+			}
+		}
+	}
+}
+
+// SiLUMul implements compute.Backend.
+func (b *Backend) SiLUMul(dst, gate, up compute.Buffer, n int) {
+	d, g, u := Data(dst)[:n], Data(gate)[:n], Data(up)[:n]
+	for i := range d {
+		d[i] = silu(g[i]) * u[i]
+	}
+}
+
+// Add implements compute.Backend.
+func (b *Backend) Add(dst, x compute.Buffer, n int) {
+	d, s := Data(dst)[:n], Data(x)[:n]
+	for i := range d {
+		d[i] += s[i]
+	}
+}
+
+// Argmax implements compute.Backend.
+func (b *Backend) Argmax(ctx context.Context, dst []int32, x compute.Buffer, dim int) error {
+	xs := Data(x)
+	for r := range dst {
+		dst[r] = int32(Argmax(xs[r*dim : (r+1)*dim]))
+	}
+	return ctx.Err()
+}
+
+// Argmax returns the index of the largest element of v, the lowest on ties;
+// NaNs are never chosen over numbers.
+func Argmax(v []float32) int {
+	best := -1
+	for i, e := range v {
+		if e != e {
+			continue
+		}
+		if best < 0 || e > v[best] {
+			best = i
+		}
+	}
+	if best < 0 {
+		return 0
+	}
+	return best
+}
+
+func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+func silu(x float32) float32    { return x * sigmoid(x) }
+
+// softplus is log(1 + e^x), with PyTorch's threshold of 20 above which it
+// returns x.
+func softplus(x float32) float32 {
+	if x > 20 {
+		return x
+	}
+	return float32(math.Log1p(math.Exp(float64(x))))
+}
