@@ -145,7 +145,9 @@ type Backend interface {
 	LoadWeight(name string, dt DType, rows, cols int, data []byte) (Weight, error)
 	// NewBuffer allocates a zeroed float32 buffer of n elements.
 	NewBuffer(n int) (Buffer, error)
-	// Free releases a buffer. Freeing nil is a no-op.
+	// Free releases a buffer. Freeing nil is a no-op. Operations already
+	// issued that use b still see its contents: a deferred backend releases
+	// the memory only after they complete.
 	Free(b Buffer)
 	// Upload copies src into dst starting at element off.
 	Upload(dst Buffer, off int, src []float32) error
@@ -203,4 +205,20 @@ type Backend interface {
 	// Argmax writes to dst[r] the index of the largest of x[r*dim:(r+1)*dim]
 	// for len(dst) rows (lowest index on ties) and waits for the result.
 	Argmax(ctx context.Context, dst []int32, x Buffer, dim int) error
+}
+
+// Argmax returns the index of the largest element of v, the lowest index on
+// ties; NaNs are never chosen over numbers. It is the reference for
+// Backend.Argmax and for greedy sampling.
+func Argmax(v []float32) int {
+	best := -1
+	for i, e := range v {
+		if e != e {
+			continue
+		}
+		if best < 0 || e > v[best] {
+			best = i
+		}
+	}
+	return max(best, 0)
 }

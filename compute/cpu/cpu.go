@@ -371,27 +371,9 @@ func (b *Backend) Add(dst, x compute.Buffer, n int) {
 func (b *Backend) Argmax(ctx context.Context, dst []int32, x compute.Buffer, dim int) error {
 	xs := Data(x)
 	for r := range dst {
-		dst[r] = int32(Argmax(xs[r*dim : (r+1)*dim]))
+		dst[r] = int32(compute.Argmax(xs[r*dim : (r+1)*dim]))
 	}
 	return ctx.Err()
-}
-
-// Argmax returns the index of the largest element of v, the lowest on ties;
-// NaNs are never chosen over numbers.
-func Argmax(v []float32) int {
-	best := -1
-	for i, e := range v {
-		if e != e {
-			continue
-		}
-		if best < 0 || e > v[best] {
-			best = i
-		}
-	}
-	if best < 0 {
-		return 0
-	}
-	return best
 }
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }

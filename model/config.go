@@ -1,0 +1,246 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// Layer kinds of the Qwen3.5 schedule, as written in config.json's layer_types.
+const (
+	LinearAttention = "linear_attention" // Gated DeltaNet mixer
+	FullAttention   = "full_attention"   // gated softmax attention mixer
+)
+
+// Config holds the text-model hyperparameters of a Qwen3.5 checkpoint.
+type Config struct {
+	HiddenSize       int `json:"hidden_size"`
+	IntermediateSize int `json:"intermediate_size"`
+	NumLayers        int `json:"num_hidden_layers"`
+	VocabSize        int `json:"vocab_size"`
+
+	NumHeads   int `json:"num_attention_heads"`
+	NumKVHeads int `json:"num_key_value_heads"`
+	HeadDim    int `json:"head_dim"`
+
+	LinearNumKeyHeads   int `json:"linear_num_key_heads"`
+	LinearNumValueHeads int `json:"linear_num_value_heads"`
+	LinearKeyHeadDim    int `json:"linear_key_head_dim"`
+	LinearValueHeadDim  int `json:"linear_value_head_dim"`
+	LinearConvKernel    int `json:"linear_conv_kernel_dim"`
+
+	RMSNormEps            float64 `json:"rms_norm_eps"`
+	RopeTheta             float64 `json:"-"`
+	PartialRotaryFactor   float64 `json:"-"`
+	MaxPositionEmbeddings int     `json:"max_position_embeddings"`
+	FullAttentionInterval int     `json:"full_attention_interval"`
+
+	// LayerTypes gives each layer's mixer: LinearAttention or FullAttention.
+	LayerTypes []string `json:"layer_types"`
+	// TieWordEmbeddings makes the embedding matrix the output matrix.
+	TieWordEmbeddings bool `json:"tie_word_embeddings"`
+	// EOSTokenIDs are the end-of-sequence ids of the config (may be empty).
+	EOSTokenIDs []int `json:"-"`
+}
+
+// rawConfig mirrors the parts of config.json that need custom decoding.
+type rawConfig struct {
+	Config
+	RopeParameters *struct {
+		RopeTheta           *float64 `json:"rope_theta"`
+		PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
+	} `json:"rope_parameters"`
+	RopeTheta           *float64        `json:"rope_theta"`
+	PartialRotaryFactor *float64        `json:"partial_rotary_factor"`
+	EOSTokenID          json.RawMessage `json:"eos_token_id"`
+	TieWordEmbeddings   *bool           `json:"tie_word_embeddings"`
+}
+
+// LoadConfig reads dir/config.json.
+func LoadConfig(dir string) (*Config, error) {
+	path := filepath.Join(dir, "config.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: reading config: %w", err)
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig decodes a config.json, nested (text settings under
+// text_config, as the multimodal Qwen3.5 checkpoints) or flat (a text-only
+// export), fills HF's defaults and validates the result.
+func ParseConfig(data []byte) (*Config, error) {
+	var top struct {
+		TextConfig        json.RawMessage `json:"text_config"`
+		TieWordEmbeddings *bool           `json:"tie_word_embeddings"`
+	}
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("config is not valid JSON: %w", err)
+	}
+	text := data
+	if len(top.TextConfig) > 0 && string(top.TextConfig) != "null" {
+		text = top.TextConfig
+	}
+	var r rawConfig
+	if err := json.Unmarshal(text, &r); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c := r.Config
+	// The multimodal class is configured by the top-level flag when present.
+	switch {
+	case top.TieWordEmbeddings != nil:
+		c.TieWordEmbeddings = *top.TieWordEmbeddings
+	case r.TieWordEmbeddings != nil:
+		c.TieWordEmbeddings = *r.TieWordEmbeddings
+	}
+	c.RopeTheta = 10000
+	c.PartialRotaryFactor = 0.25 // HF's default for Qwen3.5 when absent
+	if p := r.PartialRotaryFactor; p != nil {
+		c.PartialRotaryFactor = *p
+	}
+	if t := r.RopeTheta; t != nil {
+		c.RopeTheta = *t
+	}
+	if rp := r.RopeParameters; rp != nil {
+		if rp.RopeTheta != nil {
+			c.RopeTheta = *rp.RopeTheta
+		}
+		if rp.PartialRotaryFactor != nil {
+			c.PartialRotaryFactor = *rp.PartialRotaryFactor
+		}
+	}
+	if len(r.EOSTokenID) > 0 {
+		ids, err := parseIDs(r.EOSTokenID)
+		if err != nil {
+			return nil, fmt.Errorf("eos_token_id: %w", err)
+		}
+		c.EOSTokenIDs = ids
+	}
+	if c.RMSNormEps == 0 {
+		c.RMSNormEps = 1e-6
+	}
+	if c.LinearConvKernel == 0 {
+		c.LinearConvKernel = 4
+	}
+	if c.HeadDim == 0 && c.NumHeads > 0 {
+		c.HeadDim = c.HiddenSize / c.NumHeads
+	}
+	if len(c.LayerTypes) == 0 {
+		interval := c.FullAttentionInterval
+		if interval == 0 {
+			interval = 4
+		}
+		c.LayerTypes = make([]string, c.NumLayers)
+		for i := range c.LayerTypes {
+			c.LayerTypes[i] = LinearAttention
+			if (i+1)%interval == 0 {
+				c.LayerTypes[i] = FullAttention
+			}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// parseIDs decodes a token id given as a number, a list of numbers or null.
+func parseIDs(raw json.RawMessage) ([]int, error) {
+	if string(raw) == "null" {
+		return nil, nil
+	}
+	var one int
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []int{one}, nil
+	}
+	var many []int
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, fmt.Errorf("want an integer or a list of integers, got %s", raw)
+	}
+	return many, nil
+}
+
+// Validate checks that the hyperparameters describe a model this engine can
+// run.
+func (c *Config) Validate() error {
+	var errs []error
+	positive := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
+		}
+	}
+	positive("hidden_size", c.HiddenSize)
+	positive("intermediate_size", c.IntermediateSize)
+	positive("num_hidden_layers", c.NumLayers)
+	positive("vocab_size", c.VocabSize)
+	if len(c.LayerTypes) != c.NumLayers {
+		errs = append(errs, fmt.Errorf("layer_types has %d entries for %d layers", len(c.LayerTypes), c.NumLayers))
+	}
+	var linear, full bool
+	for i, t := range c.LayerTypes {
+		switch t {
+		case LinearAttention:
+			linear = true
+		case FullAttention:
+			full = true
+		default:
+			errs = append(errs, fmt.Errorf("layer_types[%d] = %q: want %q or %q", i, t, LinearAttention, FullAttention))
+		}
+	}
+	if full {
+		positive("num_attention_heads", c.NumHeads)
+		positive("num_key_value_heads", c.NumKVHeads)
+		positive("head_dim", c.HeadDim)
+		if c.NumKVHeads > 0 && c.NumHeads%c.NumKVHeads != 0 {
+			errs = append(errs, fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumHeads, c.NumKVHeads))
+		}
+		if rd := c.RotaryDim(); rd <= 0 || rd%2 != 0 || rd > c.HeadDim {
+			errs = append(errs, fmt.Errorf("rotary dim %d (head_dim %d x partial_rotary_factor %g) must be even and in (0, head_dim]", rd, c.HeadDim, c.PartialRotaryFactor))
+		}
+		if c.RopeTheta <= 0 || math.IsInf(c.RopeTheta, 0) {
+			errs = append(errs, fmt.Errorf("rope_theta must be positive, got %g", c.RopeTheta))
+		}
+	}
+	if linear {
+		positive("linear_num_key_heads", c.LinearNumKeyHeads)
+		positive("linear_num_value_heads", c.LinearNumValueHeads)
+		positive("linear_key_head_dim", c.LinearKeyHeadDim)
+		positive("linear_value_head_dim", c.LinearValueHeadDim)
+		positive("linear_conv_kernel_dim", c.LinearConvKernel)
+		if c.LinearNumKeyHeads > 0 && c.LinearNumValueHeads%c.LinearNumKeyHeads != 0 {
+			errs = append(errs, fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.LinearNumValueHeads, c.LinearNumKeyHeads))
+		}
+	}
+	if c.RMSNormEps <= 0 {
+		errs = append(errs, fmt.Errorf("rms_norm_eps must be positive, got %g", c.RMSNormEps))
+	}
+	return errors.Join(errs...)
+}
+
+// RotaryDim returns the number of leading head dimensions that rope rotates.
+func (c *Config) RotaryDim() int { return int(float64(c.HeadDim) * c.PartialRotaryFactor) }
+
+// KeyDim returns the width of all Gated DeltaNet key heads together.
+func (c *Config) KeyDim() int { return c.LinearNumKeyHeads * c.LinearKeyHeadDim }
+
+// ValueDim returns the width of all Gated DeltaNet value heads together.
+func (c *Config) ValueDim() int { return c.LinearNumValueHeads * c.LinearValueHeadDim }
+
+// ConvDim returns the number of channels of the Gated DeltaNet convolution
+// (q, k and v together).
+func (c *Config) ConvDim() int { return 2*c.KeyDim() + c.ValueDim() }
+
+// MaxContext returns the longest sequence the model supports.
+func (c *Config) MaxContext() int {
+	if c.MaxPositionEmbeddings > 0 {
+		return c.MaxPositionEmbeddings
+	}
+	return 262144
+}

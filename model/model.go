@@ -1,0 +1,268 @@
+// Package model runs the Qwen3.5 text model: it loads a Hugging Face
+// checkpoint directory, binds its tensors to a compute.Backend, and computes
+// logits for batches of sequences.
+//
+// The forward pass of one layer reads like the math:
+//
+//	h = h + mixer(rmsnorm(h))            // Gated DeltaNet or gated attention
+//	h = h + down(silu(gate(x)) * up(x))  // x = rmsnorm(h)
+//
+// Each conversation owns a Sequence (conv windows, recurrent state, KV cache),
+// so one Model serves many sequences; Step takes a batch of sequences, each
+// adding one or more tokens at its own position, and reads every weight once
+// for the whole batch.
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/compute/cpu"
+	"github.com/govinfer/govinfer/safetensors"
+)
+
+// DefaultMaxStepTokens is the default number of tokens computed in one pass
+// over the weights; longer batches are split into several passes.
+const DefaultMaxStepTokens = 256
+
+// l2NormEps is the epsilon of the Gated DeltaNet q/k L2 normalisation, fixed
+// in the reference implementation (not rms_norm_eps).
+const l2NormEps = 1e-6
+
+// Options configures Open.
+type Options struct {
+	// Backend runs the graph. Nil means a CPU backend using all cores, owned
+	// and closed by the model.
+	Backend compute.Backend
+	// Progress, when set, is called after each weight is loaded.
+	Progress func(Progress)
+	// MaxStepTokens bounds the tokens computed in one pass (activation
+	// memory grows with it). Zero means DefaultMaxStepTokens.
+	MaxStepTokens int
+}
+
+// Model is a loaded Qwen3.5 text model. Its methods are safe for concurrent
+// use; steps are serialised.
+type Model struct {
+	cfg       *Config
+	be        compute.Backend
+	ownsBE    bool
+	ck        *safetensors.Checkpoint
+	w         *weights
+	maxTokens int
+	invFreq   []float64 // rope inverse frequencies, rotaryDim/2 of them
+
+	mu sync.Mutex // guards everything below and serialises steps
+	sc *scratch
+}
+
+// Open loads the checkpoint in dir (config.json and safetensors weights).
+func Open(dir string, o Options) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := safetensors.OpenCheckpoint(dir)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	m, err := New(cfg, ck, o)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	m.ck = ck
+	return m, nil
+}
+
+// New builds a model from a config and an open checkpoint. The checkpoint
+// must stay open until the model is closed (the CPU backend reads weights
+// from its memory map); Close does not close it.
+func New(cfg *Config, ck *safetensors.Checkpoint, o Options) (*Model, error) {
+	m := &Model{cfg: cfg, be: o.Backend, maxTokens: o.MaxStepTokens}
+	if m.be == nil {
+		m.be, m.ownsBE = cpu.New(cpu.Options{}), true
+	}
+	if m.maxTokens <= 0 {
+		m.maxTokens = DefaultMaxStepTokens
+	}
+	w, err := loadWeights(ck, cfg, m.be, o.Progress)
+	if err != nil {
+		if m.ownsBE {
+			m.be.Close()
+		}
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	m.w = w
+	rd := cfg.RotaryDim()
+	m.invFreq = make([]float64, rd/2)
+	for i := range m.invFreq {
+		m.invFreq[i] = math.Pow(cfg.RopeTheta, -float64(2*i)/float64(rd))
+	}
+	return m, nil
+}
+
+// Config returns the model's hyperparameters.
+func (m *Model) Config() *Config { return m.cfg }
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() compute.Backend { return m.be }
+
+// Close releases the model's memory (and its backend when the model created
+// it, and its checkpoint when Open opened it).
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var errs []error
+	if m.sc != nil {
+		m.sc.free(m.be)
+		m.sc = nil
+	}
+	if m.ownsBE {
+		errs = append(errs, m.be.Close())
+	}
+	if m.ck != nil {
+		errs = append(errs, m.ck.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// LogitsMode says which positions of an input produce logits.
+type LogitsMode uint8
+
+// Logits modes.
+const (
+	LastLogits LogitsMode = iota // logits of the last new token only
+	AllLogits                    // logits of every new token
+	NoLogits                     // no logits (prefill of a prompt's head)
+)
+
+// Input is one sequence's share of a step.
+type Input struct {
+	Seq    *Sequence
+	Tokens []int
+	Logits LogitsMode
+}
+
+// Output carries the logits of one Input: rows of VocabSize values, one row
+// per position its LogitsMode asks for.
+type Output struct {
+	Logits []float32
+}
+
+// Step feeds each input's tokens to its sequence and returns the requested
+// logits, in input order. A sequence may appear at most once per step. On
+// error the sequences in the batch are left unusable.
+func (m *Model) Step(ctx context.Context, inputs []Input) ([]Output, error) {
+	return m.StepTrace(ctx, inputs, nil)
+}
+
+// StepTrace is Step with a hook that receives the residual stream of all
+// tokens after the embedding (layer 0) and after each layer i (layer i+1),
+// as [tokens, hidden] rows, for debugging and tests.
+func (m *Model) StepTrace(ctx context.Context, inputs []Input, trace func(layer int, hidden []float32)) ([]Output, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkInputs(inputs); err != nil {
+		return nil, err
+	}
+	outs := make([]Output, len(inputs))
+	err := m.runPieces(ctx, inputs, outs, trace)
+	if err != nil {
+		for _, in := range inputs {
+			in.Seq.broken = err
+		}
+		return nil, err
+	}
+	return outs, nil
+}
+
+func (m *Model) checkInputs(inputs []Input) error {
+	seen := make(map[*Sequence]bool, len(inputs))
+	for i, in := range inputs {
+		s := in.Seq
+		switch {
+		case s == nil:
+			return fmt.Errorf("model: input %d has no sequence", i)
+		case s.m != m:
+			return fmt.Errorf("model: input %d: sequence belongs to another model", i)
+		case s.closed:
+			return fmt.Errorf("model: input %d: sequence is closed", i)
+		case s.broken != nil:
+			return fmt.Errorf("model: input %d: sequence unusable after an earlier error: %w", i, s.broken)
+		case seen[s]:
+			return fmt.Errorf("model: input %d: sequence appears twice in one step", i)
+		case len(in.Tokens) == 0:
+			return fmt.Errorf("model: input %d: no tokens", i)
+		case s.n+len(in.Tokens) > m.cfg.MaxContext():
+			return fmt.Errorf("model: input %d: %d cached + %d new tokens exceed the context of %d", i, s.n, len(in.Tokens), m.cfg.MaxContext())
+		}
+		seen[s] = true
+		for j, t := range in.Tokens {
+			if t < 0 || t >= m.cfg.VocabSize {
+				return fmt.Errorf("model: input %d: token %d at index %d is outside the vocabulary [0, %d)", i, t, j, m.cfg.VocabSize)
+			}
+		}
+	}
+	return nil
+}
+
+// piece is a run of one input's tokens computed in one pass.
+type piece struct {
+	in       int // index into inputs
+	seq      *Sequence
+	tokens   []int
+	row      int // first row of the piece in the pass's activations
+	pos      int // position of its first token in the sequence
+	logitRow int // first row of its logits in the pass's logits, -1 if none
+	nLogits  int
+	outOff   int // where its logits go in the input's Output
+}
+
+// runPieces packs the inputs' tokens into passes of at most m.maxTokens
+// tokens and runs them in order.
+func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, trace func(int, []float32)) error {
+	var pass []piece
+	rows := 0
+	flush := func() error {
+		if len(pass) == 0 {
+			return nil
+		}
+		err := m.forward(ctx, pass, inputs, outs, trace)
+		pass, rows = pass[:0], 0
+		return err
+	}
+	vocab := m.cfg.VocabSize
+	for i, in := range inputs {
+		switch in.Logits {
+		case AllLogits:
+			outs[i].Logits = make([]float32, len(in.Tokens)*vocab)
+		case LastLogits:
+			outs[i].Logits = make([]float32, vocab)
+		}
+		pos := in.Seq.n
+		for done := 0; done < len(in.Tokens); {
+			n := min(len(in.Tokens)-done, m.maxTokens-rows)
+			p := piece{in: i, seq: in.Seq, tokens: in.Tokens[done : done+n], row: rows, pos: pos + done, logitRow: -1}
+			switch {
+			case in.Logits == AllLogits:
+				p.nLogits, p.outOff = n, done*vocab
+			case in.Logits == LastLogits && done+n == len(in.Tokens):
+				p.nLogits = 1
+			}
+			pass = append(pass, p)
+			rows += n
+			done += n
+			if rows == m.maxTokens {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
+}

@@ -1,0 +1,188 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/safetensors"
+)
+
+// layerWeights holds one decoder layer's tensors. A linear-attention layer
+// fills the Gated DeltaNet fields, a full-attention layer the attention ones.
+type layerWeights struct {
+	inputNorm, postNorm compute.Weight
+
+	// Gated DeltaNet (linear_attn.*).
+	inProjQKV, inProjZ, inProjB, inProjA compute.Weight
+	conv1d, aLog, dtBias, gatedNorm      compute.Weight
+	outProj                              compute.Weight
+
+	// Gated attention (self_attn.*).
+	qProj, kProj, vProj, oProj compute.Weight
+	qNorm, kNorm               compute.Weight
+
+	// SwiGLU MLP (mlp.*).
+	gateProj, upProj, downProj compute.Weight
+}
+
+// weights holds every tensor the text model uses.
+type weights struct {
+	embed  compute.Weight
+	norm   compute.Weight
+	lmHead compute.Weight // the embedding matrix when tied
+	layers []layerWeights
+}
+
+// binding names one tensor the model needs, the shape config.json implies
+// for it, and where it goes.
+type binding struct {
+	name  string
+	shape []int
+	dst   *compute.Weight
+}
+
+// textPrefixes are the tensor-name prefixes of the text model, in the order
+// they are tried: the multimodal checkpoint's, then a text-only export's.
+var textPrefixes = [...]string{"model.language_model.", "model."}
+
+// bindings lists every tensor of the text model for config c.
+func bindings(c *Config, prefix string, w *weights) []binding {
+	h := c.HiddenSize
+	bs := []binding{
+		{prefix + "embed_tokens.weight", []int{c.VocabSize, h}, &w.embed},
+		{prefix + "norm.weight", []int{h}, &w.norm},
+	}
+	if !c.TieWordEmbeddings {
+		bs = append(bs, binding{"lm_head.weight", []int{c.VocabSize, h}, &w.lmHead})
+	}
+	w.layers = make([]layerWeights, c.NumLayers)
+	for i := range w.layers {
+		l := &w.layers[i]
+		p := fmt.Sprintf("%slayers.%d.", prefix, i)
+		bs = append(bs,
+			binding{p + "input_layernorm.weight", []int{h}, &l.inputNorm},
+			binding{p + "post_attention_layernorm.weight", []int{h}, &l.postNorm},
+			binding{p + "mlp.gate_proj.weight", []int{c.IntermediateSize, h}, &l.gateProj},
+			binding{p + "mlp.up_proj.weight", []int{c.IntermediateSize, h}, &l.upProj},
+			binding{p + "mlp.down_proj.weight", []int{h, c.IntermediateSize}, &l.downProj},
+		)
+		if c.LayerTypes[i] == LinearAttention {
+			nv := c.LinearNumValueHeads
+			bs = append(bs,
+				binding{p + "linear_attn.in_proj_qkv.weight", []int{c.ConvDim(), h}, &l.inProjQKV},
+				binding{p + "linear_attn.in_proj_z.weight", []int{c.ValueDim(), h}, &l.inProjZ},
+				binding{p + "linear_attn.in_proj_b.weight", []int{nv, h}, &l.inProjB},
+				binding{p + "linear_attn.in_proj_a.weight", []int{nv, h}, &l.inProjA},
+				binding{p + "linear_attn.conv1d.weight", []int{c.ConvDim(), 1, c.LinearConvKernel}, &l.conv1d},
+				binding{p + "linear_attn.A_log", []int{nv}, &l.aLog},
+				binding{p + "linear_attn.dt_bias", []int{nv}, &l.dtBias},
+				binding{p + "linear_attn.norm.weight", []int{c.LinearValueHeadDim}, &l.gatedNorm},
+				binding{p + "linear_attn.out_proj.weight", []int{h, c.ValueDim()}, &l.outProj},
+			)
+		} else {
+			hd := c.HeadDim
+			bs = append(bs,
+				binding{p + "self_attn.q_proj.weight", []int{2 * c.NumHeads * hd, h}, &l.qProj},
+				binding{p + "self_attn.k_proj.weight", []int{c.NumKVHeads * hd, h}, &l.kProj},
+				binding{p + "self_attn.v_proj.weight", []int{c.NumKVHeads * hd, h}, &l.vProj},
+				binding{p + "self_attn.o_proj.weight", []int{h, c.NumHeads * hd}, &l.oProj},
+				binding{p + "self_attn.q_norm.weight", []int{hd}, &l.qNorm},
+				binding{p + "self_attn.k_norm.weight", []int{hd}, &l.kNorm},
+			)
+		}
+	}
+	return bs
+}
+
+// detectPrefix returns the text-model prefix used by the checkpoint.
+func detectPrefix(ck *safetensors.Checkpoint) (string, error) {
+	for _, p := range textPrefixes {
+		if ck.Has(p + "embed_tokens.weight") {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no text model: neither %sembed_tokens.weight nor %sembed_tokens.weight is present",
+		textPrefixes[0], textPrefixes[1])
+}
+
+// computeDType maps a safetensors dtype to a weight dtype.
+func computeDType(d safetensors.DType) (compute.DType, bool) {
+	switch d {
+	case safetensors.F32:
+		return compute.F32, true
+	case safetensors.F16:
+		return compute.F16, true
+	case safetensors.BF16:
+		return compute.BF16, true
+	}
+	return 0, false
+}
+
+// loadWeights binds every tensor of the text model and hands it to the
+// backend. progress, when not nil, is called after each tensor.
+func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, progress func(Progress)) (*weights, error) {
+	prefix, err := detectPrefix(ck)
+	if err != nil {
+		return nil, err
+	}
+	w := &weights{}
+	bs := bindings(c, prefix, w)
+	var total int64
+	var errs []error
+	tensors := make([]safetensors.Tensor, len(bs))
+	for i, b := range bs {
+		t, err := ck.Tensor(b.name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !slices.Equal(t.Shape, b.shape) {
+			errs = append(errs, fmt.Errorf("tensor %s has shape %v, config.json implies %v", b.name, t.Shape, b.shape))
+			continue
+		}
+		if _, ok := computeDType(t.DType); !ok {
+			errs = append(errs, fmt.Errorf("tensor %s has dtype %s; want F32, F16 or BF16", b.name, t.DType))
+			continue
+		}
+		tensors[i] = t
+		total += int64(len(t.Data))
+	}
+	if len(errs) > 0 {
+		if len(errs) > 8 {
+			errs = append(errs[:8], fmt.Errorf("... and %d more", len(errs)-8))
+		}
+		return nil, errors.Join(errs...)
+	}
+	var done int64
+	for i, b := range bs {
+		t := tensors[i]
+		dt, _ := computeDType(t.DType)
+		rows, cols := 1, t.Shape[len(t.Shape)-1]
+		for _, d := range t.Shape[:len(t.Shape)-1] {
+			rows *= d
+		}
+		wt, err := be.LoadWeight(b.name, dt, rows, cols, t.Data)
+		if err != nil {
+			return nil, fmt.Errorf("loading %s: %w", b.name, err)
+		}
+		*b.dst = wt
+		done += int64(len(t.Data))
+		if progress != nil {
+			progress(Progress{Tensors: i + 1, TotalTensors: len(bs), Bytes: done, TotalBytes: total, Name: b.name})
+		}
+	}
+	if c.TieWordEmbeddings {
+		w.lmHead = w.embed
+	}
+	return w, nil
+}
+
+// Progress reports weight loading.
+type Progress struct {
+	Tensors, TotalTensors int
+	Bytes, TotalBytes     int64
+	// Name is the tensor just loaded.
+	Name string
+}

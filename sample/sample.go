@@ -1,0 +1,247 @@
+// Package sample picks the next token from a row of logits: greedy argmax or
+// seeded random sampling with temperature, top-k, top-p and min-p, after
+// repetition, presence and frequency penalties.
+package sample
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/govinfer/govinfer/compute"
+)
+
+// Params are the sampling settings of one sequence, as an OpenAI-style
+// request gives them. The zero value is greedy decoding.
+type Params struct {
+	// Temperature divides the logits; 0 means greedy (argmax, lowest id on
+	// ties).
+	Temperature float64
+	// TopK keeps the K most likely tokens; 0 or negative keeps all.
+	TopK int
+	// TopP keeps the smallest set of most likely tokens whose probability
+	// sums to at least TopP; 0 or 1 keeps all.
+	TopP float64
+	// MinP drops tokens less likely than MinP times the most likely one.
+	MinP float64
+	// RepetitionPenalty divides positive logits and multiplies negative ones
+	// of every token seen in the prompt or the output; 0 or 1 disables it.
+	RepetitionPenalty float64
+	// PresencePenalty is subtracted once from the logit of every token
+	// that occurs in the output.
+	PresencePenalty float64
+	// FrequencyPenalty is subtracted from a token's logit once per
+	// occurrence in the output.
+	FrequencyPenalty float64
+	// Seed seeds the random source of this sequence.
+	Seed uint64
+}
+
+// Validate reports settings outside their meaningful ranges.
+func (p Params) Validate() error {
+	switch {
+	case p.Temperature < 0 || math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0):
+		return fmt.Errorf("temperature must be a finite number >= 0, got %v", p.Temperature)
+	case p.TopP < 0 || p.TopP > 1 || math.IsNaN(p.TopP):
+		return fmt.Errorf("top_p must be in [0, 1], got %v", p.TopP)
+	case p.MinP < 0 || p.MinP > 1 || math.IsNaN(p.MinP):
+		return fmt.Errorf("min_p must be in [0, 1], got %v", p.MinP)
+	case p.RepetitionPenalty < 0 || math.IsNaN(p.RepetitionPenalty) || math.IsInf(p.RepetitionPenalty, 0):
+		return fmt.Errorf("repetition_penalty must be a finite number > 0, got %v", p.RepetitionPenalty)
+	case math.Abs(p.PresencePenalty) > 2 || math.IsNaN(p.PresencePenalty):
+		return fmt.Errorf("presence_penalty must be in [-2, 2], got %v", p.PresencePenalty)
+	case math.Abs(p.FrequencyPenalty) > 2 || math.IsNaN(p.FrequencyPenalty):
+		return fmt.Errorf("frequency_penalty must be in [-2, 2], got %v", p.FrequencyPenalty)
+	}
+	return nil
+}
+
+// Greedy reports whether the parameters select argmax decoding.
+func (p Params) Greedy() bool { return p.Temperature == 0 }
+
+// Sampler draws tokens for one sequence. It is not safe for concurrent use.
+type Sampler struct {
+	p       Params
+	rng     *rand.Rand
+	seen    map[int]bool // prompt and output tokens, for the repetition penalty
+	counts  map[int]int  // output tokens, for presence and frequency penalties
+	cands   []candidate  // reused between calls
+	scratch []float32
+}
+
+type candidate struct {
+	id    int
+	logit float64
+}
+
+// New returns a sampler for the given parameters.
+func New(p Params) *Sampler {
+	return &Sampler{
+		p:      p,
+		rng:    rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15)),
+		seen:   map[int]bool{},
+		counts: map[int]int{},
+	}
+}
+
+// AddPrompt records prompt tokens for the repetition penalty.
+func (s *Sampler) AddPrompt(ids []int) {
+	for _, id := range ids {
+		s.seen[id] = true
+	}
+}
+
+// Accept records a generated token.
+func (s *Sampler) Accept(id int) {
+	s.seen[id] = true
+	s.counts[id]++
+}
+
+// Penalize returns the logits after the repetition, presence and frequency
+// penalties; it returns logits itself when no penalty applies, otherwise a
+// copy owned by the sampler (valid until the next call).
+func (s *Sampler) Penalize(logits []float32) []float32 {
+	rp := s.p.RepetitionPenalty
+	usesRep := rp != 0 && rp != 1 && len(s.seen) > 0
+	usesCounts := (s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0) && len(s.counts) > 0
+	if !usesRep && !usesCounts {
+		return logits
+	}
+	s.scratch = append(s.scratch[:0], logits...)
+	out := s.scratch
+	if usesRep {
+		for id := range s.seen {
+			if id < 0 || id >= len(out) {
+				continue
+			}
+			if out[id] > 0 {
+				out[id] = float32(float64(out[id]) / rp)
+			} else {
+				out[id] = float32(float64(out[id]) * rp)
+			}
+		}
+	}
+	if usesCounts {
+		for id, n := range s.counts {
+			if id < 0 || id >= len(out) {
+				continue
+			}
+			out[id] -= float32(s.p.PresencePenalty + s.p.FrequencyPenalty*float64(n))
+		}
+	}
+	return out
+}
+
+// Sample returns the next token for a row of logits. It does not record it;
+// call Accept with the token that is finally used.
+func (s *Sampler) Sample(logits []float32) int {
+	l := s.Penalize(logits)
+	if s.p.Greedy() {
+		return compute.Argmax(l)
+	}
+	// Candidates sorted by logit, descending, ties by id.
+	s.cands = s.cands[:0]
+	for id, v := range l {
+		if v == v && !math.IsInf(float64(v), -1) {
+			s.cands = append(s.cands, candidate{id, float64(v) / s.p.Temperature})
+		}
+	}
+	if len(s.cands) == 0 {
+		return compute.Argmax(l)
+	}
+	k := len(s.cands)
+	if s.p.TopK > 0 && s.p.TopK < k {
+		k = s.p.TopK
+	}
+	byLogit := func(a, b candidate) int {
+		if c := cmp.Compare(b.logit, a.logit); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	}
+	if k < len(s.cands) {
+		// Partial selection would be faster; a full sort of a 250k vocab costs
+		// ~10 ms, so keep only values above the k-th largest first.
+		kth := kthLargest(s.cands, k)
+		j := 0
+		for _, c := range s.cands {
+			if c.logit >= kth {
+				s.cands[j] = c
+				j++
+			}
+		}
+		s.cands = s.cands[:j]
+	}
+	slices.SortFunc(s.cands, byLogit)
+	s.cands = s.cands[:min(k, len(s.cands))]
+	// Softmax over the survivors.
+	maxL := s.cands[0].logit
+	probs := make([]float64, len(s.cands))
+	var sum float64
+	for i, c := range s.cands {
+		probs[i] = math.Exp(c.logit - maxL)
+		sum += probs[i]
+	}
+	for i := range probs {
+		probs[i] /= sum
+	}
+	n := len(probs)
+	if s.p.MinP > 0 {
+		floor := s.p.MinP * probs[0]
+		for n > 1 && probs[n-1] < floor {
+			n--
+		}
+	}
+	if s.p.TopP > 0 && s.p.TopP < 1 {
+		var cum float64
+		for i := 0; i < n; i++ {
+			cum += probs[i]
+			if cum >= s.p.TopP {
+				n = i + 1
+				break
+			}
+		}
+	}
+	var total float64
+	for _, p := range probs[:n] {
+		total += p
+	}
+	r := s.rng.Float64() * total
+	for i, p := range probs[:n] {
+		r -= p
+		if r < 0 {
+			return s.cands[i].id
+		}
+	}
+	return s.cands[n-1].id
+}
+
+// kthLargest returns the k-th largest logit (1-based) of cands.
+func kthLargest(cands []candidate, k int) float64 {
+	vals := make([]float64, len(cands))
+	for i, c := range cands {
+		vals[i] = c.logit
+	}
+	slices.Sort(vals)
+	return vals[len(vals)-k]
+}
+
+// LogSoftmax returns log(softmax(logits)) in float64.
+func LogSoftmax(logits []float32) []float64 {
+	out := make([]float64, len(logits))
+	maxL := math.Inf(-1)
+	for _, v := range logits {
+		maxL = max(maxL, float64(v))
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - maxL)
+	}
+	lse := maxL + math.Log(sum)
+	for i, v := range logits {
+		out[i] = float64(v) - lse
+	}
+	return out
+}
