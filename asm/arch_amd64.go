@@ -1,0 +1,174 @@
+//go:build !noasm
+
+package asm
+
+// Assembly kernels, generated into *_amd64.s by internal/asmgen. The Go
+// declarations document only the ABI; each .s file states its preconditions.
+
+//go:noescape
+func dotBF16AVX2(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotF16AVX2(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotF32AVX2(w *float32, x *float32, n int) float32
+
+//go:noescape
+func dotBF16AVX512(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotF16AVX512(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotF32AVX512(w *float32, x *float32, n int) float32
+
+//go:noescape
+func axpyAVX2(a float32, x, y *float32, n int)
+
+//go:noescape
+func scaleAVX2(a float32, x *float32, n int)
+
+//go:noescape
+func matVec4BF16AVX2(dst *float32, w *uint16, x *float32, groups, cols, n int)
+
+//go:noescape
+func matVec4F16AVX2(dst *float32, w *uint16, x *float32, groups, cols, n int)
+
+//go:noescape
+func matVec4F32AVX2(dst *float32, w *float32, x *float32, groups, cols, n int)
+
+//go:noescape
+func matVec4BF16AVX512(dst *float32, w *uint16, x *float32, groups, cols, n int)
+
+//go:noescape
+func matVec4F16AVX512(dst *float32, w *uint16, x *float32, groups, cols, n int)
+
+//go:noescape
+func matVec4F32AVX512(dst *float32, w *float32, x *float32, groups, cols, n int)
+
+//go:noescape
+func tileBF16AVX2(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
+func tileF16AVX2(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
+func tileF32AVX2(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
+func tileBF16BF16AVX2(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
+
+//go:noescape
+func tileBF16AVX512(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
+func tileF16AVX512(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
+func tileF32AVX512(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
+func tileBF16BF16AVX512(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
+
+//go:noescape
+func tileBF16BF16AVX512BF16(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
+
+// simd is one vector width's set of assembly routines for a kernel set.
+type simd struct {
+	lanes                               int
+	dotBF16, dotF16                     func(w *uint16, x *float32, n int) float32
+	dotF32                              func(w *float32, x *float32, n int) float32
+	mvBF16, mvF16                       func(dst *float32, w *uint16, x *float32, groups, cols, n int)
+	mvF32                               func(dst *float32, w *float32, x *float32, groups, cols, n int)
+	tileBF16, tileF16                   func(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+	tileF32                             func(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int, k, nb int)
+	tileBB                              func(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
+	maxN, maxNBB, alignBB               int
+}
+
+// archImpl installs the assembly kernels that f allows into k and returns the
+// features actually used.
+func archImpl(k *impl, f Features) Features {
+	var s simd
+	switch {
+	case f.AVX512:
+		s = simd{16, dotBF16AVX512, dotF16AVX512, dotF32AVX512,
+			matVec4BF16AVX512, matVec4F16AVX512, matVec4F32AVX512,
+			tileBF16AVX512, tileF16AVX512, tileF32AVX512, tileBF16BF16AVX512, 6, 6, 16}
+		k.name = "avx512"
+		if f.AVX512BF16 {
+			s.tileBB, s.alignBB = tileBF16BF16AVX512BF16, 32
+			k.name = "avx512bf16"
+		}
+	case f.AVX2:
+		s = simd{8, dotBF16AVX2, dotF16AVX2, dotF32AVX2,
+			matVec4BF16AVX2, matVec4F16AVX2, matVec4F32AVX2,
+			tileBF16AVX2, tileF16AVX2, tileF32AVX2, tileBF16BF16AVX2, 3, 2, 8}
+		k.name = "avx2"
+	default:
+		return Features{}
+	}
+	f.NEON = false
+	install(k, s)
+	return f
+}
+
+// install fills k from the routines in s.
+func install(k *impl, s simd) {
+	L := s.lanes
+	k.dotBF16 = func(w []uint16, x []float32) float32 { return dotTail(s.dotBF16, L, dotBF16Go, w, x) }
+	k.dotF16 = func(w []uint16, x []float32) float32 { return dotTail(s.dotF16, L, dotF16Go, w, x) }
+	k.dotF32 = func(w, x []float32) float32 { return dotTail(s.dotF32, L, dotF32Go, w, x) }
+	k.axpy = func(a float32, x, y []float32) {
+		n := len(x)
+		m := n - n%8
+		if m > 0 {
+			axpyAVX2(a, &x[0], &y[0], m)
+		}
+		axpyGo(a, x[m:], y[m:n])
+	}
+	k.scale = func(a float32, x []float32) {
+		n := len(x)
+		m := n - n%8
+		if m > 0 {
+			scaleAVX2(a, &x[0], m)
+		}
+		scaleGo(a, x[m:])
+	}
+	k.matVecBF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
+		matVec4(s.mvBF16, L, k.dotBF16, dst, w, rows, cols, x)
+	}
+	k.matVecF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
+		matVec4(s.mvF16, L, k.dotF16, dst, w, rows, cols, x)
+	}
+	k.matVecF32 = func(dst []float32, w []float32, rows, cols int, x []float32) {
+		matVec4(s.mvF32, L, k.dotF32, dst, w, rows, cols, x)
+	}
+	tBF16 := &tiler[uint16, float32]{s.tileBF16, s.maxN, L, k.dotBF16}
+	tF16 := &tiler[uint16, float32]{s.tileF16, s.maxN, L, k.dotF16}
+	tF32 := &tiler[float32, float32]{s.tileF32, s.maxN, L, k.dotF32}
+	tBB := &tiler[uint16, uint16]{s.tileBB, s.maxNBB, s.alignBB, dotBF16BF16Go}
+	k.matMulBF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
+		if n == 1 {
+			k.matVecBF16(dst[:rows], w, rows, cols, x)
+			return
+		}
+		tBF16.matMul(dst, ldd, w, rows, cols, x, n)
+	}
+	k.matMulF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
+		if n == 1 {
+			k.matVecF16(dst[:rows], w, rows, cols, x)
+			return
+		}
+		tF16.matMul(dst, ldd, w, rows, cols, x, n)
+	}
+	k.matMulF32 = func(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int) {
+		if n == 1 {
+			k.matVecF32(dst[:rows], w, rows, cols, x)
+			return
+		}
+		tF32.matMul(dst, ldd, w, rows, cols, x, n)
+	}
+	k.gemmBF16 = tBB.matMul
+}

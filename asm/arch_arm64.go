@@ -1,0 +1,84 @@
+//go:build !noasm
+
+package asm
+
+// NEON kernels, generated into *_arm64.s by internal/asmgen.
+
+//go:noescape
+func dotBF16NEON(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotF16NEON(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotF32NEON(w *float32, x *float32, n int) float32
+
+//go:noescape
+func axpyNEON(a float32, x, y *float32, n int)
+
+//go:noescape
+func scaleNEON(a float32, x *float32, n int)
+
+//go:noescape
+func matVec4BF16NEON(dst *float32, w *uint16, x *float32, groups, cols, n int)
+
+//go:noescape
+func matVec4F16NEON(dst *float32, w *uint16, x *float32, groups, cols, n int)
+
+//go:noescape
+func matVec4F32NEON(dst *float32, w *float32, x *float32, groups, cols, n int)
+
+// archImpl installs the NEON kernels when f allows them and returns the
+// features actually used. The matrix-matrix products run one NEON
+// matrix-vector product per input (no register tiling yet on arm64).
+func archImpl(k *impl, f Features) Features {
+	if !f.NEON {
+		return Features{}
+	}
+	k.name = "neon"
+	const L = 8
+	k.dotBF16 = func(w []uint16, x []float32) float32 { return dotTail(dotBF16NEON, L, dotBF16Go, w, x) }
+	k.dotF16 = func(w []uint16, x []float32) float32 { return dotTail(dotF16NEON, L, dotF16Go, w, x) }
+	k.dotF32 = func(w, x []float32) float32 { return dotTail(dotF32NEON, L, dotF32Go, w, x) }
+	k.axpy = func(a float32, x, y []float32) {
+		n := len(x)
+		m := n - n%L
+		if m > 0 {
+			axpyNEON(a, &x[0], &y[0], m)
+		}
+		axpyGo(a, x[m:], y[m:n])
+	}
+	k.scale = func(a float32, x []float32) {
+		n := len(x)
+		m := n - n%L
+		if m > 0 {
+			scaleNEON(a, &x[0], m)
+		}
+		scaleGo(a, x[m:])
+	}
+	k.matVecBF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
+		matVec4(matVec4BF16NEON, L, k.dotBF16, dst, w, rows, cols, x)
+	}
+	k.matVecF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
+		matVec4(matVec4F16NEON, L, k.dotF16, dst, w, rows, cols, x)
+	}
+	k.matVecF32 = func(dst []float32, w []float32, rows, cols int, x []float32) {
+		matVec4(matVec4F32NEON, L, k.dotF32, dst, w, rows, cols, x)
+	}
+	k.matMulBF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
+		for i := range n {
+			k.matVecBF16(dst[i*ldd:i*ldd+rows], w, rows, cols, x[i*cols:(i+1)*cols])
+		}
+	}
+	k.matMulF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
+		for i := range n {
+			k.matVecF16(dst[i*ldd:i*ldd+rows], w, rows, cols, x[i*cols:(i+1)*cols])
+		}
+	}
+	k.matMulF32 = func(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int) {
+		for i := range n {
+			k.matVecF32(dst[i*ldd:i*ldd+rows], w, rows, cols, x[i*cols:(i+1)*cols])
+		}
+	}
+	return Features{NEON: true}
+}

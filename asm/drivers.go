@@ -1,0 +1,102 @@
+package asm
+
+// This file holds the Go glue shared by the assembly kernel sets: each
+// assembly routine handles an aligned main part and the Go twins finish the
+// ragged edges. The functions are generic so one driver serves every element type.
+
+// dotTail computes a dot product with the assembly routine f over the longest
+// prefix of w whose length is a multiple of align, and the Go twin over the rest.
+// It needs len(x) >= len(w).
+func dotTail[W, X any](f func(w *W, x *X, n int) float32, align int, twin func([]W, []X) float32, w []W, x []X) float32 {
+	n := len(w)
+	m := n - n%align
+	var s float32
+	if m > 0 {
+		s = f(&w[0], &x[0], m)
+	}
+	if m < n {
+		s += twin(w[m:], x[m:n])
+	}
+	return s
+}
+
+// matVec4 runs the four-row assembly routine mv over the rows in groups of four
+// and the columns up to a multiple of align, then finishes the remaining
+// columns and rows with dot (which takes any length).
+func matVec4[W any](mv func(dst *float32, w *W, x *float32, groups, cols, n int), align int,
+	dot func([]W, []float32) float32, dst []float32, w []W, rows, cols int, x []float32) {
+	groups := rows / 4
+	m := cols - cols%align
+	if groups > 0 {
+		if m > 0 {
+			mv(&dst[0], &w[0], &x[0], groups, cols, m)
+		} else {
+			clear(dst[:groups*4])
+		}
+		if m < cols {
+			for r := range groups * 4 {
+				dst[r] += dot(w[r*cols+m:(r+1)*cols], x[m:cols])
+			}
+		}
+	}
+	for r := groups * 4; r < rows; r++ {
+		dst[r] = dot(w[r*cols:(r+1)*cols], x[:cols])
+	}
+}
+
+// tiler describes a register-tiled matrix-matrix micro-kernel.
+type tiler[W, X any] struct {
+	// tile adds to dst[j*ldd+r], for r < 4 and j < nb, the dot product of
+	// weight row r (w[r*ldw:]) with input j (x[j*ldx:]) over k values.
+	// k is a positive multiple of align and 1 <= nb <= maxN; strides count elements.
+	tile  func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int)
+	maxN  int
+	align int
+	// dot is a dot product of any length, used for the ragged edges.
+	dot func([]W, []X) float32
+}
+
+// Cache blocking of the tiled product: a block of kBlock columns of up to
+// nBlock inputs is kept hot (nBlock*kBlock*4 bytes of f32 inputs, 240 KiB)
+// while every four-row weight tile of that column block (4*kBlock elements)
+// is streamed through it.
+const (
+	kBlock = 2048 // a multiple of every tiler's align
+	nBlock = 30   // inputs per block; a multiple of every tiler's maxN is best
+)
+
+// matMul computes dst[i*ldd+r] = sum_c w[r*cols+c]*x[i*cols+c] for r < rows and
+// i < n using the micro-kernel, with the loops blocked for the caches.
+func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []X, n int) {
+	rows4 := rows - rows%4
+	m := cols - cols%t.align
+	for i := range n {
+		clear(dst[i*ldd : i*ldd+rows4])
+	}
+	nb := max(t.maxN, nBlock-nBlock%t.maxN)
+	if rows4 > 0 && m > 0 {
+		for k0 := 0; k0 < m; k0 += kBlock {
+			kb := min(kBlock, m-k0)
+			for i0 := 0; i0 < n; i0 += nb {
+				i1 := min(i0+nb, n)
+				for r := 0; r < rows4; r += 4 {
+					for i := i0; i < i1; i += t.maxN {
+						t.tile(&dst[i*ldd+r], ldd, &w[r*cols+k0], cols, &x[i*cols+k0], cols, kb, min(t.maxN, i1-i))
+					}
+				}
+			}
+		}
+	}
+	if m < cols {
+		for r := range rows4 {
+			for i := range n {
+				dst[i*ldd+r] += t.dot(w[r*cols+m:(r+1)*cols], x[i*cols+m:(i+1)*cols])
+			}
+		}
+	}
+	for r := rows4; r < rows; r++ {
+		for i := range n {
+			dst[i*ldd+r] = t.dot(w[r*cols:(r+1)*cols], x[i*cols:(i+1)*cols])
+		}
+	}
+}

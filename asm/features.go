@@ -1,0 +1,53 @@
+package asm
+
+import (
+	"runtime"
+
+	"github.com/klauspost/cpuid/v2"
+)
+
+// Features is a set of CPU capabilities a kernel set may use. [New] only
+// enables a capability when it is also present on the running CPU and the
+// package was built with assembly (no "noasm" tag), so any mask is safe.
+type Features struct {
+	// AVX2 means AVX2, FMA3 and F16C (amd64).
+	AVX2 bool
+	// AVX512 means AVX-512 F, BW and VL (amd64); it is used only together with AVX2.
+	AVX512 bool
+	// AVX512BF16 means AVX512_BF16 (VDPBF16PS); it is used only together with AVX512.
+	AVX512BF16 bool
+	// NEON means the arm64 Advanced SIMD unit (ASIMD).
+	NEON bool
+}
+
+// DetectFeatures reports the capabilities of the running CPU that this
+// package can use, as seen by github.com/klauspost/cpuid/v2.
+func DetectFeatures() Features {
+	c := cpuid.CPU
+	var f Features
+	switch runtime.GOARCH {
+	case "amd64":
+		f.AVX2 = c.Supports(cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
+		f.AVX512 = f.AVX2 && c.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
+		f.AVX512BF16 = f.AVX512 && c.Supports(cpuid.AVX512BF16)
+	case "arm64":
+		// ASIMD is mandatory on arm64; cpuid may not see it everywhere
+		// (for example under user-mode emulation), so trust the architecture.
+		f.NEON = true
+	}
+	return f
+}
+
+// and returns the capabilities present in both f and g, keeping the
+// implications between them (AVX512 needs AVX2, AVX512BF16 needs AVX512).
+func (f Features) and(g Features) Features {
+	r := Features{
+		AVX2:       f.AVX2 && g.AVX2,
+		AVX512:     f.AVX512 && g.AVX512,
+		AVX512BF16: f.AVX512BF16 && g.AVX512BF16,
+		NEON:       f.NEON && g.NEON,
+	}
+	r.AVX512 = r.AVX512 && r.AVX2
+	r.AVX512BF16 = r.AVX512BF16 && r.AVX512
+	return r
+}

@@ -1,0 +1,170 @@
+package main
+
+import "fmt"
+
+// The Go arm64 assembler lacks a few NEON instructions; these helpers emit
+// their encodings as WORDs (all on four single-precision lanes).
+
+// faddv emits FADD Vd.4S, Vn.4S, Vm.4S.
+func faddv(g *gen, d, n, m int) {
+	g.l("WORD $0x%08x // FADD V%d.4S, V%d.4S, V%d.4S", 0x4E20D400|m<<16|n<<5|d, d, n, m)
+}
+
+// faddp emits FADDP Vd.4S, Vn.4S, Vm.4S: [n0+n1, n2+n3, m0+m1, m2+m3].
+func faddp(g *gen, d, n, m int) {
+	g.l("WORD $0x%08x // FADDP V%d.4S, V%d.4S, V%d.4S", 0x6E20D400|m<<16|n<<5|d, d, n, m)
+}
+
+// fmulv emits FMUL Vd.4S, Vn.4S, Vm.4S.
+func fmulv(g *gen, d, n, m int) {
+	g.l("WORD $0x%08x // FMUL V%d.4S, V%d.4S, V%d.4S", 0x6E20DC00|m<<16|n<<5|d, d, n, m)
+}
+
+// fcvtl emits FCVTL Vd.4S, Vn.4H (upper: FCVTL2 Vd.4S, Vn.8H).
+func fcvtl(g *gen, d, n int, upper bool) {
+	if upper {
+		g.l("WORD $0x%08x // FCVTL2 V%d.4S, V%d.8H", 0x4E217800|n<<5|d, d, n)
+		return
+	}
+	g.l("WORD $0x%08x // FCVTL V%d.4S, V%d.4H", 0x0E217800|n<<5|d, d, n)
+}
+
+// armLoad8 emits the load of 8 elements of type e from (p), post-incremented,
+// widened to float32 into V<d0> (first 4) and V<d1> (next 4). V31 must be zero
+// and V16 is scratch.
+func armLoad8(g *gen, e elem, p string, d0, d1 int) {
+	switch e {
+	case bf16:
+		g.l("VLD1.P 16(%s), [V16.H8]", p)
+		g.l("VZIP1 V16.H8, V31.H8, V%d.H8", d0)
+		g.l("VZIP2 V16.H8, V31.H8, V%d.H8", d1)
+	case f16:
+		g.l("VLD1.P 16(%s), [V16.H8]", p)
+		fcvtl(g, d0, 16, false)
+		fcvtl(g, d1, 16, true)
+	default:
+		g.l("VLD1.P 32(%s), [V%d.S4, V%d.S4]", p, d0, d1)
+	}
+}
+
+func armZero(g *gen, regs ...int) {
+	for _, r := range regs {
+		g.l("VEOR V%d.B16, V%d.B16, V%d.B16", r, r, r)
+	}
+}
+
+func armDot(g *gen, e elem) {
+	name := "dot" + e.name + "NEON"
+	g.text(name, "$0-28", fmt.Sprintf("func %s(w *%s, x *float32, n int) float32\n"+
+		"Requires n to be a positive multiple of 8.", name, goType(e)))
+	g.l("MOVD w+0(FP), R0")
+	g.l("MOVD x+8(FP), R1")
+	g.l("MOVD n+16(FP), R2")
+	armZero(g, 0, 1, 2, 3, 31)
+	g.l("LSR $4, R2, R3")
+	g.l("CBZ R3, tail")
+	g.label("loop")
+	g.l("VLD1.P 64(R1), [V24.S4, V25.S4, V26.S4, V27.S4]")
+	armLoad8(g, e, "R0", 20, 21)
+	armLoad8(g, e, "R0", 22, 23)
+	for u := range 4 {
+		g.l("VFMLA V%d.S4, V%d.S4, V%d.S4", 20+u, 24+u, u)
+	}
+	g.l("SUB $1, R3, R3")
+	g.l("CBNZ R3, loop")
+	g.label("tail")
+	g.l("TBZ $3, R2, reduce")
+	g.l("VLD1.P 32(R1), [V24.S4, V25.S4]")
+	armLoad8(g, e, "R0", 20, 21)
+	g.l("VFMLA V20.S4, V24.S4, V0.S4")
+	g.l("VFMLA V21.S4, V25.S4, V1.S4")
+	g.label("reduce")
+	faddv(g, 0, 0, 1)
+	faddv(g, 2, 2, 3)
+	faddv(g, 0, 0, 2)
+	faddp(g, 0, 0, 0)
+	faddp(g, 0, 0, 0)
+	g.l("FMOVS F0, ret+24(FP)")
+	g.l("RET")
+}
+
+func armMatVec4(g *gen, e elem) {
+	name := "matVec4" + e.name + "NEON"
+	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, w *%s, x *float32, groups, cols, n int)\n"+
+		"Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups.\n"+
+		"Requires groups > 0 and n a positive multiple of 8.", name, goType(e)))
+	g.l("MOVD dst+0(FP), R0")
+	g.l("MOVD w+8(FP), R1")
+	g.l("MOVD x+16(FP), R2")
+	g.l("MOVD groups+24(FP), R3")
+	g.l("MOVD cols+32(FP), R4")
+	g.l("MOVD n+40(FP), R5")
+	g.l("LSL $%d, R4, R4", e.shift)
+	armZero(g, 31)
+	g.label("group")
+	g.l("MOVD R1, R6")
+	g.l("ADD R4, R6, R7")
+	g.l("ADD R4, R7, R8")
+	g.l("ADD R4, R8, R9")
+	g.l("MOVD R2, R10")
+	g.l("LSR $3, R5, R11")
+	armZero(g, 0, 1, 2, 3, 4, 5, 6, 7)
+	g.label("loop")
+	g.l("VLD1.P 32(R10), [V24.S4, V25.S4]")
+	for r, p := range []string{"R6", "R7", "R8", "R9"} {
+		armLoad8(g, e, p, 20, 21)
+		g.l("VFMLA V20.S4, V24.S4, V%d.S4", r)
+		g.l("VFMLA V21.S4, V25.S4, V%d.S4", 4+r)
+	}
+	g.l("SUB $1, R11, R11")
+	g.l("CBNZ R11, loop")
+	for r := range 4 {
+		faddv(g, r, r, 4+r)
+	}
+	faddp(g, 0, 0, 1)
+	faddp(g, 2, 2, 3)
+	faddp(g, 0, 0, 2)
+	g.l("VST1.P [V0.S4], 16(R0)")
+	g.l("ADD R4<<2, R1, R1")
+	g.l("SUB $1, R3, R3")
+	g.l("CBNZ R3, group")
+	g.l("RET")
+}
+
+func armAxpy(g *gen) {
+	g.text("axpyNEON", "$0-32", "func axpyNEON(a float32, x, y *float32, n int)\n"+
+		"Sets y[i] += a*x[i] for i < n (fused). Requires n a positive multiple of 8.")
+	g.l("FMOVS a+0(FP), F0")
+	g.l("VDUP V0.S[0], V0.S4")
+	g.l("MOVD x+8(FP), R0")
+	g.l("MOVD y+16(FP), R1")
+	g.l("MOVD n+24(FP), R2")
+	g.l("LSR $3, R2, R3")
+	g.label("loop")
+	g.l("VLD1.P 32(R0), [V1.S4, V2.S4]")
+	g.l("VLD1 (R1), [V3.S4, V4.S4]")
+	g.l("VFMLA V0.S4, V1.S4, V3.S4")
+	g.l("VFMLA V0.S4, V2.S4, V4.S4")
+	g.l("VST1.P [V3.S4, V4.S4], 32(R1)")
+	g.l("SUB $1, R3, R3")
+	g.l("CBNZ R3, loop")
+	g.l("RET")
+}
+
+func armScale(g *gen) {
+	g.text("scaleNEON", "$0-24", "func scaleNEON(a float32, x *float32, n int)\n"+
+		"Sets x[i] *= a for i < n. Requires n a positive multiple of 8.")
+	g.l("FMOVS a+0(FP), F0")
+	g.l("VDUP V0.S[0], V0.S4")
+	g.l("MOVD x+8(FP), R0")
+	g.l("MOVD n+16(FP), R2")
+	g.l("LSR $3, R2, R3")
+	g.label("loop")
+	g.l("VLD1 (R0), [V1.S4, V2.S4]")
+	fmulv(g, 1, 1, 0)
+	fmulv(g, 2, 2, 0)
+	g.l("VST1.P [V1.S4, V2.S4], 32(R0)")
+	g.l("SUB $1, R3, R3")
+	g.l("CBNZ R3, loop")
+	g.l("RET")
+}

@@ -1,0 +1,230 @@
+package asm
+
+import (
+	"fmt"
+	"math"
+)
+
+// Kernels is one set of kernel implementations. Build it with [New], [Detect]
+// or [Generic]; the zero value is not usable. A Kernels value is immutable and
+// safe for concurrent use; its methods do not allocate except to report an error.
+type Kernels struct {
+	impl
+	features Features
+}
+
+// impl holds the function values of a kernel set. The methods of Kernels
+// validate arguments and then call these, so implementations may assume
+// consistent lengths (see the Go twins for each contract).
+type impl struct {
+	name string
+
+	dotBF16 func(w []uint16, x []float32) float32
+	dotF16  func(w []uint16, x []float32) float32
+	dotF32  func(w, x []float32) float32
+	axpy    func(a float32, x, y []float32)
+	scale   func(a float32, x []float32)
+
+	matVecBF16 func(dst []float32, w []uint16, rows, cols int, x []float32)
+	matVecF16  func(dst []float32, w []uint16, rows, cols int, x []float32)
+	matVecF32  func(dst []float32, w []float32, rows, cols int, x []float32)
+
+	matMulBF16 func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int)
+	matMulF16  func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int)
+	matMulF32  func(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int)
+	gemmBF16   func(dst []float32, ldd int, w []uint16, rows, cols int, x []uint16, n int)
+}
+
+// goImpl is the pure-Go kernel set.
+func goImpl() impl {
+	return impl{
+		name:       "go",
+		dotBF16:    dotBF16Go,
+		dotF16:     dotF16Go,
+		dotF32:     dotF32Go,
+		axpy:       axpyGo,
+		scale:      scaleGo,
+		matVecBF16: matVecBF16Go,
+		matVecF16:  matVecF16Go,
+		matVecF32:  matVecF32Go,
+		matMulBF16: matMulBF16Go,
+		matMulF16:  matMulF16Go,
+		matMulF32:  matMulF32Go,
+		gemmBF16:   gemmBF16Go,
+	}
+}
+
+// New returns the kernel set that uses the capabilities in want that the
+// running CPU also has (see [DetectFeatures]). New(Features{}) is the pure-Go set.
+func New(want Features) *Kernels {
+	f := want.and(DetectFeatures())
+	k := &Kernels{impl: goImpl()}
+	k.features = archImpl(&k.impl, f)
+	return k
+}
+
+// Detect returns the fastest kernel set for the running CPU.
+func Detect() *Kernels { return New(DetectFeatures()) }
+
+// Generic returns the pure-Go kernel set.
+func Generic() *Kernels { return New(Features{}) }
+
+// Name names the kernel set, such as "go", "avx2", "avx512", "avx512bf16" or "neon".
+func (k *Kernels) Name() string { return k.name }
+
+// Features reports the capabilities the kernel set actually uses.
+func (k *Kernels) Features() Features { return k.features }
+
+// DotBF16 returns sum_i w[i]*x[i] over i < min(len(w), len(x)), with w in bf16,
+// accumulated in float32 (the order of the additions is unspecified).
+func (k *Kernels) DotBF16(w []uint16, x []float32) float32 {
+	n := min(len(w), len(x))
+	return k.dotBF16(w[:n], x[:n])
+}
+
+// DotF16 returns sum_i w[i]*x[i] over i < min(len(w), len(x)), with w in IEEE
+// half precision, accumulated in float32 (the order of the additions is unspecified).
+func (k *Kernels) DotF16(w []uint16, x []float32) float32 {
+	n := min(len(w), len(x))
+	return k.dotF16(w[:n], x[:n])
+}
+
+// DotF32 returns sum_i w[i]*x[i] over i < min(len(w), len(x)), accumulated in
+// float32 (the order of the additions is unspecified).
+func (k *Kernels) DotF32(w, x []float32) float32 {
+	n := min(len(w), len(x))
+	return k.dotF32(w[:n], x[:n])
+}
+
+// Axpy sets y[i] += a*x[i] for i < min(len(x), len(y)). The product and sum
+// may be fused (one rounding).
+func (k *Kernels) Axpy(a float32, x, y []float32) {
+	n := min(len(x), len(y))
+	k.axpy(a, x[:n], y[:n])
+}
+
+// Scale sets x[i] *= a for every i.
+func (k *Kernels) Scale(a float32, x []float32) { k.scale(a, x) }
+
+// MatVecBF16 sets dst[r] = sum_c w[r*cols+c]*x[c] for r < rows, with w in bf16
+// (row-major, rows×cols). It needs len(dst) >= rows, len(w) >= rows*cols and
+// len(x) >= cols. Rows are processed several at a time so loads of x are shared.
+func (k *Kernels) MatVecBF16(dst []float32, w []uint16, rows, cols int, x []float32) error {
+	if err := checkMat("MatVecBF16", len(dst), rows, len(w), rows, cols, len(x), 1); err != nil {
+		return err
+	}
+	k.matVecBF16(dst[:rows], w[:rows*cols], rows, cols, x[:cols])
+	return nil
+}
+
+// MatVecF16 is [Kernels.MatVecBF16] with w in IEEE half precision.
+func (k *Kernels) MatVecF16(dst []float32, w []uint16, rows, cols int, x []float32) error {
+	if err := checkMat("MatVecF16", len(dst), rows, len(w), rows, cols, len(x), 1); err != nil {
+		return err
+	}
+	k.matVecF16(dst[:rows], w[:rows*cols], rows, cols, x[:cols])
+	return nil
+}
+
+// MatVecF32 is [Kernels.MatVecBF16] with w in float32.
+func (k *Kernels) MatVecF32(dst []float32, w []float32, rows, cols int, x []float32) error {
+	if err := checkMat("MatVecF32", len(dst), rows, len(w), rows, cols, len(x), 1); err != nil {
+		return err
+	}
+	k.matVecF32(dst[:rows], w[:rows*cols], rows, cols, x[:cols])
+	return nil
+}
+
+// MatMulBF16 multiplies n input vectors by a bf16 weight matrix: for i < n and
+// r < rows it sets dst[i*ldd+r] = sum_c w[r*cols+c]*x[i*cols+c]. x is n×cols
+// row-major, w is rows×cols row-major, and dst rows are ldd apart (ldd >= rows),
+// so a caller may split the rows of a larger product across goroutines by
+// passing a block of w rows and an offset dst slice. Only dst[i*ldd+r] with
+// r < rows is written. Each weight tile is loaded once per block of inputs
+// and the work is tiled for the caches, so this serves both batched decode
+// (small n) and prefill (large n).
+func (k *Kernels) MatMulBF16(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) error {
+	if err := checkMat("MatMulBF16", len(dst), ldd, len(w), rows, cols, len(x), n); err != nil {
+		return err
+	}
+	if rows == 0 || n == 0 {
+		return nil
+	}
+	k.matMulBF16(dst, ldd, w[:rows*cols], rows, cols, x[:n*cols], n)
+	return nil
+}
+
+// MatMulF16 is [Kernels.MatMulBF16] with w in IEEE half precision.
+func (k *Kernels) MatMulF16(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) error {
+	if err := checkMat("MatMulF16", len(dst), ldd, len(w), rows, cols, len(x), n); err != nil {
+		return err
+	}
+	if rows == 0 || n == 0 {
+		return nil
+	}
+	k.matMulF16(dst, ldd, w[:rows*cols], rows, cols, x[:n*cols], n)
+	return nil
+}
+
+// MatMulF32 is [Kernels.MatMulBF16] with w in float32.
+func (k *Kernels) MatMulF32(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int) error {
+	if err := checkMat("MatMulF32", len(dst), ldd, len(w), rows, cols, len(x), n); err != nil {
+		return err
+	}
+	if rows == 0 || n == 0 {
+		return nil
+	}
+	k.matMulF32(dst, ldd, w[:rows*cols], rows, cols, x[:n*cols], n)
+	return nil
+}
+
+// GemmBF16 is [Kernels.MatMulBF16] with the inputs x also in bf16 (convert
+// them with [F32ToBF16Slice]). Products of two bf16 values are exact in
+// float32, so the result differs from the float64 product only by the float32
+// accumulation; on CPUs with AVX512_BF16 it runs on VDPBF16PS, which may treat
+// subnormal inputs and partial sums as zero. This is the prefill kernel.
+func (k *Kernels) GemmBF16(dst []float32, ldd int, w []uint16, rows, cols int, x []uint16, n int) error {
+	if err := checkMat("GemmBF16", len(dst), ldd, len(w), rows, cols, len(x), n); err != nil {
+		return err
+	}
+	if rows == 0 || n == 0 {
+		return nil
+	}
+	k.gemmBF16(dst, ldd, w[:rows*cols], rows, cols, x[:n*cols], n)
+	return nil
+}
+
+// checkMat validates the shapes of a matrix product with n inputs of cols
+// values, rows outputs per input and output stride ldd.
+func checkMat(op string, lenDst, ldd, lenW, rows, cols, lenX, n int) error {
+	if rows < 0 || cols < 0 || n < 0 {
+		return fmt.Errorf("asm: %s: negative shape rows=%d cols=%d n=%d", op, rows, cols, n)
+	}
+	if mulOverflows(rows, cols) || mulOverflows(n, cols) {
+		return fmt.Errorf("asm: %s: shape rows=%d cols=%d n=%d overflows int", op, rows, cols, n)
+	}
+	if lenW < rows*cols {
+		return fmt.Errorf("asm: %s: weights have %d values, need rows*cols = %d*%d", op, lenW, rows, cols)
+	}
+	if lenX < n*cols {
+		return fmt.Errorf("asm: %s: input has %d values, need n*cols = %d*%d", op, lenX, n, cols)
+	}
+	if n == 0 || rows == 0 {
+		return nil
+	}
+	if ldd < rows {
+		return fmt.Errorf("asm: %s: output stride %d is less than rows %d", op, ldd, rows)
+	}
+	if mulOverflows(n-1, ldd) || (n-1)*ldd > math.MaxInt-rows {
+		return fmt.Errorf("asm: %s: output stride %d with n=%d overflows int", op, ldd, n)
+	}
+	if need := (n-1)*ldd + rows; lenDst < need {
+		return fmt.Errorf("asm: %s: output has %d values, need (n-1)*ldd+rows = %d", op, lenDst, need)
+	}
+	return nil
+}
+
+// mulOverflows reports whether a*b overflows int for non-negative a and b.
+func mulOverflows(a, b int) bool {
+	return a != 0 && b > math.MaxInt/a
+}
