@@ -76,15 +76,15 @@ func tileBF16BF16AVX512BF16(dst *float32, ldd int, w *uint16, ldw int, x *uint16
 
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
-	lanes                               int
-	dotBF16, dotF16                     func(w *uint16, x *float32, n int) float32
-	dotF32                              func(w *float32, x *float32, n int) float32
-	mvBF16, mvF16                       func(dst *float32, w *uint16, x *float32, groups, cols, n int)
-	mvF32                               func(dst *float32, w *float32, x *float32, groups, cols, n int)
-	tileBF16, tileF16                   func(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
-	tileF32                             func(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int, k, nb int)
-	tileBB                              func(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
-	maxN, maxNBB, alignBB               int
+	lanes                 int
+	dotBF16, dotF16       func(w *uint16, x *float32, n int) float32
+	dotF32                func(w *float32, x *float32, n int) float32
+	mvBF16, mvF16         func(dst *float32, w *uint16, x *float32, groups, cols, n int)
+	mvF32                 func(dst *float32, w *float32, x *float32, groups, cols, n int)
+	tileBF16, tileF16     func(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+	tileF32               func(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int, k, nb int)
+	tileBB                func(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
+	maxN, maxNBB, alignBB int
 }
 
 // archImpl installs the assembly kernels that f allows into k and returns the

@@ -385,8 +385,8 @@ func x86Tile(g *gen, a x86, we, xe elem) {
 func dpbf16ps(dst, src1, src2 int) []byte {
 	inv := func(v, bit int) byte { return byte(^v>>bit) & 1 }
 	p0 := inv(dst, 3)<<7 | inv(src2, 4)<<6 | inv(src2, 3)<<5 | inv(dst, 4)<<4 | 0b0010 // map 0F38
-	p1 := byte(^src1&0xf)<<3 | 1<<2 | 0b10                                               // W0, vvvv, pp=F3
-	p2 := byte(0b10)<<5 | inv(src1, 4)<<3                                                // L'L=512, V'
+	p1 := byte(^src1&0xf)<<3 | 1<<2 | 0b10                                             // W0, vvvv, pp=F3
+	p2 := byte(0b10)<<5 | inv(src1, 4)<<3                                              // L'L=512, V'
 	modrm := byte(0xC0) | byte(dst&7)<<3 | byte(src2&7)
 	return []byte{0x62, p0, p1, p2, 0x52, modrm}
 }
