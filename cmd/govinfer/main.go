@@ -41,7 +41,8 @@ type command struct {
 // commands lists the subcommands in the order "govinfer help" shows them.
 func commands() []command {
 	return []command{
-		// Entries are added here as subcommands land.
+		{"generate", "feed token ids to a checkpoint and generate", runGenerate},
+		{"make-random", "write a random Qwen3.5 checkpoint for tests and benchmarks", runMakeRandom},
 	}
 }
 

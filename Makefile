@@ -1,0 +1,31 @@
+# govinfer build, test and demo targets. `make help` lists them.
+GO      ?= go
+BIN     ?= bin/govinfer
+PKGS    := ./...
+
+.PHONY: help build test test-short vet fmt bench shaders demo clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## build bin/govinfer
+	$(GO) build -o $(BIN) ./cmd/govinfer
+
+test: ## run the whole test suite (what CI runs)
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+test-short: ## skip the slower tests
+	$(GO) test -short -count=1 $(PKGS)
+
+vet: ## go vet
+	$(GO) vet $(PKGS)
+
+fmt: ## gofmt every file
+	gofmt -w $$(git ls-files '*.go')
+
+bench: ## decode and prefill benchmarks of the model package
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./model/
+
+clean: ## remove build outputs
+	rm -rf bin

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/sample"
+)
+
+// runGenerate implements "govinfer generate": feed token ids, generate.
+func runGenerate(ctx context.Context, io stdio, args []string) int {
+	fs := newFlagSet(io, "generate", "generate --model DIR --ids 1,2,3 [-n 24] [--temperature 0] [--json]")
+	dir := fs.String("model", "", "`DIR` holding the checkpoint (config.json + safetensors)")
+	idList := fs.String("ids", "", "prompt token ids, comma separated")
+	n := fs.Int("n", 24, "number of tokens to generate")
+	temp := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
+	topK := fs.Int("top-k", 0, "keep the K most likely tokens (0: all)")
+	topP := fs.Float64("top-p", 1, "nucleus sampling threshold")
+	seed := fs.Uint64("seed", 0, "random seed for sampling")
+	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits")
+	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
+	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
+	if code, done := parseFlags(fs, io, args); done {
+		return code
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(io.err, "govinfer generate: "+format+"\n", a...)
+		return code
+	}
+	if *dir == "" {
+		return fail(exitUsage, "--model is required")
+	}
+	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+		return fail(exitUsage, "--model %s: not a directory", *dir)
+	}
+	ids, err := parseIDs(*idList)
+	if err != nil {
+		return fail(exitUsage, "--ids: %v", err)
+	}
+	if *n <= 0 {
+		return fail(exitUsage, "-n must be positive, got %d", *n)
+	}
+	params := sample.Params{Temperature: *temp, TopK: *topK, TopP: *topP, Seed: *seed}
+	if err := params.Validate(); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	cfg, err := model.LoadConfig(*dir)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	for _, id := range ids {
+		if id < 0 || id >= cfg.VocabSize {
+			return fail(exitUsage, "--ids: token %d is outside the vocabulary [0, %d)", id, cfg.VocabSize)
+		}
+	}
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: -1})
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer backend.Close()
+	m, err := model.Open(*dir, model.Options{Backend: backend})
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer m.Close()
+	seq, err := m.NewSequence()
+	if err != nil {
+		return fail(exitError, "%v", err)
+	}
+	defer seq.Close()
+	opts := model.GenerateOptions{MaxTokens: *n}
+	if !params.Greedy() {
+		opts.Sampler = sample.New(params)
+	}
+	res, err := m.Generate(ctx, seq, ids, opts)
+	if err != nil {
+		return fail(exitError, "%v", err)
+	}
+	if *asJSON {
+		out := struct {
+			PromptIDs        []int     `json:"prompt_ids"`
+			IDs              []int     `json:"ids"`
+			PromptLastLogits []float32 `json:"prompt_last_logits"`
+		}{ids, res.Tokens, res.PromptLogits}
+		if err := json.NewEncoder(io.out).Encode(out); err != nil {
+			return fail(exitError, "%v", err)
+		}
+		return exitOK
+	}
+	for i, t := range res.Tokens {
+		if i > 0 {
+			fmt.Fprint(io.out, ",")
+		}
+		fmt.Fprint(io.out, t)
+	}
+	fmt.Fprintln(io.out)
+	return exitOK
+}
