@@ -33,6 +33,7 @@ type HTTPError struct {
 	Body string
 }
 
+// Error names the endpoint, the status and the start of the body.
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("%s: HTTP %d: %s", e.Endpoint, e.StatusCode, e.Body)
 }

@@ -32,6 +32,10 @@ type streamChunk struct {
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage json.RawMessage `json:"usage"`
+	// Error is set by servers that report a failure inside the stream.
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
 }
 
 // decodeRequest is the request of every decode run.
@@ -90,6 +94,9 @@ func (c *client) decodeRun(ctx context.Context, model string) (*DecodeRun, error
 		var chunk streamChunk
 		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
 			return nil, fmt.Errorf("%s (stream): bad chunk %q: %w", path, snippet([]byte(data)), err)
+		}
+		if chunk.Error != nil {
+			return nil, fmt.Errorf("%s (stream): server error in stream: %s", path, chunk.Error.Message)
 		}
 		now := time.Now()
 		if len(chunk.Usage) > 0 && string(chunk.Usage) != "null" {

@@ -179,6 +179,8 @@ func (r *runner) pickModel(ctx context.Context) (int, error) {
 		// The server answers but lists no models: go on with the given id.
 		r.line("models", r.rep.Model, "warn", time.Since(start), fmt.Sprintf("GET %v; max_model_len unknown", err))
 		return 0, nil
+	case err != nil && (errors.As(err, &he) || errors.Is(err, errNotJSON)):
+		return 0, fmt.Errorf("diag: the server at %s does not list its models (%w); pass the model id", r.rep.BaseURL, err)
 	case err != nil:
 		return 0, fmt.Errorf("diag: cannot reach the server at %s: %w", r.rep.BaseURL, err)
 	}

@@ -501,3 +501,42 @@ func TestParseParts(t *testing.T) {
 		t.Error("unknown part accepted")
 	}
 }
+
+// TestFitFillerFindsLargestFit: with a counter that is not linear in the
+// filler, the search still returns the largest filler that fits.
+func TestFitFillerFindsLargestFit(t *testing.T) {
+	h := haystack{code: "1234", depth: 0.5}
+	for _, tc := range []struct {
+		name  string
+		count func(n int) int
+	}{
+		{"linear", func(n int) int { return 40 + 13*n }},
+		{"convex", func(n int) int { return 40 + 5*n + n*n/300 }},
+		{"concave", func(n int) int { return 40 + 20*n - n*n/1000 }},
+		{"steps", func(n int) int { return 40 + 11*n + 3*(n/17) }},
+	} {
+		for _, target := range []int{41, 100, 1000, 7936} {
+			var probes int
+			count := func(_ context.Context, prompt string) (int, error) {
+				probes++
+				// Recover n from the prompt: count filler sentences.
+				n := 0
+				for _, s := range fillerSentences {
+					n += strings.Count(prompt, s)
+				}
+				return tc.count(n), nil
+			}
+			n, tokens, err := fitFiller(context.Background(), h, target, count)
+			if err != nil {
+				t.Errorf("%s target %d: %v", tc.name, target, err)
+				continue
+			}
+			if tokens != tc.count(n) || tokens > target || tc.count(n+1) <= target {
+				t.Errorf("%s target %d: n %d (%d tokens), n+1 gives %d", tc.name, target, n, tokens, tc.count(n+1))
+			}
+			if probes > 25 {
+				t.Errorf("%s target %d: %d probes", tc.name, target, probes)
+			}
+		}
+	}
+}

@@ -124,6 +124,7 @@ func TestDecodeRunBrokenStreams(t *testing.T) {
 		"no text":     {`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, "[DONE]"},
 		"bad usage":   {delta("a"), `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"completion_tokens":"x"}}`, "[DONE]"},
 		"empty reply": {},
+		"error event": {delta("a"), `{"error":{"message":"out of memory","code":500}}`},
 	}
 	for name, events := range cases {
 		c := streamServer(t, events, 0)

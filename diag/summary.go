@@ -16,27 +16,27 @@ func WriteSummary(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "error: %s\n", r.Error)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "check\tpass\tseconds\t")
+	fmt.Fprintln(tw, "check\tpass\tseconds")
 	for _, c := range r.Behavior {
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t\n", c.ID, yesNo(c.Pass), c.Seconds)
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\n", c.ID, yesNo(c.Pass), c.Seconds)
 	}
 	for _, c := range r.LongContext {
-		fmt.Fprintf(tw, "%s (%d prompt tokens)\t%s\t%.3f\t\n", c.ID, c.PreparedPromptTokens, yesNo(c.Pass), c.Seconds)
+		fmt.Fprintf(tw, "%s (%d prompt tokens)\t%s\t%.3f\n", c.ID, c.PreparedPromptTokens, yesNo(c.Pass), c.Seconds)
 	}
-	fmt.Fprintf(tw, "behavior passes\t%d/%d\t\t\n", r.BehaviorPasses, len(r.Behavior))
-	fmt.Fprintf(tw, "long-context passes\t%d/%d\t\t\n", r.LongContextPasses, len(r.LongContext))
+	fmt.Fprintf(tw, "behavior passes\t%d/%d\n", r.BehaviorPasses, len(r.Behavior))
+	fmt.Fprintf(tw, "long-context passes\t%d/%d\n", r.LongContextPasses, len(r.LongContext))
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "decode run\tttft ms\tdecode tok/s\tdecode s\ttokens\t")
+	fmt.Fprintln(tw, "decode run\tttft ms\tdecode tok/s\tdecode s\ttokens")
 	if r.InitialDecode != nil {
 		writeDecodeRow(tw, "warm-up (not counted)", r.InitialDecode)
 	}
 	for i := range r.DecodeRuns {
 		writeDecodeRow(tw, fmt.Sprintf("run %d", i+1), &r.DecodeRuns[i])
 	}
-	fmt.Fprintf(tw, "median decode tok/s\t\t%.2f\t\t\t\n", r.MedianDecodeTokensPerSecond)
+	fmt.Fprintf(tw, "median decode tok/s\t\t%.2f\n", r.MedianDecodeTokensPerSecond)
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "identical greedy completions\t%s\t\t\t\t\n", yesNo(r.IdenticalGreedyCompletions))
-	fmt.Fprintf(tw, "request isolation\t%s\t\t\t\t\n", yesNo(r.RequestIsolationPassed))
+	fmt.Fprintf(tw, "identical greedy completions\t%s\n", yesNo(r.IdenticalGreedyCompletions))
+	fmt.Fprintf(tw, "request isolation\t%s\n", yesNo(r.RequestIsolationPassed))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("diag: write summary: %w", err)
 	}
@@ -48,7 +48,7 @@ func writeDecodeRow(w io.Writer, name string, d *DecodeRun) {
 	if u, ok := parseUsage(d.Usage); ok {
 		tokens = fmt.Sprint(u.CompletionTokens)
 	}
-	fmt.Fprintf(w, "%s\t%.1f\t%.2f\t%.3f\t%s\t\n", name, d.TTFTMillis, d.DecodeTokensPerSecond, d.DecodeSeconds, tokens)
+	fmt.Fprintf(w, "%s\t%.1f\t%.2f\t%.3f\t%s\n", name, d.TTFTMillis, d.DecodeTokensPerSecond, d.DecodeSeconds, tokens)
 }
 
 func yesNo(b bool) string {
@@ -64,16 +64,16 @@ func yesNo(b bool) string {
 func WriteCompare(w io.Writer, nameA string, a *Report, nameB string, b *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "\t%s\t%s\tb/a\n", nameA, nameB)
-	fmt.Fprintf(tw, "status\t%s\t%s\t\n", a.Status, b.Status)
-	fmt.Fprintf(tw, "model\t%s\t%s\t\n", a.Model, b.Model)
-	fmt.Fprintf(tw, "base_url\t%s\t%s\t\n", a.BaseURL, b.BaseURL)
+	fmt.Fprintf(tw, "status\t%s\t%s\n", a.Status, b.Status)
+	fmt.Fprintf(tw, "model\t%s\t%s\n", a.Model, b.Model)
+	fmt.Fprintf(tw, "base_url\t%s\t%s\n", a.BaseURL, b.BaseURL)
 	for _, id := range checkIDs(a, b) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", id, verdictOf(a, id), verdictOf(b, id))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", id, verdictOf(a, id), verdictOf(b, id))
 	}
-	fmt.Fprintf(tw, "behavior passes\t%d/%d\t%d/%d\t\n", a.BehaviorPasses, len(a.Behavior), b.BehaviorPasses, len(b.Behavior))
-	fmt.Fprintf(tw, "long-context passes\t%d/%d\t%d/%d\t\n", a.LongContextPasses, len(a.LongContext), b.LongContextPasses, len(b.LongContext))
-	fmt.Fprintf(tw, "identical greedy completions\t%s\t%s\t\n", yesNo(a.IdenticalGreedyCompletions), yesNo(b.IdenticalGreedyCompletions))
-	fmt.Fprintf(tw, "request isolation\t%s\t%s\t\n", yesNo(a.RequestIsolationPassed), yesNo(b.RequestIsolationPassed))
+	fmt.Fprintf(tw, "behavior passes\t%d/%d\t%d/%d\n", a.BehaviorPasses, len(a.Behavior), b.BehaviorPasses, len(b.Behavior))
+	fmt.Fprintf(tw, "long-context passes\t%d/%d\t%d/%d\n", a.LongContextPasses, len(a.LongContext), b.LongContextPasses, len(b.LongContext))
+	fmt.Fprintf(tw, "identical greedy completions\t%s\t%s\n", yesNo(a.IdenticalGreedyCompletions), yesNo(b.IdenticalGreedyCompletions))
+	fmt.Fprintf(tw, "request isolation\t%s\t%s\n", yesNo(a.RequestIsolationPassed), yesNo(b.RequestIsolationPassed))
 	ta, tb := medianTTFT(a.DecodeRuns), medianTTFT(b.DecodeRuns)
 	fmt.Fprintf(tw, "median TTFT ms\t%.1f\t%.1f\t%s\n", ta, tb, ratio(tb, ta))
 	da, db := a.MedianDecodeTokensPerSecond, b.MedianDecodeTokensPerSecond
