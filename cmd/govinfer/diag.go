@@ -20,8 +20,12 @@ const exitRunBroken = 2
 // writes the JSON report and prints a summary; with --compare it prints two
 // reports side by side.
 func runDiag(ctx context.Context, io stdio, args []string) int {
-	fs := flag.NewFlagSet("diag", flag.ContinueOnError)
-	fs.SetOutput(io.err)
+	fs := newFlagSet(io, "diag", "diag (--base-url URL | --model-dir DIR) [flags]\n"+
+		"       govinfer diag --compare a.json b.json\n\n"+
+		"Exercises an OpenAI-compatible server and writes a JSON report. Exit status: 0 when\n"+
+		"the run completed (whatever passed), 1 with --fail-on-check when a check failed,\n"+
+		"2 when the server could not be reached or the run broke (the report is still\n"+
+		"written, with status and error).")
 	var (
 		baseURL     = fs.String("base-url", "", "root URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:8000")
 		modelDir    = fs.String("model-dir", "", "serve this checkpoint in-process on a loopback port and exercise it")
@@ -35,21 +39,12 @@ func runDiag(ctx context.Context, io stdio, args []string) int {
 		seed        = fs.Uint64("seed", 1, "seed for the placement of the long-context fact")
 		compare     = fs.Bool("compare", false, "print the two report files given as arguments side by side")
 	)
-	fs.Usage = func() {
-		fmt.Fprintln(io.err, "Usage: govinfer diag --base-url URL [flags]")
-		fmt.Fprintln(io.err, "       govinfer diag --model-dir DIR [flags]")
-		fmt.Fprintln(io.err, "       govinfer diag --compare a.json b.json")
-		fmt.Fprintln(io.err)
-		fmt.Fprintln(io.err, "Exit status: 0 when the run completed (whatever passed), 1 with --fail-on-check")
-		fmt.Fprintln(io.err, "when a check failed, 2 when the server could not be reached or the run broke")
-		fmt.Fprintln(io.err, "(the report is still written, with status and error).")
-		fmt.Fprintln(io.err)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.usage()
 			return exitOK
 		}
+		fmt.Fprintf(io.err, "govinfer diag: %v (see govinfer diag --help)\n", err)
 		return exitUsage
 	}
 

@@ -160,7 +160,8 @@ func TestDiagCommandUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want %d with a message", args, code, stderr, exitUsage)
 		}
 	}
-	if code, _, _ := diagCmd(t, "--help"); code != exitOK {
-		t.Errorf("--help: exit %d", code)
+	if code, stdout, _ := diagCmd(t, "--help"); code != exitOK || !strings.Contains(stdout, "Usage: govinfer diag") ||
+		!strings.Contains(stdout, "-fail-on-check") {
+		t.Errorf("--help: exit %d, stdout %q", code, stdout)
 	}
 }
