@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/compute/cpu"
 	"github.com/govinfer/govinfer/safetensors"
 )
 
@@ -240,3 +242,19 @@ func TestGoldenSmall(t *testing.T) { runGoldens(t, "small", Options{}) }
 // TestGoldenSmallSteps runs the goldens with passes of 7 tokens, so every
 // prompt is split across passes inside one Step.
 func TestGoldenSmallSteps(t *testing.T) { runGoldens(t, "small", Options{MaxStepTokens: 7}) }
+
+// TestGoldenKernelSets runs the goldens with each CPU kernel set: the pure-Go
+// twins, AVX2 and the best the CPU has.
+func TestGoldenKernelSets(t *testing.T) {
+	sets := map[string]*asm.Kernels{
+		"generic": asm.Generic(),
+		"avx2":    asm.New(asm.Features{AVX2: true}),
+	}
+	for name, k := range sets {
+		t.Run(name, func(t *testing.T) {
+			be := cpu.New(cpu.Options{Kernels: k})
+			defer be.Close()
+			runGoldens(t, "tiny", Options{Backend: be})
+		})
+	}
+}

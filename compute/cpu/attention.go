@@ -37,7 +37,7 @@ func (b *Backend) CausalAttention(p compute.Attention) {
 			maxS := float32(math.Inf(-1))
 			for s := 0; s < n; s++ {
 				off := s*width + kvh*dim
-				scores[s] = dotF32(kc[off:off+dim], q) * p.Scale
+				scores[s] = b.k.DotF32(kc[off:off+dim], q) * p.Scale
 				maxS = max(maxS, scores[s])
 			}
 			var sum float64

@@ -13,19 +13,25 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/internal/half"
 )
 
 // Backend runs the graph on the CPU. It is safe for use by one goroutine at a
 // time (the model serialises steps); operations themselves use all workers.
 type Backend struct {
 	pool *pool
+	k    *asm.Kernels
 }
 
 // Options configures a CPU backend.
 type Options struct {
 	// Threads is the number of worker goroutines; 0 means runtime.NumCPU().
 	Threads int
+	// Kernels are the inner loops to use; nil means the best set the CPU
+	// supports (asm.Detect).
+	Kernels *asm.Kernels
 }
 
 // New returns a CPU backend.
@@ -34,11 +40,17 @@ func New(o Options) *Backend {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	return &Backend{pool: newPool(n)}
+	k := o.Kernels
+	if k == nil {
+		k = asm.Detect()
+	}
+	return &Backend{pool: newPool(n), k: k}
 }
 
 // Name implements compute.Backend.
-func (b *Backend) Name() string { return fmt.Sprintf("cpu (%d threads)", b.pool.workers) }
+func (b *Backend) Name() string {
+	return fmt.Sprintf("cpu (%d threads, %s kernels)", b.pool.workers, b.k.Name())
+}
 
 // Threads returns the number of worker goroutines.
 func (b *Backend) Threads() int { return b.pool.workers }
@@ -82,11 +94,11 @@ func (w *weight) row(dst []float32, r int) {
 		copy(dst, w.f32[lo:lo+w.cols])
 	case compute.BF16:
 		for i, v := range w.u16[lo : lo+w.cols] {
-			dst[i] = bf16(v)
+			dst[i] = half.BF16ToF32(v)
 		}
 	case compute.F16:
 		for i, v := range w.u16[lo : lo+w.cols] {
-			dst[i] = f16(v)
+			dst[i] = half.F16ToF32(v)
 		}
 	}
 }
@@ -97,9 +109,9 @@ func (w *weight) at(i int) float32 {
 	case compute.F32:
 		return w.f32[i]
 	case compute.BF16:
-		return bf16(w.u16[i])
+		return half.BF16ToF32(w.u16[i])
 	default:
-		return f16(w.u16[i])
+		return half.F16ToF32(w.u16[i])
 	}
 }
 
@@ -178,27 +190,28 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 }
 
 // MatMul implements compute.Backend: dst[n, rows] = x[n, cols] · wᵀ. Workers
-// take contiguous blocks of weight rows, and each weight row is read once for
-// all n inputs.
+// take contiguous blocks of weight rows; the kernels read each weight row
+// once for all n inputs.
 func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	w, d, xs := wt.(*weight), Data(dst), Data(x)
 	rows, cols := w.rows, w.cols
-	b.pool.parallelFor(rows, 16, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			wr := r * cols
-			for i := 0; i < n; i++ {
-				xi := xs[i*cols : (i+1)*cols]
-				var s float32
-				switch w.dt {
-				case compute.BF16:
-					s = dotBF16(w.u16[wr:wr+cols], xi)
-				case compute.F16:
-					s = dotF16(w.u16[wr:wr+cols], xi)
-				default:
-					s = dotF32(w.f32[wr:wr+cols], xi)
-				}
-				d[i*rows+r] = s
-			}
+	xs = xs[:n*cols]
+	// Blocks of at least 64 KiB of weights keep the hand-off cost small.
+	minRows := max(1, (64<<10)/(cols*w.dt.Size()))
+	b.pool.parallelFor(rows, minRows, func(lo, hi int) {
+		var err error
+		switch w.dt {
+		case compute.BF16:
+			err = b.k.MatMulBF16(d[lo:], rows, w.u16[lo*cols:hi*cols], hi-lo, cols, xs, n)
+		case compute.F16:
+			err = b.k.MatMulF16(d[lo:], rows, w.u16[lo*cols:hi*cols], hi-lo, cols, xs, n)
+		default:
+			err = b.k.MatMulF32(d[lo:], rows, w.f32[lo*cols:hi*cols], hi-lo, cols, xs, n)
+		}
+		if err != nil {
+			// The shapes were checked when the weight and buffers were
+			// made; a failure here is a bug in the caller.
+			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
 		}
 	})
 }
