@@ -1,0 +1,583 @@
+// Package engine schedules generation requests over one model with continuous
+// batching: a single goroutine owns the model and, at every step, feeds one
+// token to each decoding sequence and a chunk of its prompt to each
+// prefilling one, samples the next tokens and hands them to the requests.
+// Requests join the running batch at the next step and leave it as soon as
+// they finish or their context is cancelled, freeing their sequence.
+//
+// Each sequence's prompt is cut into chunks of a fixed size that depends only
+// on the prompt, and sampling state is per request, so with greedy decoding a
+// request's tokens are the same whether it runs alone or among others.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/sample"
+)
+
+// Errors returned by Submit.
+var (
+	// ErrQueueFull means the waiting queue is at its limit.
+	ErrQueueFull = errors.New("engine: request queue is full")
+	// ErrClosed means the engine has shut down.
+	ErrClosed = errors.New("engine: closed")
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxNumSeqs  = 16
+	DefaultMaxQueue    = 256
+	DefaultChunkTokens = 64
+	DefaultStepTokens  = 256
+)
+
+// Config sets the engine's limits.
+type Config struct {
+	// MaxNumSeqs is the most sequences running (prefilling or decoding) at
+	// once. Zero means DefaultMaxNumSeqs.
+	MaxNumSeqs int
+	// MaxQueue is the most requests waiting to start; Submit fails with
+	// ErrQueueFull past it. Zero means DefaultMaxQueue.
+	MaxQueue int
+	// ChunkTokens is the size of the prompt chunks fed to a prefilling
+	// sequence in one step. Zero means DefaultChunkTokens.
+	ChunkTokens int
+	// StepTokens is the token budget of one step: decoding sequences take
+	// one token each, prefill chunks fill the rest (at least one chunk is
+	// always scheduled so prefill makes progress). Zero means
+	// DefaultStepTokens.
+	StepTokens int
+	// EOS lists the end-of-sequence ids every request stops on unless it
+	// sets IgnoreEOS (generation_config.json's eos_token_id).
+	EOS []int
+}
+
+// LogitProcessor constrains one request's choices, e.g. to valid JSON.
+type LogitProcessor interface {
+	// Process masks logits in place (disallowed tokens set to -Inf) before
+	// the next token is sampled.
+	Process(logits []float32)
+	// Accept records the token that was chosen.
+	Accept(token int) error
+}
+
+// Request is one generation job.
+type Request struct {
+	// Prompt holds the prompt's token ids; it must not be empty.
+	Prompt []int
+	// Params are the sampling settings; the zero value is greedy.
+	Params sample.Params
+	// MaxTokens is the most tokens to generate; it must be positive.
+	MaxTokens int
+	// MinTokens suppresses the stop tokens until this many were generated.
+	MinTokens int
+	// StopTokens end generation when sampled, in addition to Config.EOS.
+	StopTokens []int
+	// IgnoreEOS disables stopping on Config.EOS.
+	IgnoreEOS bool
+	// Processor, when set, masks the logits before each sample.
+	Processor LogitProcessor
+	// Logprobs asks for the log-probability of each sampled token, and
+	// TopLogprobs for that many most likely alternatives as well.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// FinishReason says why a request ended.
+type FinishReason uint8
+
+// Finish reasons.
+const (
+	FinishNone      FinishReason = iota // still running
+	FinishStop                          // a stop or end-of-sequence token
+	FinishLength                        // MaxTokens or the model's context
+	FinishCancelled                     // the request's context ended
+	FinishError                         // the model failed; see Output.Err
+)
+
+// String returns the OpenAI name of the reason ("stop", "length") or a
+// descriptive one for the others.
+func (f FinishReason) String() string {
+	switch f {
+	case FinishStop:
+		return "stop"
+	case FinishLength:
+		return "length"
+	case FinishCancelled:
+		return "cancelled"
+	case FinishError:
+		return "error"
+	}
+	return "none"
+}
+
+// TokenLogprob is a token with its log-probability.
+type TokenLogprob struct {
+	ID      int
+	Logprob float64
+}
+
+// Token is one generated token.
+type Token struct {
+	ID int
+	// Logprob and Top are set when the request asked for logprobs; they
+	// come from the model's raw distribution (before penalties and masks).
+	Logprob float64
+	Top     []TokenLogprob
+}
+
+// Output is what a Stream delivers at a time.
+type Output struct {
+	// Tokens are the tokens generated since the previous Next.
+	Tokens []Token
+	// Finish is set (not FinishNone) once the request has ended; no more
+	// tokens follow.
+	Finish FinishReason
+	// StopToken is the stop or end-of-sequence id that ended the request
+	// (the last of Tokens), or -1.
+	StopToken int
+	// Err is the model's error when Finish is FinishError.
+	Err error
+}
+
+// Stream receives the tokens of one request.
+type Stream struct {
+	req       Request
+	ctx       context.Context
+	submitted time.Time
+	notify    chan struct{}
+
+	mu      sync.Mutex
+	pending []Token
+	finish  FinishReason
+	stopTok int
+	err     error
+}
+
+// Next waits until tokens are available or the request has ended and
+// returns them. It returns ctx's error if ctx ends first.
+func (s *Stream) Next(ctx context.Context) (Output, error) {
+	for {
+		s.mu.Lock()
+		if len(s.pending) > 0 || s.finish != FinishNone {
+			out := Output{Tokens: s.pending, Finish: s.finish, StopToken: s.stopTok, Err: s.err}
+			s.pending = nil
+			s.mu.Unlock()
+			return out, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			return Output{StopToken: -1}, ctx.Err()
+		}
+	}
+}
+
+func (s *Stream) push(t Token) {
+	s.mu.Lock()
+	s.pending = append(s.pending, t)
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *Stream) end(f FinishReason, stopTok int, err error) {
+	s.mu.Lock()
+	if s.finish == FinishNone {
+		s.finish, s.stopTok, s.err = f, stopTok, err
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *Stream) wake() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Engine runs requests over a model. Its methods are safe for concurrent
+// use.
+type Engine struct {
+	m       *model.Model
+	cfg     Config
+	eos     map[int]bool
+	metrics *Metrics
+
+	mu      sync.Mutex
+	waiting []*Stream
+	closed  bool
+	wake    chan struct{}
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New starts an engine over m. Close stops it; the model stays open and
+// remains the caller's.
+func New(m *model.Model, cfg Config) (*Engine, error) {
+	if m == nil {
+		return nil, errors.New("engine: nil model")
+	}
+	for name, v := range map[string]*int{"max_num_seqs": &cfg.MaxNumSeqs, "max_queue": &cfg.MaxQueue, "chunk_tokens": &cfg.ChunkTokens, "step_tokens": &cfg.StepTokens} {
+		if *v < 0 {
+			return nil, fmt.Errorf("engine: %s must not be negative, got %d", name, *v)
+		}
+	}
+	if cfg.MaxNumSeqs == 0 {
+		cfg.MaxNumSeqs = DefaultMaxNumSeqs
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = DefaultMaxQueue
+	}
+	if cfg.ChunkTokens == 0 {
+		cfg.ChunkTokens = DefaultChunkTokens
+	}
+	if cfg.StepTokens == 0 {
+		cfg.StepTokens = DefaultStepTokens
+	}
+	e := &Engine{
+		m:       m,
+		cfg:     cfg,
+		eos:     map[int]bool{},
+		metrics: newMetrics(),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	for _, id := range cfg.EOS {
+		e.eos[id] = true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	go e.loop(ctx)
+	return e, nil
+}
+
+// Model returns the engine's model.
+func (e *Engine) Model() *model.Model { return e.m }
+
+// Config returns the engine's settings, defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Close cancels every request, frees their sequences and stops the engine.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if !e.closed {
+		e.closed = true
+		e.cancel()
+	}
+	e.mu.Unlock()
+	<-e.done
+	return nil
+}
+
+// Submit queues a request. ctx bounds the request: once it ends the request
+// leaves the batch at the next step with FinishCancelled. Submit fails at
+// once when the request is invalid, the queue is full or the engine closed.
+func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
+	if err := e.validate(r); err != nil {
+		return nil, err
+	}
+	s := &Stream{req: r, ctx: ctx, submitted: time.Now(), notify: make(chan struct{}, 1), stopTok: -1}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return nil, ErrClosed
+	case len(e.waiting) >= e.cfg.MaxQueue:
+		e.metrics.rejected.Add(1)
+		return nil, ErrQueueFull
+	}
+	e.waiting = append(e.waiting, s)
+	e.metrics.waiting.Store(int64(len(e.waiting)))
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+	return s, nil
+}
+
+func (e *Engine) validate(r Request) error {
+	c := e.m.Config()
+	switch {
+	case len(r.Prompt) == 0:
+		return errors.New("engine: empty prompt")
+	case r.MaxTokens <= 0:
+		return fmt.Errorf("engine: max tokens must be positive, got %d", r.MaxTokens)
+	case r.MinTokens < 0:
+		return fmt.Errorf("engine: min tokens must not be negative, got %d", r.MinTokens)
+	case r.TopLogprobs < 0:
+		return fmt.Errorf("engine: top logprobs must not be negative, got %d", r.TopLogprobs)
+	case len(r.Prompt) >= c.MaxContext():
+		return fmt.Errorf("engine: prompt of %d tokens leaves no room in the context of %d", len(r.Prompt), c.MaxContext())
+	}
+	if err := r.Params.Validate(); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	for i, t := range r.Prompt {
+		if t < 0 || t >= c.VocabSize {
+			return fmt.Errorf("engine: prompt token %d at index %d is outside the vocabulary [0, %d)", t, i, c.VocabSize)
+		}
+	}
+	return nil
+}
+
+// running is the engine's state of one admitted request.
+type running struct {
+	s         *Stream
+	seq       *model.Sequence
+	sampler   *sample.Sampler
+	stop      map[int]bool
+	fed       int // prompt tokens fed so far
+	last      int // last sampled token, fed at the next step
+	generated int
+	lastTime  time.Time
+}
+
+func (e *Engine) loop(ctx context.Context) {
+	defer close(e.done)
+	var run []*running
+	defer func() {
+		for _, r := range run {
+			e.finish(r, FinishCancelled, -1, nil)
+		}
+		e.mu.Lock()
+		w := e.waiting
+		e.waiting = nil
+		e.mu.Unlock()
+		for _, s := range w {
+			s.end(FinishCancelled, -1, ErrClosed)
+		}
+		e.metrics.waiting.Store(0)
+	}()
+	for {
+		run = e.admit(run)
+		// Drop requests whose context ended.
+		run = slices.DeleteFunc(run, func(r *running) bool {
+			if r.s.ctx.Err() != nil {
+				e.finish(r, FinishCancelled, -1, nil)
+				return true
+			}
+			return false
+		})
+		e.metrics.running.Store(int64(len(run)))
+		if len(run) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.wake:
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		run = e.step(ctx, run)
+	}
+}
+
+// admit moves waiting requests into the running batch while there is room.
+func (e *Engine) admit(run []*running) []*running {
+	for len(run) < e.cfg.MaxNumSeqs {
+		e.mu.Lock()
+		if len(e.waiting) == 0 {
+			e.mu.Unlock()
+			break
+		}
+		s := e.waiting[0]
+		e.waiting[0] = nil
+		e.waiting = e.waiting[1:]
+		e.metrics.waiting.Store(int64(len(e.waiting)))
+		e.mu.Unlock()
+		if s.ctx.Err() != nil {
+			s.end(FinishCancelled, -1, nil)
+			e.metrics.finished(FinishCancelled)
+			continue
+		}
+		seq, err := e.m.NewSequence()
+		if err != nil {
+			s.end(FinishError, -1, fmt.Errorf("engine: %w", err))
+			e.metrics.finished(FinishError)
+			continue
+		}
+		e.metrics.seqOpen.Add(1)
+		r := &running{s: s, seq: seq, sampler: sample.New(s.req.Params), stop: map[int]bool{}}
+		r.sampler.AddPrompt(s.req.Prompt)
+		if !s.req.IgnoreEOS {
+			for id := range e.eos {
+				r.stop[id] = true
+			}
+		}
+		for _, id := range s.req.StopTokens {
+			r.stop[id] = true
+		}
+		run = append(run, r)
+	}
+	return run
+}
+
+// finish ends a running request and frees its sequence.
+func (e *Engine) finish(r *running, f FinishReason, stopTok int, err error) {
+	r.seq.Close()
+	e.metrics.seqOpen.Add(-1)
+	r.s.end(f, stopTok, err)
+	e.metrics.finished(f)
+}
+
+// step runs one model step over the batch and returns the requests still
+// running.
+func (e *Engine) step(ctx context.Context, run []*running) []*running {
+	inputs := make([]model.Input, 0, len(run))
+	members := make([]*running, 0, len(run))
+	budget := e.cfg.StepTokens
+	for _, r := range run {
+		if r.fed == len(r.s.req.Prompt) {
+			inputs = append(inputs, model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: model.LastLogits})
+			members = append(members, r)
+			budget--
+		}
+	}
+	prefilled := false
+	for _, r := range run {
+		p := r.s.req.Prompt
+		if r.fed == len(p) {
+			continue
+		}
+		n := min(e.cfg.ChunkTokens, len(p)-r.fed)
+		if n > budget && prefilled {
+			continue
+		}
+		mode := model.NoLogits
+		if r.fed+n == len(p) {
+			mode = model.LastLogits
+		}
+		inputs = append(inputs, model.Input{Seq: r.seq, Tokens: p[r.fed : r.fed+n], Logits: mode})
+		members = append(members, r)
+		budget -= n
+		prefilled = true
+	}
+	start := time.Now()
+	outs, err := e.m.Step(ctx, inputs)
+	e.metrics.observeStep(time.Since(start))
+	if err != nil {
+		if ctx.Err() != nil {
+			return run // shutting down; the loop's cleanup finishes them
+		}
+		failed := map[*running]bool{}
+		for _, r := range members {
+			failed[r] = true
+			e.finish(r, FinishError, -1, fmt.Errorf("engine: model step: %w", err))
+		}
+		return slices.DeleteFunc(run, func(r *running) bool { return failed[r] })
+	}
+	ended := map[*running]bool{}
+	now := time.Now()
+	maxCtx := e.m.Config().MaxContext()
+	for i, r := range members {
+		in := inputs[i]
+		if r.fed < len(r.s.req.Prompt) {
+			r.fed += len(in.Tokens)
+			e.metrics.promptTokens.Add(uint64(len(in.Tokens)))
+			if in.Logits == model.NoLogits {
+				continue
+			}
+		}
+		tok, err := e.sample(r, outs[i].Logits)
+		if err != nil {
+			e.finish(r, FinishError, -1, err)
+			ended[r] = true
+			continue
+		}
+		r.generated++
+		e.metrics.generationTokens.Add(1)
+		if r.generated == 1 {
+			e.metrics.ttft.Observe(now.Sub(r.s.submitted).Seconds())
+		} else {
+			e.metrics.itl.Observe(now.Sub(r.lastTime).Seconds())
+		}
+		r.lastTime = now
+		r.last = tok.ID
+		r.s.push(tok)
+		switch {
+		case r.stop[tok.ID] && r.generated >= r.s.req.MinTokens:
+			e.finish(r, FinishStop, tok.ID, nil)
+			ended[r] = true
+		case r.generated >= r.s.req.MaxTokens || r.seq.Len() >= maxCtx:
+			e.finish(r, FinishLength, -1, nil)
+			ended[r] = true
+		}
+	}
+	var state int64
+	run = slices.DeleteFunc(run, func(r *running) bool { return ended[r] })
+	for _, r := range run {
+		state += r.seq.StateBytes()
+	}
+	e.metrics.stateBytes.Store(state)
+	return run
+}
+
+// sample picks the next token of r from its logits row (owned by the
+// engine for this step, so it is masked in place).
+func (e *Engine) sample(r *running, logits []float32) (Token, error) {
+	req := &r.s.req
+	var tok Token
+	var lp []float64
+	if req.Logprobs {
+		lp = sample.LogSoftmax(logits)
+	}
+	if req.Processor != nil {
+		req.Processor.Process(logits)
+	}
+	if r.generated < req.MinTokens {
+		ninf := float32(math.Inf(-1))
+		for id := range r.stop {
+			if id >= 0 && id < len(logits) {
+				logits[id] = ninf
+			}
+		}
+	}
+	tok.ID = r.sampler.Sample(logits)
+	r.sampler.Accept(tok.ID)
+	if req.Processor != nil {
+		if err := req.Processor.Accept(tok.ID); err != nil {
+			return tok, fmt.Errorf("engine: logit processor rejected token %d: %w", tok.ID, err)
+		}
+	}
+	if lp != nil {
+		tok.Logprob = lp[tok.ID]
+		if req.TopLogprobs > 0 {
+			tok.Top = topN(lp, req.TopLogprobs)
+		}
+	}
+	return tok, nil
+}
+
+// topN returns the n most likely tokens, most likely first, lower ids first
+// on ties.
+func topN(lp []float64, n int) []TokenLogprob {
+	n = min(n, len(lp))
+	top := make([]TokenLogprob, 0, n+1)
+	for id, v := range lp {
+		if len(top) == n && v <= top[n-1].Logprob {
+			continue
+		}
+		i := len(top)
+		for i > 0 && top[i-1].Logprob < v {
+			i--
+		}
+		top = slices.Insert(top, i, TokenLogprob{ID: id, Logprob: v})
+		if len(top) > n {
+			top = top[:n]
+		}
+	}
+	return top
+}

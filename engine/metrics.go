@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Histogram counts observations in cumulative buckets, as Prometheus
+// histograms do. It is safe for concurrent use.
+type Histogram struct {
+	mu     sync.Mutex
+	bounds []float64 // upper bounds, ascending
+	counts []uint64  // per bucket, not cumulative; one more for +Inf
+	sum    float64
+	n      uint64
+}
+
+// NewHistogram returns a histogram with the given ascending upper bounds.
+func NewHistogram(bounds []float64) *Histogram {
+	return &Histogram{bounds: append([]float64(nil), bounds...), counts: make([]uint64, len(bounds)+1)}
+}
+
+// Observe records one value.
+func (h *Histogram) Observe(v float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := 0
+	for i < len(h.bounds) && v > h.bounds[i] {
+		i++
+	}
+	h.counts[i]++
+	h.sum += v
+	h.n++
+}
+
+// HistogramSnapshot is a histogram's state at one moment.
+type HistogramSnapshot struct {
+	// Bounds are the buckets' upper bounds; Cumulative[i] counts the
+	// observations <= Bounds[i].
+	Bounds     []float64
+	Cumulative []uint64
+	Sum        float64
+	Count      uint64
+}
+
+// Snapshot returns a copy of the histogram's state.
+func (h *Histogram) Snapshot() HistogramSnapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := HistogramSnapshot{Bounds: append([]float64(nil), h.bounds...), Cumulative: make([]uint64, len(h.bounds)), Sum: h.sum, Count: h.n}
+	var c uint64
+	for i := range h.bounds {
+		c += h.counts[i]
+		s.Cumulative[i] = c
+	}
+	return s
+}
+
+// latencyBuckets are the bucket bounds, in seconds, of the latency
+// histograms (vLLM's time-to-first-token buckets).
+var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+
+// Metrics holds the engine's counters.
+type Metrics struct {
+	running, waiting         atomic.Int64
+	seqOpen                  atomic.Int64
+	stateBytes               atomic.Int64
+	promptTokens             atomic.Uint64
+	generationTokens         atomic.Uint64
+	steps                    atomic.Uint64
+	stepNanos                atomic.Uint64
+	rejected                 atomic.Uint64
+	stop, length, cancel, er atomic.Uint64
+	ttft, itl                *Histogram
+}
+
+func newMetrics() *Metrics {
+	return &Metrics{ttft: NewHistogram(latencyBuckets), itl: NewHistogram(latencyBuckets)}
+}
+
+func (m *Metrics) observeStep(d time.Duration) {
+	m.steps.Add(1)
+	m.stepNanos.Add(uint64(d.Nanoseconds()))
+}
+
+func (m *Metrics) finished(f FinishReason) {
+	switch f {
+	case FinishStop:
+		m.stop.Add(1)
+	case FinishLength:
+		m.length.Add(1)
+	case FinishCancelled:
+		m.cancel.Add(1)
+	case FinishError:
+		m.er.Add(1)
+	}
+}
+
+// Stats is a snapshot of the engine's counters.
+type Stats struct {
+	Running int // requests in the batch
+	Waiting int // requests queued
+	// OpenSequences counts the model sequences the engine holds; it
+	// returns to zero when every request has ended.
+	OpenSequences int
+	// StateBytes is the memory of the running sequences' state (KV caches,
+	// recurrent states) after the last step.
+	StateBytes       int64
+	PromptTokens     uint64 // prompt tokens prefilled, all requests
+	GenerationTokens uint64 // tokens generated, all requests
+	Steps            uint64 // model steps run
+	StepSeconds      float64
+	Rejected         uint64 // submissions refused because the queue was full
+	// Finished counts ended requests by reason.
+	Finished map[FinishReason]uint64
+	// TimeToFirstToken is measured from Submit to the first token;
+	// InterToken between consecutive tokens of a request. Both in seconds.
+	TimeToFirstToken, InterToken HistogramSnapshot
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	m := e.metrics
+	return Stats{
+		Running:          int(m.running.Load()),
+		Waiting:          int(m.waiting.Load()),
+		OpenSequences:    int(m.seqOpen.Load()),
+		StateBytes:       m.stateBytes.Load(),
+		PromptTokens:     m.promptTokens.Load(),
+		GenerationTokens: m.generationTokens.Load(),
+		Steps:            m.steps.Load(),
+		StepSeconds:      float64(m.stepNanos.Load()) / 1e9,
+		Rejected:         m.rejected.Load(),
+		Finished: map[FinishReason]uint64{
+			FinishStop: m.stop.Load(), FinishLength: m.length.Load(),
+			FinishCancelled: m.cancel.Load(), FinishError: m.er.Load(),
+		},
+		TimeToFirstToken: m.ttft.Snapshot(),
+		InterToken:       m.itl.Snapshot(),
+	}
+}
