@@ -145,10 +145,10 @@ func install(k *impl, s simd) {
 	k.matVecF32 = func(dst []float32, w []float32, rows, cols int, x []float32) {
 		matVec4(s.mvF32, L, k.dotF32, dst, w, rows, cols, x)
 	}
-	tBF16 := &tiler[uint16, float32]{s.tileBF16, s.maxN, L, k.dotBF16}
-	tF16 := &tiler[uint16, float32]{s.tileF16, s.maxN, L, k.dotF16}
-	tF32 := &tiler[float32, float32]{s.tileF32, s.maxN, L, k.dotF32}
-	tBB := &tiler[uint16, uint16]{s.tileBB, s.maxNBB, s.alignBB, dotBF16BF16Go}
+	tBF16 := newTiler(s.tileBF16, s.maxN, L, k.dotBF16, 16)
+	tF16 := newTiler(s.tileF16, s.maxN, L, k.dotF16, 16)
+	tF32 := newTiler(s.tileF32, s.maxN, L, k.dotF32, 16)
+	tBB := newTiler(s.tileBB, s.maxNBB, s.alignBB, dotBF16BF16Go, 32)
 	k.matMulBF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
 		if n == 1 {
 			k.matVecBF16(dst[:rows], w, rows, cols, x)

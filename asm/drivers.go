@@ -1,5 +1,7 @@
 package asm
 
+import "sync"
+
 // This file holds the Go glue shared by the assembly kernel sets: each
 // assembly routine handles an aligned main part and the Go twins finish the
 // ragged edges. The functions are generic so one driver serves every element type.
@@ -54,6 +56,19 @@ type tiler[W, X any] struct {
 	align int
 	// dot is a dot product of any length, used for the ragged edges.
 	dot func([]W, []X) float32
+	// pad is the number of X elements that make 64 bytes.
+	pad int
+	// pool holds *[]X scratch buffers of nBlock*(kBlock+pad) elements for
+	// the repacked input blocks.
+	pool *sync.Pool
+}
+
+// newTiler returns a tiler with its scratch pool.
+func newTiler[W, X any](tile func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int),
+	maxN, align int, dot func([]W, []X) float32, pad int) *tiler[W, X] {
+	size := (nBlock + maxN) * (kBlock + pad)
+	return &tiler[W, X]{tile: tile, maxN: maxN, align: align, dot: dot, pad: pad,
+		pool: &sync.Pool{New: func() any { b := make([]X, size); return &b }}}
 }
 
 // Cache blocking of the tiled product: a block of kBlock columns of up to
@@ -66,7 +81,11 @@ const (
 )
 
 // matMul computes dst[i*ldd+r] = sum_c w[r*cols+c]*x[i*cols+c] for r < rows and
-// i < n using the micro-kernel, with the loops blocked for the caches.
+// i < n using the micro-kernel, with the loops blocked for the caches. Each
+// block of inputs is first copied to a scratch buffer with rows kBlock+pad
+// apart: input rows of a power-of-two length would otherwise all map to the
+// same L1 cache sets as each other and as the weight rows, and the tile's
+// ten streams would evict each other (measured 1.6x slower at 4096 columns).
 func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []X, n int) {
 	rows4 := rows - rows%4
 	m := cols - cols%t.align
@@ -75,17 +94,24 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []
 	}
 	nb := max(t.maxN, nBlock-nBlock%t.maxN)
 	if rows4 > 0 && m > 0 {
+		bufp := t.pool.Get().(*[]X)
+		buf := *bufp
+		ldx := kBlock + t.pad
 		for k0 := 0; k0 < m; k0 += kBlock {
 			kb := min(kBlock, m-k0)
 			for i0 := 0; i0 < n; i0 += nb {
 				i1 := min(i0+nb, n)
+				for i := i0; i < i1; i++ {
+					copy(buf[(i-i0)*ldx:(i-i0)*ldx+kb], x[i*cols+k0:i*cols+k0+kb])
+				}
 				for r := 0; r < rows4; r += 4 {
 					for i := i0; i < i1; i += t.maxN {
-						t.tile(&dst[i*ldd+r], ldd, &w[r*cols+k0], cols, &x[i*cols+k0], cols, kb, min(t.maxN, i1-i))
+						t.tile(&dst[i*ldd+r], ldd, &w[r*cols+k0], cols, &buf[(i-i0)*ldx], ldx, kb, min(t.maxN, i1-i))
 					}
 				}
 			}
 		}
+		t.pool.Put(bufp)
 	}
 	if m < cols {
 		for r := range rows4 {

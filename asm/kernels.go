@@ -7,7 +7,8 @@ import (
 
 // Kernels is one set of kernel implementations. Build it with [New], [Detect]
 // or [Generic]; the zero value is not usable. A Kernels value is immutable and
-// safe for concurrent use; its methods do not allocate except to report an error.
+// safe for concurrent use; its methods do not allocate in steady state (the matrix-matrix products
+// reuse pooled scratch buffers) except to report an error.
 type Kernels struct {
 	impl
 	features Features
