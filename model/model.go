@@ -266,3 +266,23 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 	}
 	return flush()
 }
+
+// WeightBytes returns the size of the model's weights.
+func (m *Model) WeightBytes() int64 {
+	var n int64
+	for _, x := range m.w.all() {
+		n += weightBytes(x)
+	}
+	return n
+}
+
+// DecodeBytes returns the weight bytes one decode step reads: every weight
+// except the embedding table, of which it gathers single rows (unless the
+// table is also the output matrix).
+func (m *Model) DecodeBytes() int64 {
+	n := m.WeightBytes()
+	if m.w.lmHead != m.w.embed {
+		n -= weightBytes(m.w.embed)
+	}
+	return n
+}

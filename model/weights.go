@@ -186,3 +186,26 @@ type Progress struct {
 	// Name is the tensor just loaded.
 	Name string
 }
+
+// all returns every weight once.
+func (w *weights) all() []compute.Weight {
+	ws := []compute.Weight{w.embed, w.norm}
+	if w.lmHead != w.embed {
+		ws = append(ws, w.lmHead)
+	}
+	for i := range w.layers {
+		l := &w.layers[i]
+		for _, x := range []compute.Weight{l.inputNorm, l.postNorm, l.inProjQKV, l.inProjZ, l.inProjB, l.inProjA,
+			l.conv1d, l.aLog, l.dtBias, l.gatedNorm, l.outProj, l.qProj, l.kProj, l.vProj, l.oProj, l.qNorm, l.kNorm,
+			l.gateProj, l.upProj, l.downProj} {
+			if x != nil {
+				ws = append(ws, x)
+			}
+		}
+	}
+	return ws
+}
+
+func weightBytes(x compute.Weight) int64 {
+	return int64(x.Rows()) * int64(x.Cols()) * int64(x.DType().Size())
+}
