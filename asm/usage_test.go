@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -89,8 +90,17 @@ func TestGeneratedUpToDate(t *testing.T) {
 	if err != nil {
 		t.Skip("no go tool on PATH")
 	}
+	// The generator runs on the host even when the tests are cross-compiled
+	// (GOARCH=arm64 with an -exec emulator).
+	host, err := exec.Command(goTool, "env", "GOHOSTOS", "GOHOSTARCH").Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	hostOS, hostArch, _ := strings.Cut(strings.TrimSpace(string(host)), "\n")
 	dir := t.TempDir()
-	out, err := exec.Command(goTool, "run", "./internal/asmgen", "-out", dir).CombinedOutput()
+	cmd := exec.Command(goTool, "run", "./internal/asmgen", "-out", dir)
+	cmd.Env = append(os.Environ(), "GOOS="+hostOS, "GOARCH="+hostArch)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("asmgen: %v\n%s", err, out)
 	}
