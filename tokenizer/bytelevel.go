@@ -5,14 +5,17 @@ package tokenizer
 // printable Latin-1 bytes to themselves, the rest to U+0100 and up, so a
 // space is 'Ġ' and '\n' is 'Ċ').
 type byteLevel struct {
-	toRune [256]rune     // byte -> symbol
-	toByte map[rune]byte // symbol -> byte
-	symbol [256]string   // byte -> symbol as a string, for vocabulary look-ups
+	toRune [256]rune   // byte -> symbol
+	toByte [324]int16  // symbol -> byte, -1 for runes that are not symbols (all symbols are below 324)
+	symbol [256]string // byte -> symbol as a string, for vocabulary look-ups
 }
 
 // newByteLevel builds the table exactly as GPT-2's bytes_to_unicode does.
 func newByteLevel() *byteLevel {
-	bl := &byteLevel{toByte: make(map[rune]byte, 256)}
+	bl := &byteLevel{}
+	for i := range bl.toByte {
+		bl.toByte[i] = -1
+	}
 	printable := func(b int) bool {
 		return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)
 	}
@@ -24,7 +27,7 @@ func newByteLevel() *byteLevel {
 			n++
 		}
 		bl.toRune[b] = r
-		bl.toByte[r] = byte(b)
+		bl.toByte[r] = int16(b)
 		bl.symbol[b] = string(r)
 	}
 	return bl
@@ -35,13 +38,17 @@ func newByteLevel() *byteLevel {
 // the table is taken as its own UTF-8 bytes instead (added tokens such as
 // "<|im_end|>" are made only of table runes and map to themselves).
 func (bl *byteLevel) decodeToken(tok string) []byte {
-	out := make([]byte, 0, len(tok))
+	return bl.appendToken(make([]byte, 0, len(tok)), tok)
+}
+
+// appendToken appends the bytes of tok (see decodeToken) to dst.
+func (bl *byteLevel) appendToken(dst []byte, tok string) []byte {
+	start := len(dst)
 	for _, r := range tok {
-		b, ok := bl.toByte[r]
-		if !ok {
-			return []byte(tok)
+		if r < 0 || int(r) >= len(bl.toByte) || bl.toByte[r] < 0 {
+			return append(dst[:start], tok...)
 		}
-		out = append(out, b)
+		dst = append(dst, byte(bl.toByte[r]))
 	}
-	return out
+	return dst
 }

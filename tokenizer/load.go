@@ -200,7 +200,7 @@ func (s *jsonScanner) str() (string, error) {
 // chat template), chat_template.jinja and generation_config.json (eos ids)
 // when present.
 func Load(dir string) (*Tokenizer, error) {
-	t, err := LoadFile(filepath.Join(dir, "tokenizer.json"))
+	t, err := loadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -226,11 +226,22 @@ func Load(dir string) (*Tokenizer, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("generation config: %w", err)
 	}
+	t.rebuild()
 	return t, nil
 }
 
 // LoadFile reads a tokenizer.json file.
 func LoadFile(path string) (*Tokenizer, error) {
+	t, err := loadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t.rebuild()
+	return t, nil
+}
+
+// loadFile reads a tokenizer.json; the caller must call rebuild.
+func loadFile(path string) (*Tokenizer, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -279,7 +290,6 @@ func parse(b []byte) (*Tokenizer, error) {
 			return nil, fmt.Errorf("added token %q: %w", at.Content, err)
 		}
 	}
-	t.rebuild()
 	return t, nil
 }
 
@@ -334,10 +344,12 @@ func (t *Tokenizer) setModel(f *fileJSON) error {
 		}
 		model.unk = int32(id)
 	}
+	var joined []byte
 	for rank, pair := range m.Merges {
 		a, okA := m.Vocab[pair[0]]
 		b, okB := m.Vocab[pair[1]]
-		c, okC := m.Vocab[pair[0]+pair[1]]
+		joined = append(append(joined[:0], pair[0]...), pair[1]...)
+		c, okC := m.Vocab[string(joined)]
 		if !okA || !okB || !okC {
 			return fmt.Errorf("model: merge %d (%q %q) uses a token missing from the vocab", rank, pair[0], pair[1])
 		}
@@ -515,7 +527,6 @@ func (t *Tokenizer) applyConfig(b []byte) error {
 			return fmt.Errorf("added token %q: %w", at.Content, err)
 		}
 	}
-	t.rebuild()
 	for _, ref := range []struct {
 		name string
 		tok  tokenRef

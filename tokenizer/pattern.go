@@ -33,7 +33,8 @@ type charClass struct {
 	ascii   [2]uint64
 	items   []classItem
 	negated bool
-	fold    bool // case-insensitive: a rune matches if any rune of its case-fold orbit is in items
+	fold    bool         // case-insensitive: a rune matches if any rune of its case-fold orbit is in items
+	anyOf   []*charClass // when set, the class is the union of these instead
 }
 
 // classItem is one member of a class: a rune range or a Unicode table,
@@ -65,6 +66,14 @@ func (c *charClass) contains(r rune) bool {
 
 // slow answers membership without the ASCII bitmap.
 func (c *charClass) slow(r rune) bool {
+	if c.anyOf != nil {
+		for _, sub := range c.anyOf {
+			if sub.matches(r) {
+				return true
+			}
+		}
+		return false
+	}
 	in := c.contains(r)
 	if !in && c.fold {
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
@@ -138,6 +147,45 @@ func (n *node) canBeEmpty() bool {
 	default: // lookahead consumes nothing
 		return true
 	}
+}
+
+// first returns a class holding every rune a match of n can start with, or
+// nil if that is unknown. It is meaningful only when n cannot match empty.
+func (n *node) first() *charClass {
+	switch n.kind {
+	case nodeChar:
+		return n.cls
+	case nodeRepeat:
+		return n.subs[0].first()
+	case nodeConcat, nodeAlt:
+		var parts []*charClass
+		for _, s := range n.subs {
+			if n.kind == nodeConcat && s.kind == nodeLook {
+				continue // consumes nothing
+			}
+			f := s.first()
+			if f == nil {
+				return nil
+			}
+			parts = append(parts, f)
+			if n.kind == nodeConcat && !s.canBeEmpty() {
+				break
+			}
+		}
+		if len(parts) == 0 {
+			return nil
+		}
+		if len(parts) == 1 {
+			return parts[0]
+		}
+		u := &charClass{anyOf: parts}
+		for _, p := range parts {
+			u.ascii[0] |= p.ascii[0]
+			u.ascii[1] |= p.ascii[1]
+		}
+		return u
+	}
+	return nil
 }
 
 // parser turns a pattern string into nodes.
@@ -531,7 +579,7 @@ type opcode uint8
 const (
 	opChar   opcode = iota // match one rune of cls
 	opRepeat               // greedy run of cls, min..max runes (max < 0: unbounded)
-	opSplit                // try x, on failure y
+	opSplit                // try x, on failure y; when cls is set, go straight to y unless the next rune is in cls
 	opJmp                  // go to x
 	opLook                 // run looks[x] at the current position; fail unless it matches (neg: unless it does not)
 	opMatch                // success
@@ -606,7 +654,13 @@ func (c *compiler) emit(n *node) error {
 		for i, s := range n.subs {
 			split := -1
 			if i < len(n.subs)-1 {
-				split = c.add(inst{op: opSplit})
+				// A guard skips alternatives that cannot start with the
+				// next rune without setting up a backtracking point.
+				var guard *charClass
+				if !s.canBeEmpty() {
+					guard = s.first()
+				}
+				split = c.add(inst{op: opSplit, cls: guard})
 				c.prog.insts[split].x = split + 1
 			}
 			if err := c.emit(s); err != nil {
@@ -708,7 +762,6 @@ func decodeAt(s string, i int) (rune, int) {
 // match in priority order, or -1.
 func (m *matcher) matchAt(prog *program, s string, start int) int {
 	base := len(m.stack)
-	defer func() { m.stack = m.stack[:base] }()
 	pc, pos := 0, start
 	for {
 		in := &prog.insts[pc]
@@ -717,7 +770,11 @@ func (m *matcher) matchAt(prog *program, s string, start int) int {
 		case opChar:
 			ok = false
 			if pos < len(s) {
-				if r, n := decodeAt(s, pos); in.cls.matches(r) {
+				r, n := rune(s[pos]), 1
+				if r >= utf8.RuneSelf {
+					r, n = utf8.DecodeRuneInString(s[pos:])
+				}
+				if in.cls.matches(r) {
 					pos += n
 					pc++
 					ok = true
@@ -729,7 +786,10 @@ func (m *matcher) matchAt(prog *program, s string, start int) int {
 				minEnd = pos
 			}
 			for (in.max < 0 || count < in.max) && end < len(s) {
-				r, n := decodeAt(s, end)
+				r, n := rune(s[end]), 1
+				if r >= utf8.RuneSelf {
+					r, n = utf8.DecodeRuneInString(s[end:])
+				}
 				if !in.cls.matches(r) {
 					break
 				}
@@ -749,6 +809,20 @@ func (m *matcher) matchAt(prog *program, s string, start int) int {
 			pos = end
 			pc++
 		case opSplit:
+			if in.cls != nil {
+				if pos >= len(s) {
+					pc = in.y
+					break
+				}
+				r := rune(s[pos])
+				if r >= utf8.RuneSelf {
+					r, _ = utf8.DecodeRuneInString(s[pos:])
+				}
+				if !in.cls.matches(r) {
+					pc = in.y
+					break
+				}
+			}
 			m.stack = append(m.stack, frame{pc: in.y, pos: pos, lo: -1})
 			pc = in.x
 		case opJmp:
@@ -758,6 +832,7 @@ func (m *matcher) matchAt(prog *program, s string, start int) int {
 			ok = found != in.neg
 			pc++
 		case opMatch:
+			m.stack = m.stack[:base]
 			return pos
 		}
 		if ok {

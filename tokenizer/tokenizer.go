@@ -135,10 +135,10 @@ func (t *Tokenizer) rebuild() {
 		if i, ok := t.addedByID[id]; ok {
 			t.kind[id] = kindAdded
 			t.special[id] = t.added[i].special
-			t.data = append(t.data, t.bl.decodeToken(t.added[i].content)...)
+			t.data = t.bl.appendToken(t.data, t.added[i].content)
 		} else if id < len(t.tokens) && t.present[id] {
 			t.kind[id] = kindVocab
-			t.data = append(t.data, t.bl.decodeToken(t.tokens[id])...)
+			t.data = t.bl.appendToken(t.data, t.tokens[id])
 		}
 	}
 	t.off[n] = uint32(len(t.data))
