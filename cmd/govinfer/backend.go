@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/compute/cpu"
@@ -25,3 +26,6 @@ func newBackend(o backendOptions) (compute.Backend, error) {
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of: %s)", o.name, backendNames)
 }
+
+// runtimeThreads is the default number of CPU worker threads.
+func runtimeThreads() int { return runtime.NumCPU() }

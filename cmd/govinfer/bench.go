@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/govinfer/govinfer/asm"
+	"github.com/govinfer/govinfer/model"
+)
+
+// benchResult is what "govinfer bench --json" prints.
+type benchResult struct {
+	Model   string `json:"model"`
+	Backend string `json:"backend"`
+	Threads int    `json:"threads"`
+	Prompt  int    `json:"prompt_tokens"`
+	Gen     int    `json:"gen_tokens"`
+	Repeat  int    `json:"repeat"`
+	// Medians over the repeats.
+	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second"`
+	DecodeTokensPerSecond  float64 `json:"decode_tokens_per_second"`
+	DecodeGBPerSecond      float64 `json:"decode_gb_per_second"`
+	DecodeBytesPerToken    int64   `json:"decode_bytes_per_token"`
+	// MemoryReadGBPerSecond is a plain read loop over --mem-mib with the same
+	// threads, measured in the same run as a baseline (best of 5).
+	MemoryReadGBPerSecond float64 `json:"memory_read_gb_per_second"`
+	// DecodeBandwidthFraction is DecodeGBPerSecond / MemoryReadGBPerSecond.
+	DecodeBandwidthFraction float64 `json:"decode_bandwidth_fraction"`
+}
+
+// runBench implements "govinfer bench": prefill and decode speed.
+func runBench(ctx context.Context, io stdio, args []string) int {
+	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--threads N] [--repeat N] [--json]")
+	dir := fs.String("model", "", "`DIR` holding the checkpoint")
+	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
+	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
+	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
+	repeat := fs.Int("repeat", 5, "runs; medians are reported")
+	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	memMiB := fs.Int("mem-mib", 1024, "size of the memory-read baseline in MiB")
+	if code, done := parseFlags(fs, io, args); done {
+		return code
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(io.err, "govinfer bench: "+format+"\n", a...)
+		return code
+	}
+	switch {
+	case *dir == "":
+		return fail(exitUsage, "--model is required")
+	case *prompt <= 0 || *gen <= 0 || *repeat <= 0 || *memMiB <= 0:
+		return fail(exitUsage, "--prompt, --gen, --repeat and --mem-mib must be positive")
+	}
+	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+		return fail(exitUsage, "--model %s: not a directory", *dir)
+	}
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: -1})
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer backend.Close()
+	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: *prompt})
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer m.Close()
+	if *prompt+*gen > m.Config().MaxContext() {
+		return fail(exitUsage, "--prompt + --gen exceed the model's context of %d", m.Config().MaxContext())
+	}
+	nThreads := *threads
+	if nThreads <= 0 {
+		nThreads = runtimeThreads()
+	}
+	res := benchResult{Model: *dir, Backend: backend.Name(), Threads: nThreads, Prompt: *prompt, Gen: *gen,
+		Repeat: *repeat, DecodeBytesPerToken: m.DecodeBytes()}
+	ids := make([]int, *prompt)
+	for i := range ids {
+		ids[i] = (i*7919 + 13) % m.Config().VocabSize
+	}
+	var prefill, decode []float64
+	for r := 0; r < *repeat; r++ {
+		p, d, err := benchOnce(ctx, m, ids, *gen)
+		if err != nil {
+			return fail(exitError, "%v", err)
+		}
+		prefill, decode = append(prefill, p), append(decode, d)
+		if !*asJSON {
+			fmt.Fprintf(io.err, "run %d/%d: prefill %.2f tokens/s, decode %.2f tokens/s\n", r+1, *repeat, p, d)
+		}
+	}
+	res.PrefillTokensPerSecond = median(prefill)
+	res.DecodeTokensPerSecond = median(decode)
+	res.DecodeGBPerSecond = res.DecodeTokensPerSecond * float64(res.DecodeBytesPerToken) / 1e9
+	res.MemoryReadGBPerSecond = memoryReadGBps(nThreads, *memMiB<<20)
+	if res.MemoryReadGBPerSecond > 0 {
+		res.DecodeBandwidthFraction = res.DecodeGBPerSecond / res.MemoryReadGBPerSecond
+	}
+	if *asJSON {
+		enc := json.NewEncoder(io.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return fail(exitError, "%v", err)
+		}
+		return exitOK
+	}
+	fmt.Fprintf(io.out, "model      %s\nbackend    %s\n", res.Model, res.Backend)
+	fmt.Fprintf(io.out, "prefill    %8.2f tokens/s  (%d-token prompt, median of %d)\n", res.PrefillTokensPerSecond, *prompt, *repeat)
+	fmt.Fprintf(io.out, "decode     %8.2f tokens/s  (%d tokens, median of %d)\n", res.DecodeTokensPerSecond, *gen, *repeat)
+	fmt.Fprintf(io.out, "weights    %8.2f GB/s     (%.3f GB read per decode step)\n", res.DecodeGBPerSecond, float64(res.DecodeBytesPerToken)/1e9)
+	fmt.Fprintf(io.out, "memory     %8.2f GB/s     (plain read loop, %d threads; decode reaches %.0f%%)\n",
+		res.MemoryReadGBPerSecond, nThreads, 100*res.DecodeBandwidthFraction)
+	return exitOK
+}
+
+// benchOnce prefills ids into a new sequence in one step, then decodes gen
+// tokens greedily one step each, and returns both rates.
+func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int) (prefill, decode float64, err error) {
+	seq, err := m.NewSequence()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer seq.Close()
+	start := time.Now()
+	out, err := m.Step(ctx, []model.Input{{Seq: seq, Tokens: ids}})
+	if err != nil {
+		return 0, 0, err
+	}
+	prefill = float64(len(ids)) / time.Since(start).Seconds()
+	tok := argmaxInt(out[0].Logits)
+	start = time.Now()
+	for i := 0; i < gen; i++ {
+		out, err = m.Step(ctx, []model.Input{{Seq: seq, Tokens: []int{tok}}})
+		if err != nil {
+			return 0, 0, err
+		}
+		tok = argmaxInt(out[0].Logits)
+	}
+	decode = float64(gen) / time.Since(start).Seconds()
+	return prefill, decode, nil
+}
+
+func argmaxInt(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// memoryReadGBps measures how fast threads goroutines can read size bytes of
+// memory with the vector kernels (a float32 dot product of the buffer with
+// itself, which loads each element once), best of 5: the bandwidth a decode
+// step, which streams every weight once, can at most reach.
+func memoryReadGBps(threads, size int) float64 {
+	buf := make([]float32, size/4)
+	for i := range buf {
+		buf[i] = float32(i & 1023)
+	}
+	k := asm.Detect()
+	best := 0.0
+	for r := 0; r < 5; r++ {
+		var wg sync.WaitGroup
+		chunk := len(buf) / threads
+		sums := make([]float32, threads)
+		start := time.Now()
+		for t := 0; t < threads; t++ {
+			wg.Add(1)
+			go func(t int) {
+				defer wg.Done()
+				part := buf[t*chunk : (t+1)*chunk]
+				sums[t] = k.DotF32(part, part)
+			}(t)
+		}
+		wg.Wait()
+		gbps := float64(chunk*threads*4) / time.Since(start).Seconds() / 1e9
+		best = max(best, gbps)
+	}
+	return best
+}
