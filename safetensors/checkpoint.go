@@ -30,6 +30,12 @@ type Checkpoint struct {
 // preference: the shards listed by model.safetensors.index.json;
 // model.safetensors; the only *.safetensors file in dir. dir may also be
 // the path of a single .safetensors file.
+//
+// With an index, the checkpoint holds exactly the tensors its "weight_map"
+// lists (as Hugging Face loaders do, tensors a shard holds but the index
+// does not list are ignored). A shard that is missing or malformed, or that
+// lacks a tensor the index puts in it, is an error naming the shard and the
+// tensor.
 func OpenCheckpoint(dir string) (*Checkpoint, error) {
 	st, err := os.Stat(dir)
 	if err != nil {

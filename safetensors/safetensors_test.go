@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -139,7 +140,7 @@ func TestWriteRejectsBadTensors(t *testing.T) {
 		{"reserved name", []Tensor{{Name: "__metadata__", DType: U8, Shape: []int{}, Data: make([]byte, 1)}}, "reserved"},
 		{"bad dtype", []Tensor{{Name: "a", DType: "F4", Shape: []int{2}, Data: make([]byte, 1)}}, "unsupported dtype"},
 		{"negative dim", []Tensor{{Name: "a", DType: U8, Shape: []int{-1, -1}, Data: make([]byte, 1)}}, "negative dimension"},
-		{"overflow", []Tensor{{Name: "a", DType: U8, Shape: []int{1 << 40, 1 << 40}, Data: nil}}, "too large"},
+		{"overflow", []Tensor{{Name: "a", DType: U8, Shape: []int{math.MaxInt32, math.MaxInt32, math.MaxInt32}, Data: nil}}, "too large"},
 	}
 	for _, c := range cases {
 		path := filepath.Join(dir, "x.safetensors")
@@ -626,5 +627,78 @@ func TestViewsAndConversions(t *testing.T) {
 	}
 	if _, err := bad.ToFloat32(); err == nil {
 		t.Error("ToFloat32 of a mis-sized tensor succeeded")
+	}
+}
+
+// TestStreamingWriterMemory writes a checkpoint much larger than the memory
+// it is allowed to allocate, in chunks through ShardedWriter.TensorWriter,
+// and checks it back chunk by chunk.
+func TestStreamingWriterMemory(t *testing.T) {
+	size := 64 << 20
+	if testing.Short() {
+		size = 8 << 20
+	}
+	const chunk = 1 << 20
+	infos := []TensorInfo{
+		{Name: "big.a", DType: BF16, Shape: []int{size / 2 / 1024, 1024}},
+		{Name: "big.b", DType: F32, Shape: []int{size / 4 / 1024, 1024}},
+		{Name: "small", DType: F32, Shape: []int{3}},
+	}
+	fill := func(name string, off int, p []byte) { // deterministic content
+		for i := range p {
+			p[i] = byte(off+i) ^ name[len(name)-1]
+		}
+	}
+	dir := t.TempDir()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	w, err := NewShardedWriter(dir, infos, int64(size)+12, nil) // shards: big.a | big.b, small
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	buf := make([]byte, chunk)
+	for _, info := range infos {
+		n, _ := byteSize(info)
+		tw, err := w.TensorWriter(info.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < int(n); off += chunk {
+			p := buf[:min(chunk, int(n)-off)]
+			fill(info.Name, off, p)
+			if _, err := tw.Write(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > uint64(size/4) {
+		t.Errorf("writing %d bytes allocated %d", 2*size, grew)
+	}
+	c, err := OpenCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if len(c.Files()) != 2 || c.TotalBytes() != int64(2*size+12) {
+		t.Fatalf("%d files, %d bytes", len(c.Files()), c.TotalBytes())
+	}
+	for _, info := range infos {
+		tt, err := c.Tensor(info.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < len(tt.Data); off += chunk {
+			p := buf[:min(chunk, len(tt.Data)-off)]
+			fill(info.Name, off, p)
+			if !bytes.Equal(tt.Data[off:off+len(p)], p) {
+				t.Fatalf("%s differs at chunk %d", info.Name, off/chunk)
+			}
+		}
 	}
 }
