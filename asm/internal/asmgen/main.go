@@ -290,7 +290,7 @@ func tileShape(a x86, xe elem) (maxN int, acc func(r, j int) int, wr func(r int)
 
 // tileProlog loads the arguments of a tile kernel: dst in BX, the output
 // stride in bytes in DX, k in CX, weight row pointers and input pointers.
-func tileProlog(g *gen, we, xe elem) (wrows, xrows []string) {
+func tileProlog(g *gen, we, xe elem, maxN int) (wrows, xrows []string) {
 	g.l("MOVQ dst+0(FP), BX")
 	g.l("MOVQ ldd+8(FP), DX")
 	g.l("SHLQ $2, DX")
@@ -309,6 +309,15 @@ func tileProlog(g *gen, we, xe elem) (wrows, xrows []string) {
 	g.l("LEAQ (R14)(R9*1), R15")
 	g.l("LEAQ (R15)(R9*1), R8")
 	g.l("ADDQ R8, R9")
+	// Prefetch the output lines: for large batches they are far away, and
+	// the tile's k loop hides the latency.
+	g.l("MOVQ BX, AX")
+	for j := range maxN {
+		if j > 0 {
+			g.l("ADDQ DX, AX")
+		}
+		g.l("PREFETCHT0 (AX)")
+	}
 	return []string{"SI", "R10", "R11", "R12"}, []string{"DI", "R13", "R14", "R15", "R8", "R9"}
 }
 
@@ -345,7 +354,7 @@ func x86Tile(g *gen, a x86, we, xe elem) {
 	name += a.name
 	maxN, acc, wr, xr, tmp := tileShape(a, xe)
 	g.text(name, "$0-64", tileDoc(name, we, xe, maxN, a.lanes))
-	wrows, xrows := tileProlog(g, we, xe)
+	wrows, xrows := tileProlog(g, we, xe, maxN)
 	for r := range 4 {
 		for j := range maxN {
 			a.zero(g, a.r(acc(r, j)))
@@ -396,7 +405,7 @@ func x86TileDPBF16(g *gen) {
 	name := "tileBF16BF16AVX512BF16"
 	maxN, acc, wr, xr, tmp := tileShape(a, bf16)
 	g.text(name, "$0-64", tileDoc(name, bf16, bf16, maxN, 32)+"\nUses VDPBF16PS (AVX512_BF16), hand-encoded.")
-	wrows, xrows := tileProlog(g, bf16, bf16)
+	wrows, xrows := tileProlog(g, bf16, bf16, maxN)
 	for r := range 4 {
 		for j := range maxN {
 			a.zero(g, a.r(acc(r, j)))
