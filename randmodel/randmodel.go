@@ -28,6 +28,17 @@ type Shape struct {
 	LinearKeyHeadDim, LinearValueHeadDim int
 	Tied                                 bool
 	MaxPositionEmbeddings                int
+	// Schedule gives each layer's mixer ("linear_attention" or
+	// "full_attention"); nil means the real model's 3:1 pattern.
+	Schedule []string
+}
+
+// layerTypes returns the shape's schedule.
+func (s Shape) layerTypes() []string {
+	if s.Schedule != nil {
+		return s.Schedule
+	}
+	return LayerTypes(s.Layers)
 }
 
 // Shapes are the shapes make-random knows: the two test checkpoints' and the
@@ -90,7 +101,7 @@ func (s Shape) Config() map[string]any {
 		"bos_token_id": nil, "dtype": "bfloat16", "eos_token_id": eos,
 		"full_attention_interval": 4, "head_dim": s.HeadDim, "hidden_act": "silu",
 		"hidden_size": s.Hidden, "initializer_range": 0.02, "intermediate_size": s.Intermediate,
-		"layer_types": LayerTypes(s.Layers), "linear_conv_kernel_dim": convKernel,
+		"layer_types": s.layerTypes(), "linear_conv_kernel_dim": convKernel,
 		"linear_key_head_dim": s.LinearKeyHeadDim, "linear_num_key_heads": s.LinearKeyHeads,
 		"linear_num_value_heads": s.LinearValueHeads, "linear_value_head_dim": s.LinearValueHeadDim,
 		"mamba_ssm_dtype": "float32", "max_position_embeddings": s.MaxPositionEmbeddings,
@@ -160,7 +171,7 @@ func (s Shape) tensors() []tensorSpec {
 	}
 	keyDim, valueDim := s.LinearKeyHeads*s.LinearKeyHeadDim, s.LinearValueHeads*s.LinearValueHeadDim
 	convDim := 2*keyDim + valueDim
-	for i, kind := range LayerTypes(s.Layers) {
+	for i, kind := range s.layerTypes() {
 		l := fmt.Sprintf("%slayers.%d.", p, i)
 		ts = append(ts,
 			tensorSpec{name: l + "input_layernorm.weight", shape: []int{h}, fill: normal(0, 0.1)},
