@@ -14,6 +14,12 @@ build: ## build bin/govinfer
 test: ## run the whole test suite (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+	# The pure-Go kernel twins alone (no assembly), on the kernels and the goldens.
+	$(GO) test -count=1 -tags noasm ./asm/ ./compute/cpu/ ./model/
+	# The NEON kernels, cross-compiled and run under qemu where it is installed.
+	if command -v qemu-aarch64-static >/dev/null; then \
+		GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static ./asm/...; \
+	else echo "qemu-aarch64-static not installed: arm64 kernels not tested"; fi
 
 test-short: ## skip the slower tests
 	$(GO) test -short -count=1 $(PKGS)
