@@ -37,7 +37,7 @@ func init() {
 		"last":       filterLast,
 		"length":     filterLength,
 		"list":       filterList,
-		"lower":      strFilter(strings.ToLower),
+		"lower":      strFilter(pyLower),
 		"map":        filterMap,
 		"max":        filterMinMax(1),
 		"min":        filterMinMax(-1),
@@ -53,11 +53,11 @@ func init() {
 		"sort":       filterSort,
 		"string":     filterString,
 		"sum":        filterSum,
-		"title":      strFilter(pyTitle),
+		"title":      strFilter(jinjaTitle),
 		"tojson":     filterToJSON,
 		"trim":       filterTrim,
 		"unique":     filterUnique,
-		"upper":      strFilter(strings.ToUpper),
+		"upper":      strFilter(pyUpper),
 		"wordcount":  filterWordcount,
 	}
 }

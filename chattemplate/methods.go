@@ -216,9 +216,9 @@ func strMethod(s, name string, a *callArgs) (any, error) {
 		}
 		return out, nil
 	case "upper":
-		return strings.ToUpper(s), nil
+		return pyUpper(s), nil
 	case "lower", "casefold":
-		return strings.ToLower(s), nil
+		return pyLower(s), nil
 	case "swapcase":
 		return strings.Map(func(r rune) rune {
 			if unicode.IsUpper(r) {
@@ -419,12 +419,9 @@ func pad(s string, w int, fill, how string) string {
 	case "rjust":
 		return strings.Repeat(fill, total) + s
 	}
-	// Python's center puts the extra character on the left when the
-	// string's length and the padding are both odd.
-	left := total / 2
-	if total%2 == 1 && w%2 == 0 {
-		left++
-	}
+	// CPython's pad: the extra character goes left when both the padding
+	// and the width are odd.
+	left := total/2 + (total & w & 1)
 	return strings.Repeat(fill, left) + s + strings.Repeat(fill, total-left)
 }
 
@@ -653,4 +650,51 @@ func percentFormat(f string, arg any) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// Full case mappings (Unicode SpecialCasing.txt, unconditional part) that
+// Go's per-rune ToUpper/ToLower lack but Python's str.upper/lower apply.
+var (
+	upperSpecial = map[rune]string{'ß': "SS", 'ŉ': "ʼN", 'ǰ': "J̌", 'ΐ': "Ϊ́", 'ΰ': "Ϋ́", 'և': "ԵՒ",
+		'ẖ': "H̱", 'ẗ': "T̈", 'ẘ': "W̊", 'ẙ': "Y̊", 'ẚ': "Aʾ",
+		'ﬀ': "FF", 'ﬁ': "FI", 'ﬂ': "FL", 'ﬃ': "FFI", 'ﬄ': "FFL", 'ﬅ': "ST", 'ﬆ': "ST",
+		'ﬓ': "ՄՆ", 'ﬔ': "ՄԵ", 'ﬕ': "ՄԻ", 'ﬖ': "ՎՆ", 'ﬗ': "ՄԽ"}
+	lowerSpecial = map[rune]string{'İ': "i̇"}
+)
+
+func pyUpper(s string) string { return mapSpecial(s, upperSpecial, unicode.ToUpper) }
+func pyLower(s string) string { return mapSpecial(s, lowerSpecial, unicode.ToLower) }
+
+func mapSpecial(s string, special map[rune]string, f func(rune) rune) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if m, ok := special[r]; ok {
+			b.WriteString(m)
+		} else {
+			b.WriteRune(f(r))
+		}
+	}
+	return b.String()
+}
+
+// jinjaTitle is Jinja's title filter: each word (split at whitespace,
+// hyphens and opening brackets) gets an upper-case first character and a
+// lower-case rest.
+func jinjaTitle(s string) string {
+	var b strings.Builder
+	start := true
+	for _, r := range s {
+		sep := pyIsSpace(r) || strings.ContainsRune("-({[<", r)
+		switch {
+		case sep:
+			b.WriteRune(r)
+		case start:
+			b.WriteString(pyUpper(string(r)))
+		default:
+			b.WriteString(pyLower(string(r)))
+		}
+		start = sep
+	}
+	return b.String()
 }

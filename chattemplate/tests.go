@@ -47,7 +47,7 @@ func init() {
 		},
 		"callable": func(v any, _ []any) (bool, error) {
 			switch v.(type) {
-			case *macro, *builtin, *boundMethod:
+			case *macro, *builtin, *boundMethod, undefined:
 				return true, nil
 			}
 			return false, nil
