@@ -1,0 +1,412 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unsafe"
+
+	vk "github.com/vulkan-go/vulkan"
+
+	"github.com/govinfer/govinfer/compute"
+)
+
+const validationLayer = "VK_LAYER_KHRONOS_validation"
+
+// Backend runs the graph on a Vulkan device. Like the CPU backend it is for
+// use by one goroutine at a time.
+type Backend struct {
+	opts Options
+	gipa unsafe.Pointer
+
+	inst  vk.Instance
+	dbg   vk.DebugReportCallback
+	phys  vk.PhysicalDevice
+	dev   vk.Device
+	queue vk.Queue
+	qfam  uint32
+
+	props      vk.PhysicalDeviceProperties
+	mem        vk.PhysicalDeviceMemoryProperties
+	sg         subgroupInfo
+	maxBinding uint64 // largest buffer binding in bytes
+	chunkBytes uint64 // largest weight chunk in bytes (maxBinding unless lowered)
+	heapUsed   [vk.MaxMemoryHeaps]uint64
+	desc       string
+
+	rec       recorder
+	pipes     pipelines
+	ring      *ring
+	readback  *rawBuf
+	argmaxBuf *rawBuf
+	dummy     *rawBuf
+	pending   []*rawBuf // freed while still in use by recorded work
+	live      map[*rawBuf]struct{} // every buffer not yet destroyed, for Close
+
+	err  error    // first error since the last report, returned by Sync
+	msgs []string // validation errors since the last report
+}
+
+// deviceRank orders device types for automatic choice.
+func deviceRank(t vk.PhysicalDeviceType) int {
+	switch t {
+	case vk.PhysicalDeviceTypeDiscreteGpu:
+		return 0
+	case vk.PhysicalDeviceTypeIntegratedGpu:
+		return 1
+	case vk.PhysicalDeviceTypeVirtualGpu:
+		return 2
+	case vk.PhysicalDeviceTypeCpu:
+		return 3
+	}
+	return 4
+}
+
+func deviceTypeName(t vk.PhysicalDeviceType) string {
+	switch t {
+	case vk.PhysicalDeviceTypeDiscreteGpu:
+		return "discrete GPU"
+	case vk.PhysicalDeviceTypeIntegratedGpu:
+		return "integrated GPU"
+	case vk.PhysicalDeviceTypeVirtualGpu:
+		return "virtual GPU"
+	case vk.PhysicalDeviceTypeCpu:
+		return "CPU"
+	}
+	return "other"
+}
+
+// vkErr turns a failed Vulkan result into an error naming the call.
+func vkErr(what string, r vk.Result) error {
+	if r == vk.Success {
+		return nil
+	}
+	if err := vk.Error(r); err != nil {
+		return fmt.Errorf("vulkan: %s: %w", what, err)
+	}
+	return fmt.Errorf("vulkan: %s: result %d", what, r)
+}
+
+func versionString(v uint32) string {
+	return fmt.Sprintf("%d.%d.%d", v>>22, (v>>12)&0x3ff, v&0xfff)
+}
+
+// layerAvailable reports whether the loader knows the named layer.
+func layerAvailable(name string) bool {
+	var n uint32
+	if vk.EnumerateInstanceLayerProperties(&n, nil) != vk.Success || n == 0 {
+		return false
+	}
+	layers := make([]vk.LayerProperties, n)
+	if vk.EnumerateInstanceLayerProperties(&n, layers) != vk.Success {
+		return false
+	}
+	for _, l := range layers[:n] {
+		l.Deref()
+		if vk.ToString(l.LayerName[:]) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// createInstance makes a Vulkan 1.1 instance, with validation if asked.
+func createInstance(validation bool) (vk.Instance, error) {
+	info := vk.InstanceCreateInfo{
+		SType: vk.StructureTypeInstanceCreateInfo,
+		PApplicationInfo: &vk.ApplicationInfo{
+			SType:            vk.StructureTypeApplicationInfo,
+			PApplicationName: "govinfer\x00",
+			PEngineName:      "govinfer\x00",
+			ApiVersion:       vk.MakeVersion(1, 1, 0),
+		},
+	}
+	if validation {
+		if !layerAvailable(validationLayer) {
+			return nil, fmt.Errorf("vulkan: validation requested but %s is not installed (Debian package vulkan-validationlayers)", validationLayer)
+		}
+		info.EnabledLayerCount = 1
+		info.PpEnabledLayerNames = []string{validationLayer + "\x00"}
+		info.EnabledExtensionCount = 1
+		info.PpEnabledExtensionNames = []string{"VK_EXT_debug_report\x00"}
+	}
+	var inst vk.Instance
+	if err := vkErr("vkCreateInstance", vk.CreateInstance(&info, nil, &inst)); err != nil {
+		return nil, err
+	}
+	if err := vk.InitInstance(inst); err != nil {
+		vk.DestroyInstance(inst, nil)
+		return nil, fmt.Errorf("vulkan: loading instance functions: %w", err)
+	}
+	return inst, nil
+}
+
+// physicalDevices lists the instance's devices with their properties.
+func physicalDevices(inst vk.Instance) ([]vk.PhysicalDevice, []vk.PhysicalDeviceProperties, error) {
+	var n uint32
+	if err := vkErr("vkEnumeratePhysicalDevices", vk.EnumeratePhysicalDevices(inst, &n, nil)); err != nil {
+		return nil, nil, err
+	}
+	if n == 0 {
+		return nil, nil, errors.New("vulkan: no Vulkan devices found (install a GPU driver, or mesa-vulkan-drivers for lavapipe)")
+	}
+	devs := make([]vk.PhysicalDevice, n)
+	if err := vkErr("vkEnumeratePhysicalDevices", vk.EnumeratePhysicalDevices(inst, &n, devs)); err != nil {
+		return nil, nil, err
+	}
+	props := make([]vk.PhysicalDeviceProperties, n)
+	for i := range devs[:n] {
+		vk.GetPhysicalDeviceProperties(devs[i], &props[i])
+		props[i].Deref()
+		props[i].Limits.Deref()
+	}
+	return devs[:n], props, nil
+}
+
+// Devices lists the Vulkan devices, in the order Options.Device counts
+// them (index 0 is Device 1).
+func Devices() ([]string, error) {
+	if _, err := loaderOnce(); err != nil {
+		return nil, err
+	}
+	inst, err := createInstance(false)
+	if err != nil {
+		return nil, err
+	}
+	defer vk.DestroyInstance(inst, nil)
+	_, props, err := physicalDevices(inst)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range props {
+		out = append(out, fmt.Sprintf("%s (%s, Vulkan %s)", vk.ToString(p.DeviceName[:]), deviceTypeName(p.DeviceType), versionString(p.ApiVersion)))
+	}
+	return out, nil
+}
+
+// New opens a Vulkan device and returns a backend on it.
+func New(o Options) (*Backend, error) {
+	gipa, err := loaderOnce()
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{opts: o, gipa: gipa, live: map[*rawBuf]struct{}{}}
+	if err := b.init(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) logf(format string, args ...any) {
+	if b.opts.Log != nil {
+		b.opts.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+func (b *Backend) init() error {
+	inst, err := createInstance(b.opts.Validation)
+	if err != nil {
+		return err
+	}
+	b.inst = inst
+	if b.opts.Validation {
+		info := vk.DebugReportCallbackCreateInfo{
+			SType: vk.StructureTypeDebugReportCallbackCreateInfo,
+			Flags: vk.DebugReportFlags(vk.DebugReportErrorBit | vk.DebugReportWarningBit | vk.DebugReportPerformanceWarningBit),
+			PfnCallback: func(flags vk.DebugReportFlags, _ vk.DebugReportObjectType, _ uint64, _ uint, code int32, prefix, msg string, _ unsafe.Pointer) vk.Bool32 {
+				b.logf("vulkan validation [%s %d]: %s", prefix, code, msg)
+				if flags&vk.DebugReportFlags(vk.DebugReportErrorBit|vk.DebugReportWarningBit) != 0 {
+					b.msgs = append(b.msgs, msg)
+				}
+				return vk.False
+			},
+		}
+		var cb vk.DebugReportCallback
+		if err := vkErr("vkCreateDebugReportCallbackEXT", vk.CreateDebugReportCallback(b.inst, &info, nil, &cb)); err != nil {
+			return err
+		}
+		b.dbg = cb
+	}
+	devs, props, err := physicalDevices(b.inst)
+	if err != nil {
+		return err
+	}
+	pick := -1
+	if b.opts.Device > 0 {
+		if b.opts.Device > len(devs) {
+			return fmt.Errorf("vulkan: device %d requested but only %d present", b.opts.Device, len(devs))
+		}
+		pick = b.opts.Device - 1
+	} else {
+		for i, p := range props {
+			if p.ApiVersion < vk.MakeVersion(1, 1, 0) {
+				continue
+			}
+			if pick < 0 || deviceRank(p.DeviceType) < deviceRank(props[pick].DeviceType) {
+				pick = i
+			}
+		}
+		if pick < 0 {
+			return errors.New("vulkan: no device supports Vulkan 1.1")
+		}
+	}
+	b.phys, b.props = devs[pick], props[pick]
+	name := vk.ToString(b.props.DeviceName[:])
+	if b.props.ApiVersion < vk.MakeVersion(1, 1, 0) {
+		return fmt.Errorf("vulkan: device %s supports only Vulkan %s; 1.1 is needed", name, versionString(b.props.ApiVersion))
+	}
+	if b.sg, err = querySubgroup(b.gipa, b.inst, b.phys, b.props.ApiVersion); err != nil {
+		return err
+	}
+	const needOps = vk.SubgroupFeatureBasicBit | vk.SubgroupFeatureArithmeticBit
+	if b.sg.ops&uint32(needOps) != uint32(needOps) || b.sg.stages&uint32(vk.ShaderStageComputeBit) == 0 {
+		return fmt.Errorf("vulkan: device %s lacks subgroup arithmetic in compute shaders", name)
+	}
+	if b.sg.size < 4 || b.sg.size > 128 {
+		return fmt.Errorf("vulkan: device %s has unsupported subgroup size %d", name, b.sg.size)
+	}
+	lim := b.props.Limits
+	if lim.MaxComputeSharedMemorySize < 16384 || lim.MaxComputeWorkGroupInvocations < 256 || lim.MaxPushConstantsSize < 128 {
+		return fmt.Errorf("vulkan: device %s limits too small (shared %d, invocations %d)", name, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations)
+	}
+	b.maxBinding = uint64(lim.MaxStorageBufferRange) &^ 15
+	if b.maxBinding < 1<<20 {
+		return fmt.Errorf("vulkan: device %s: largest storage buffer binding %d bytes is too small", name, b.maxBinding)
+	}
+	b.chunkBytes = b.maxBinding
+	if m := b.opts.MaxBindingBytes; m > 0 && uint64(m) < b.chunkBytes {
+		b.chunkBytes = max(16, uint64(m)&^15)
+	}
+	vk.GetPhysicalDeviceMemoryProperties(b.phys, &b.mem)
+	b.mem.Deref()
+	for i := range b.mem.MemoryTypes[:b.mem.MemoryTypeCount] {
+		b.mem.MemoryTypes[i].Deref()
+	}
+	for i := range b.mem.MemoryHeaps[:b.mem.MemoryHeapCount] {
+		b.mem.MemoryHeaps[i].Deref()
+	}
+
+	// One compute queue.
+	var nq uint32
+	vk.GetPhysicalDeviceQueueFamilyProperties(b.phys, &nq, nil)
+	qprops := make([]vk.QueueFamilyProperties, nq)
+	vk.GetPhysicalDeviceQueueFamilyProperties(b.phys, &nq, qprops)
+	b.qfam = ^uint32(0)
+	for i := range qprops[:nq] {
+		qprops[i].Deref()
+		if qprops[i].QueueFlags&vk.QueueFlags(vk.QueueComputeBit) != 0 {
+			b.qfam = uint32(i)
+			break
+		}
+	}
+	if b.qfam == ^uint32(0) {
+		return fmt.Errorf("vulkan: device %s has no compute queue", name)
+	}
+	dinfo := vk.DeviceCreateInfo{
+		SType:                vk.StructureTypeDeviceCreateInfo,
+		QueueCreateInfoCount: 1,
+		PQueueCreateInfos: []vk.DeviceQueueCreateInfo{{
+			SType:            vk.StructureTypeDeviceQueueCreateInfo,
+			QueueFamilyIndex: b.qfam,
+			QueueCount:       1,
+			PQueuePriorities: []float32{1},
+		}},
+	}
+	var dev vk.Device
+	if err := vkErr("vkCreateDevice", vk.CreateDevice(b.phys, &dinfo, nil, &dev)); err != nil {
+		return err
+	}
+	b.dev = dev
+	var q vk.Queue
+	vk.GetDeviceQueue(b.dev, b.qfam, 0, &q)
+	b.queue = q
+
+	if err := b.rec.init(b); err != nil {
+		return err
+	}
+	if err := b.pipes.init(b); err != nil {
+		return err
+	}
+	if b.dummy, err = b.newRaw(16, memDevice); err != nil {
+		return err
+	}
+	if b.ring, err = newRing(b, min(4<<20, b.maxBinding)); err != nil {
+		return err
+	}
+	b.desc = b.describe(name)
+	return nil
+}
+
+// describe builds the line Describe returns.
+func (b *Backend) describe(name string) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "vulkan: %s (%s), Vulkan %s", name, deviceTypeName(b.props.DeviceType), versionString(b.props.ApiVersion))
+	if b.sg.driverName != "" {
+		fmt.Fprintf(&sb, ", driver %s %s", b.sg.driverName, b.sg.driverInfo)
+	}
+	var local uint64
+	for i := range b.mem.MemoryHeaps[:b.mem.MemoryHeapCount] {
+		h := b.mem.MemoryHeaps[i]
+		if h.Flags&vk.MemoryHeapFlags(vk.MemoryHeapDeviceLocalBit) != 0 {
+			local = max(local, uint64(h.Size))
+		}
+	}
+	fmt.Fprintf(&sb, ", %.1f GiB device-local heap, subgroup %d, max binding %d MiB; features: subgroup arithmetic, bf16/f16 weights as packed uint",
+		float64(local)/(1<<30), b.sg.size, b.maxBinding>>20)
+	if b.opts.Validation {
+		sb.WriteString("; validation on")
+	}
+	return sb.String()
+}
+
+// Describe returns a line naming the device, driver, memory and features
+// used, for the log at start.
+func (b *Backend) Describe() string { return b.desc }
+
+// Name implements compute.Backend.
+func (b *Backend) Name() string {
+	return "vulkan (" + vk.ToString(b.props.DeviceName[:]) + ")"
+}
+
+// SubgroupSize returns the device's subgroup size.
+func (b *Backend) SubgroupSize() int { return int(b.sg.size) }
+
+// Close implements compute.Backend: it waits for the device and releases
+// everything.
+func (b *Backend) Close() error {
+	var err error
+	if b.dev != nil {
+		err = b.rec.wait(nil)
+		vk.DeviceWaitIdle(b.dev)
+		b.releasePending()
+		b.pipes.destroy(b)
+		b.ring.destroy(b)
+		for _, r := range []*rawBuf{b.readback, b.argmaxBuf, b.dummy} {
+			r.destroy(b)
+		}
+		b.readback, b.argmaxBuf, b.dummy = nil, nil, nil
+		// Weights and buffers the caller did not free.
+		for r := range b.live {
+			r.destroy(b)
+		}
+		b.rec.destroy(b)
+		vk.DestroyDevice(b.dev, nil)
+		b.dev = nil
+	}
+	if b.dbg != vk.NullDebugReportCallback {
+		vk.DestroyDebugReportCallback(b.inst, b.dbg, nil)
+		b.dbg = vk.NullDebugReportCallback
+	}
+	if b.inst != nil {
+		vk.DestroyInstance(b.inst, nil)
+		b.inst = nil
+	}
+	return joinErr(err, b.report())
+}
+
+// compile-time check
+var _ compute.Backend = (*Backend)(nil)

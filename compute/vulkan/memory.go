@@ -1,0 +1,362 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+	"unsafe"
+
+	vk "github.com/vulkan-go/vulkan"
+
+	"github.com/govinfer/govinfer/compute"
+)
+
+// memKind says what a raw buffer is for, which decides its memory type.
+type memKind int
+
+const (
+	memDevice   memKind = iota // device-local, for weights and activations
+	memUpload                  // host-visible, coherent: the upload ring
+	memReadback                // host-visible, coherent, cached if possible
+)
+
+// rawBuf is a VkBuffer with its own memory allocation.
+type rawBuf struct {
+	buf  vk.Buffer
+	mem  vk.DeviceMemory
+	size uint64
+	heap uint32
+	ptr  unsafe.Pointer // mapped memory, nil unless host-visible and mapped
+}
+
+// pickMemory returns the index of the best memory type allowed by bits for
+// kind.
+func (b *Backend) pickMemory(bits uint32, kind memKind) (uint32, bool) {
+	const (
+		local    = vk.MemoryPropertyFlags(vk.MemoryPropertyDeviceLocalBit)
+		visible  = vk.MemoryPropertyFlags(vk.MemoryPropertyHostVisibleBit)
+		coherent = vk.MemoryPropertyFlags(vk.MemoryPropertyHostCoherentBit)
+		cached   = vk.MemoryPropertyFlags(vk.MemoryPropertyHostCachedBit)
+	)
+	var prefs []vk.MemoryPropertyFlags
+	switch kind {
+	case memDevice:
+		prefs = []vk.MemoryPropertyFlags{local, 0}
+	case memUpload:
+		prefs = []vk.MemoryPropertyFlags{visible | coherent}
+	case memReadback:
+		prefs = []vk.MemoryPropertyFlags{visible | coherent | cached, visible | coherent}
+	}
+	for _, want := range prefs {
+		for i := uint32(0); i < b.mem.MemoryTypeCount; i++ {
+			if bits&(1<<i) != 0 && b.mem.MemoryTypes[i].PropertyFlags&want == want {
+				return i, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// newRaw creates a buffer of size bytes (rounded up to 16) for kind. Memory
+// that is host-visible is mapped.
+func (b *Backend) newRaw(size uint64, kind memKind) (*rawBuf, error) {
+	size = max(16, (size+15)&^15)
+	if size > b.maxBinding {
+		return nil, fmt.Errorf("vulkan: buffer of %d bytes exceeds the largest binding (%d bytes)", size, b.maxBinding)
+	}
+	info := vk.BufferCreateInfo{
+		SType:       vk.StructureTypeBufferCreateInfo,
+		Size:        vk.DeviceSize(size),
+		Usage:       vk.BufferUsageFlags(vk.BufferUsageStorageBufferBit | vk.BufferUsageTransferSrcBit | vk.BufferUsageTransferDstBit),
+		SharingMode: vk.SharingModeExclusive,
+	}
+	var buf vk.Buffer
+	if err := vkErr("vkCreateBuffer", vk.CreateBuffer(b.dev, &info, nil, &buf)); err != nil {
+		return nil, err
+	}
+	var req vk.MemoryRequirements
+	vk.GetBufferMemoryRequirements(b.dev, buf, &req)
+	req.Deref()
+	ti, ok := b.pickMemory(req.MemoryTypeBits, kind)
+	if !ok {
+		vk.DestroyBuffer(b.dev, buf, nil)
+		return nil, fmt.Errorf("vulkan: no suitable memory type for a %d-byte buffer", size)
+	}
+	heap := b.mem.MemoryTypes[ti].HeapIndex
+	heapSize := uint64(b.mem.MemoryHeaps[heap].Size)
+	if b.heapUsed[heap]+uint64(req.Size) > heapSize {
+		vk.DestroyBuffer(b.dev, buf, nil)
+		return nil, fmt.Errorf("vulkan: out of device memory: %d bytes more would exceed heap %d (%d MiB, %d MiB in use)",
+			req.Size, heap, heapSize>>20, b.heapUsed[heap]>>20)
+	}
+	var mem vk.DeviceMemory
+	ainfo := vk.MemoryAllocateInfo{SType: vk.StructureTypeMemoryAllocateInfo, AllocationSize: req.Size, MemoryTypeIndex: ti}
+	if err := vkErr(fmt.Sprintf("vkAllocateMemory(%d bytes)", req.Size), vk.AllocateMemory(b.dev, &ainfo, nil, &mem)); err != nil {
+		vk.DestroyBuffer(b.dev, buf, nil)
+		return nil, err
+	}
+	if err := vkErr("vkBindBufferMemory", vk.BindBufferMemory(b.dev, buf, mem, 0)); err != nil {
+		vk.FreeMemory(b.dev, mem, nil)
+		vk.DestroyBuffer(b.dev, buf, nil)
+		return nil, err
+	}
+	r := &rawBuf{buf: buf, mem: mem, size: size, heap: heap}
+	b.heapUsed[heap] += uint64(req.Size)
+	b.live[r] = struct{}{}
+	const hostOK = vk.MemoryPropertyFlags(vk.MemoryPropertyHostVisibleBit | vk.MemoryPropertyHostCoherentBit)
+	if b.mem.MemoryTypes[ti].PropertyFlags&hostOK == hostOK {
+		var p unsafe.Pointer
+		if err := vkErr("vkMapMemory", vk.MapMemory(b.dev, mem, 0, vk.DeviceSize(size), 0, &p)); err != nil {
+			r.destroy(b)
+			return nil, err
+		}
+		r.ptr = p
+	}
+	return r, nil
+}
+
+// bytes returns the mapped memory as a byte slice.
+func (r *rawBuf) bytes() []byte { return unsafe.Slice((*byte)(r.ptr), r.size) }
+
+// destroy releases the buffer and its memory now; nil is a no-op.
+func (r *rawBuf) destroy(b *Backend) {
+	if r == nil || r.buf == vk.NullBuffer {
+		return
+	}
+	var req vk.MemoryRequirements
+	vk.GetBufferMemoryRequirements(b.dev, r.buf, &req)
+	req.Deref()
+	b.heapUsed[r.heap] -= uint64(req.Size)
+	if r.ptr != nil {
+		vk.UnmapMemory(b.dev, r.mem)
+	}
+	vk.DestroyBuffer(b.dev, r.buf, nil)
+	vk.FreeMemory(b.dev, r.mem, nil)
+	r.buf = vk.NullBuffer
+	delete(b.live, r)
+}
+
+// buffer is a float32 activation buffer.
+type buffer struct {
+	raw *rawBuf
+	n   int
+	b   *Backend
+}
+
+func (x *buffer) Len() int { return x.n }
+
+// weight is a matrix split by rows into chunks that each fit one binding.
+type weight struct {
+	name       string
+	dt         compute.DType
+	rows, cols int
+	chunks     []wchunk
+}
+
+// wchunk holds rows [row0, row0+rows) of a weight.
+type wchunk struct {
+	raw        *rawBuf
+	row0, rows int
+}
+
+func (w *weight) Rows() int            { return w.rows }
+func (w *weight) Cols() int            { return w.cols }
+func (w *weight) DType() compute.DType { return w.dt }
+
+// NewBuffer implements compute.Backend. The buffer is zeroed in program
+// order with the recorded work.
+func (b *Backend) NewBuffer(n int) (compute.Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("vulkan: negative buffer size %d", n)
+	}
+	if uint64(n)*4 > b.maxBinding {
+		return nil, fmt.Errorf("vulkan: buffer of %d floats (%d MiB) exceeds the device's largest binding (%d MiB)", n, n>>18, b.maxBinding>>20)
+	}
+	raw, err := b.newRaw(uint64(n)*4, memDevice)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.rec.begin(b); err != nil {
+		raw.destroy(b)
+		return nil, err
+	}
+	vk.CmdFillBuffer(b.rec.cmd, raw.buf, 0, vk.DeviceSize(raw.size), 0)
+	b.rec.barrier()
+	return &buffer{raw: raw, n: n, b: b}, nil
+}
+
+// Free implements compute.Backend. Memory still used by recorded work is
+// released after that work completes.
+func (b *Backend) Free(x compute.Buffer) {
+	buf, ok := x.(*buffer)
+	if !ok || buf == nil || buf.raw == nil {
+		return
+	}
+	if b.rec.busy() {
+		b.pending = append(b.pending, buf.raw)
+	} else {
+		buf.raw.destroy(b)
+	}
+	buf.raw = nil
+}
+
+func (b *Backend) releasePending() {
+	for _, r := range b.pending {
+		r.destroy(b)
+	}
+	b.pending = b.pending[:0]
+}
+
+// LoadWeight implements compute.Backend: the weight is copied to device
+// memory once, in row chunks of at most the largest binding.
+func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("vulkan: weight %s: bad shape [%d, %d]", name, rows, cols)
+	}
+	size := dt.Size()
+	if size == 0 {
+		return nil, fmt.Errorf("vulkan: weight %s: unsupported dtype %v", name, dt)
+	}
+	rowBytes := uint64(cols * size)
+	if want := uint64(rows) * rowBytes; uint64(len(data)) != want {
+		return nil, fmt.Errorf("vulkan: weight %s: %d bytes for [%d, %d] %v, want %d", name, len(data), rows, cols, dt, want)
+	}
+	// Chunks hold a multiple of 8 rows so every chunk starts on a 16-byte
+	// boundary of the weight and row starts keep their alignment.
+	per := int(b.chunkBytes/rowBytes) &^ 7
+	if per == 0 || rows == 1 {
+		// A lowered chunk size (tests) applies only where it leaves whole
+		// blocks of 8 rows; vectors are never split.
+		per = int(b.maxBinding/rowBytes) &^ 7
+	}
+	if per == 0 && uint64(rows)*rowBytes <= b.maxBinding {
+		per = rows
+	}
+	if per == 0 {
+		return nil, fmt.Errorf("vulkan: weight %s: rows of %d bytes are too wide for the largest binding (%d bytes)", name, rowBytes, b.maxBinding)
+	}
+	w := &weight{name: name, dt: dt, rows: rows, cols: cols}
+	for r0 := 0; r0 < rows; r0 += per {
+		n := min(per, rows-r0)
+		raw, err := b.newRaw(uint64(n)*rowBytes, memDevice)
+		if err != nil {
+			w.free(b)
+			return nil, fmt.Errorf("vulkan: weight %s [%d, %d] %v does not fit: %w", name, rows, cols, dt, err)
+		}
+		w.chunks = append(w.chunks, wchunk{raw: raw, row0: r0, rows: n})
+		if err := b.fill(raw, data[uint64(r0)*rowBytes:uint64(r0+n)*rowBytes]); err != nil {
+			w.free(b)
+			return nil, fmt.Errorf("vulkan: weight %s: %w", name, err)
+		}
+	}
+	return w, nil
+}
+
+// free releases a weight's chunks (weights live until Close otherwise).
+func (w *weight) free(b *Backend) {
+	for _, c := range w.chunks {
+		if b.rec.busy() {
+			b.pending = append(b.pending, c.raw)
+		} else {
+			c.raw.destroy(b)
+		}
+	}
+	w.chunks = nil
+}
+
+// fill writes data to the start of a fresh raw buffer: directly when it is
+// mapped, else through the upload ring in program order.
+func (b *Backend) fill(r *rawBuf, data []byte) error {
+	if r.ptr != nil {
+		copy(r.bytes(), data)
+		return nil
+	}
+	return b.stage(r, 0, data)
+}
+
+// stage records copies of data into r at byte offset off through the
+// upload ring, flushing when the ring is full.
+func (b *Backend) stage(r *rawBuf, off uint64, data []byte) error {
+	for len(data) > 0 {
+		n := min(uint64(len(data)), b.ring.size/2)
+		roff, err := b.ring.alloc(b, n)
+		if err != nil {
+			return err
+		}
+		copy(b.ring.raw.bytes()[roff:], data[:n])
+		if err := b.rec.begin(b); err != nil {
+			return err
+		}
+		vk.CmdCopyBuffer(b.rec.cmd, b.ring.raw.buf, r.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(roff), DstOffset: vk.DeviceSize(off), Size: vk.DeviceSize(n)}})
+		b.rec.barrier()
+		data = data[n:]
+		off += n
+	}
+	return nil
+}
+
+// ring is a host-visible buffer that holds data for the work being
+// recorded; it is reset after each submission completes.
+type ring struct {
+	raw  *rawBuf
+	size uint64
+	off  uint64
+}
+
+func newRing(b *Backend, size uint64) (*ring, error) {
+	raw, err := b.newRaw(size, memUpload)
+	if err != nil {
+		return nil, fmt.Errorf("vulkan: upload ring: %w", err)
+	}
+	return &ring{raw: raw, size: raw.size}, nil
+}
+
+// alloc reserves n bytes (16-aligned) and returns their offset, submitting
+// the recorded work first when the ring is full, and growing the ring when
+// n alone does not fit.
+func (rg *ring) alloc(b *Backend, n uint64) (uint64, error) {
+	n = (n + 15) &^ 15
+	if rg.off+n <= rg.size {
+		o := rg.off
+		rg.off += n
+		return o, nil
+	}
+	if err := b.flush(nil); err != nil {
+		return 0, err
+	}
+	if n > rg.size {
+		if n > b.maxBinding {
+			return 0, fmt.Errorf("vulkan: %d bytes of operation data exceed the largest binding", n)
+		}
+		raw, err := b.newRaw(max(n, min(2*rg.size, b.maxBinding)), memUpload)
+		if err != nil {
+			return 0, fmt.Errorf("vulkan: growing the upload ring: %w", err)
+		}
+		rg.raw.destroy(b)
+		rg.raw, rg.size = raw, raw.size
+	}
+	rg.off = n
+	return 0, nil
+}
+
+func (rg *ring) destroy(b *Backend) {
+	if rg != nil {
+		rg.raw.destroy(b)
+	}
+}
+
+// float32Bytes views a float32 slice as bytes.
+func float32Bytes(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
+// int32Bytes views an int32 slice as bytes.
+func int32Bytes(v []int32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}

@@ -1,0 +1,576 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	vk "github.com/vulkan-go/vulkan"
+
+	"github.com/govinfer/govinfer/compute"
+)
+
+// Workgroup sizes (specialisation constant 0 of the shaders that take it).
+const (
+	wgElem   = 128 // one thread per element
+	wgRow    = 128 // one workgroup per row or head
+	wgDelta  = 64  // delta rule: state columns per workgroup
+	maxBatch = 8   // inputs the matvec shader handles per dispatch
+	maxConvK = 16  // taps conv.comp supports
+)
+
+// buf returns the backend buffer behind x, recording an error for foreign
+// or freed buffers.
+func (b *Backend) buf(op string, x compute.Buffer) (*buffer, bool) {
+	bb, ok := x.(*buffer)
+	if !ok || bb == nil || bb.raw == nil || bb.b != b {
+		b.failf("%s: buffer %T is not a live buffer of this backend", op, x)
+		return nil, false
+	}
+	return bb, true
+}
+
+// wt returns the backend weight behind w.
+func (b *Backend) wt(op string, w compute.Weight) (*weight, bool) {
+	ww, ok := w.(*weight)
+	if !ok || ww == nil || len(ww.chunks) == 0 {
+		b.failf("%s: weight %T is not a weight of this backend", op, w)
+		return nil, false
+	}
+	return ww, true
+}
+
+// span checks that elements [off, off+n) lie in x.
+func (b *Backend) span(op, what string, x *buffer, off, n int) bool {
+	if off < 0 || n < 0 || off+n > x.n {
+		b.failf("%s: %s elements [%d, %d) outside buffer of %d", op, what, off, off+n, x.n)
+		return false
+	}
+	return true
+}
+
+// heads checks a head layout over n rows against x.
+func (b *Backend) heads(op, what string, x *buffer, h compute.Heads, n int) bool {
+	if h.Off < 0 || h.RowStride < 0 || h.HeadStride < 0 || h.Count <= 0 || h.Dim <= 0 || n < 0 {
+		b.failf("%s: bad %s layout %+v for %d rows", op, what, h, n)
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	return b.span(op, what, x, h.Off, h.Head(n-1, h.Count-1)+h.Dim-h.Off)
+}
+
+// singleChunk returns the one chunk of a small weight (a norm or gate
+// vector) that shaders index directly.
+func (b *Backend) singleChunk(op string, w *weight) (*rawBuf, bool) {
+	if len(w.chunks) != 1 {
+		b.failf("%s: weight %s is split over %d bindings; expected one", op, w.name, len(w.chunks))
+		return nil, false
+	}
+	return w.chunks[0].raw, true
+}
+
+func u32(v int) uint32 { return uint32(v) }
+
+func f32(v float32) uint32 { return math.Float32bits(v) }
+
+// Upload implements compute.Backend, in program order with recorded work.
+func (b *Backend) Upload(dst compute.Buffer, off int, src []float32) error {
+	d, ok := dst.(*buffer)
+	if !ok || d == nil || d.raw == nil {
+		return fmt.Errorf("vulkan: upload into %T, not a live buffer of this backend", dst)
+	}
+	if off < 0 || off+len(src) > d.n {
+		return fmt.Errorf("vulkan: upload of %d elements at %d overflows buffer of %d", len(src), off, d.n)
+	}
+	return b.stage(d.raw, uint64(off)*4, float32Bytes(src))
+}
+
+// readInto records a copy of n bytes of src at off into the readback
+// buffer, submits everything recorded and waits for it.
+func (b *Backend) readInto(ctx context.Context, src *rawBuf, off, n uint64) ([]byte, error) {
+	if b.readback == nil || b.readback.size < n {
+		// Every readback is waited for before readInto returns, so the old
+		// buffer is idle.
+		b.readback.destroy(b)
+		b.readback = nil
+		r, err := b.newRaw(max(n, 1<<16), memReadback)
+		if err != nil {
+			return nil, fmt.Errorf("vulkan: readback buffer: %w", err)
+		}
+		b.readback = r
+	}
+	if err := b.rec.begin(b); err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		vk.CmdCopyBuffer(b.rec.cmd, src.buf, b.readback.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(off), Size: vk.DeviceSize(n)}})
+	}
+	if err := b.flush(ctx); err != nil {
+		return nil, err
+	}
+	return b.readback.bytes()[:n], nil
+}
+
+// Download implements compute.Backend: it submits the recorded work, waits
+// for it and copies the result.
+func (b *Backend) Download(ctx context.Context, dst []float32, src compute.Buffer, off int) error {
+	s, ok := src.(*buffer)
+	if !ok || s == nil || s.raw == nil {
+		return fmt.Errorf("vulkan: download from %T, not a live buffer of this backend", src)
+	}
+	if off < 0 || off+len(dst) > s.n {
+		return fmt.Errorf("vulkan: download of %d elements at %d overflows buffer of %d", len(dst), off, s.n)
+	}
+	if err := b.report(); err != nil {
+		b.flush(ctx)
+		return err
+	}
+	data, err := b.readInto(ctx, s.raw, uint64(off)*4, uint64(len(dst))*4)
+	if err == nil {
+		copy(float32Bytes(dst), data)
+	}
+	return joinErr(err, b.report())
+}
+
+func joinErr(a, b error) error {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return fmt.Errorf("%w; %w", a, b)
+}
+
+// Sync implements compute.Backend.
+func (b *Backend) Sync(ctx context.Context) error {
+	err := b.flush(ctx)
+	return joinErr(err, b.report())
+}
+
+// Copy implements compute.Backend.
+func (b *Backend) Copy(dst compute.Buffer, dstOff int, src compute.Buffer, srcOff int, n int) {
+	const op = "Copy"
+	d, ok1 := b.buf(op, dst)
+	s, ok2 := b.buf(op, src)
+	if !ok1 || !ok2 || !b.span(op, "dst", d, dstOff, n) || !b.span(op, "src", s, srcOff, n) || n == 0 {
+		return
+	}
+	if d == s && dstOff < srcOff+n && srcOff < dstOff+n {
+		b.failf("Copy: overlapping ranges [%d, %d) and [%d, %d) of one buffer", dstOff, dstOff+n, srcOff, srcOff+n)
+		return
+	}
+	if b.err != nil {
+		return
+	}
+	if err := b.rec.begin(b); err != nil {
+		b.fail(err)
+		return
+	}
+	vk.CmdCopyBuffer(b.rec.cmd, s.raw.buf, d.raw.buf, 1, []vk.BufferCopy{{
+		SrcOffset: vk.DeviceSize(srcOff * 4), DstOffset: vk.DeviceSize(dstOff * 4), Size: vk.DeviceSize(n * 4)}})
+	b.rec.barrier()
+}
+
+// ringData copies bytes into the upload ring and returns their offset in
+// 4-byte elements.
+func (b *Backend) ringData(data []byte) (uint32, bool) {
+	off, err := b.ring.alloc(b, uint64(len(data)))
+	if err != nil {
+		b.fail(err)
+		return 0, false
+	}
+	copy(b.ring.raw.bytes()[off:], data)
+	return uint32(off / 4), true
+}
+
+// Embed implements compute.Backend.
+func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
+	const op = "Embed"
+	d, ok1 := b.buf(op, dst)
+	w, ok2 := b.wt(op, table)
+	if !ok1 || !ok2 || !b.span(op, "dst", d, 0, len(ids)*w.cols) || len(ids) == 0 {
+		return
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= w.rows {
+			b.failf("Embed: id %d at %d outside table %s of %d rows", id, i, w.name, w.rows)
+			return
+		}
+	}
+	off, ok := b.ringData(int32Bytes(ids))
+	if !ok {
+		return
+	}
+	gx, gy := grid((len(ids)*w.cols + wgElem - 1) / wgElem)
+	for _, c := range w.chunks {
+		b.dispatch("embed", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{0: c.raw, 1: b.ring.raw, 4: d.raw},
+			[]uint32{u32(len(ids)), u32(w.cols), u32(c.row0), u32(c.rows), off}, gx, gy, 1)
+	}
+}
+
+// MatMul implements compute.Backend: the matvec shader for up to 8 inputs
+// (decode), the tiled shader above that (prefill), once per weight chunk.
+func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
+	const op = "MatMul"
+	d, ok1 := b.buf(op, dst)
+	xs, ok2 := b.buf(op, x)
+	w, ok3 := b.wt(op, wt)
+	if !ok1 || !ok2 || !ok3 || !b.span(op, "x", xs, 0, n*w.cols) || !b.span(op, "dst", d, 0, n*w.rows) || n <= 0 {
+		return
+	}
+	if d == xs {
+		b.failf("MatMul: dst and x are the same buffer")
+		return
+	}
+	for _, c := range w.chunks {
+		if n <= maxBatch {
+			vec := uint32(0)
+			if (w.dt == compute.F32 && w.cols%4 == 0) || (w.dt != compute.F32 && w.cols%8 == 0) {
+				vec = 1
+			}
+			gx, gy := grid(c.rows)
+			b.dispatch("matvec", []uint32{wgRow, uint32(w.dt)}, []*rawBuf{c.raw, c.raw, xs.raw, xs.raw, d.raw},
+				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), vec}, gx, gy, 1)
+		} else {
+			b.dispatch("matmul", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
+				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)},
+				u32((c.rows+63)/64), u32((n+63)/64), 1)
+		}
+	}
+}
+
+// norm records the norm shader in the given mode.
+func (b *Backend) norm(op string, mode uint32, x *buffer, xh compute.Heads, d *buffer, dh compute.Heads, w *weight, z *buffer, zh compute.Heads, n int, eps float32) {
+	if n <= 0 {
+		return
+	}
+	var wraw, zraw *rawBuf
+	dt := uint32(compute.F32)
+	if w != nil {
+		if w.rows*w.cols != xh.Dim {
+			b.failf("%s: weight %s has %d elements for dim %d", op, w.name, w.rows*w.cols, xh.Dim)
+			return
+		}
+		var ok bool
+		if wraw, ok = b.singleChunk(op, w); !ok {
+			return
+		}
+		dt = uint32(w.dt)
+	}
+	if z != nil {
+		zraw = z.raw
+	}
+	gx, gy := grid(n * xh.Count)
+	b.dispatch("norm", []uint32{wgRow, dt, mode}, []*rawBuf{x.raw, d.raw, wraw, zraw},
+		[]uint32{u32(n), u32(xh.Count), u32(xh.Dim),
+			u32(xh.Off), u32(xh.RowStride), u32(xh.HeadStride),
+			u32(dh.Off), u32(dh.RowStride), u32(dh.HeadStride),
+			u32(zh.Off), u32(zh.RowStride), u32(zh.HeadStride), f32(eps)}, gx, gy, 1)
+}
+
+// RMSNorm implements compute.Backend.
+func (b *Backend) RMSNorm(dst, x compute.Buffer, wt compute.Weight, n, dim int, eps float32) {
+	const op = "RMSNorm"
+	d, ok1 := b.buf(op, dst)
+	xs, ok2 := b.buf(op, x)
+	w, ok3 := b.wt(op, wt)
+	if !ok1 || !ok2 || !ok3 || dim <= 0 || !b.span(op, "x", xs, 0, n*dim) || !b.span(op, "dst", d, 0, n*dim) {
+		return
+	}
+	h := compute.Heads{RowStride: dim, HeadStride: dim, Count: 1, Dim: dim}
+	b.norm(op, 0, xs, h, d, h, w, nil, h, n, eps)
+}
+
+// HeadRMSNorm implements compute.Backend.
+func (b *Backend) HeadRMSNorm(x compute.Buffer, h compute.Heads, n int, wt compute.Weight, eps float32) {
+	const op = "HeadRMSNorm"
+	xs, ok1 := b.buf(op, x)
+	w, ok2 := b.wt(op, wt)
+	if !ok1 || !ok2 || !b.heads(op, "x", xs, h, n) {
+		return
+	}
+	b.norm(op, 0, xs, h, xs, h, w, nil, h, n, eps)
+}
+
+// GatedRMSNorm implements compute.Backend.
+func (b *Backend) GatedRMSNorm(x compute.Buffer, h compute.Heads, zBuf compute.Buffer, zh compute.Heads, n int, wt compute.Weight, eps float32) {
+	const op = "GatedRMSNorm"
+	xs, ok1 := b.buf(op, x)
+	z, ok2 := b.buf(op, zBuf)
+	w, ok3 := b.wt(op, wt)
+	if !ok1 || !ok2 || !ok3 || !b.heads(op, "x", xs, h, n) {
+		return
+	}
+	zh.Count, zh.Dim = h.Count, h.Dim
+	if !b.heads(op, "z", z, zh, n) {
+		return
+	}
+	b.norm(op, 1, xs, h, xs, h, w, z, zh, n, eps)
+}
+
+// L2Norm implements compute.Backend.
+func (b *Backend) L2Norm(x compute.Buffer, h compute.Heads, n int, eps float32) {
+	const op = "L2Norm"
+	xs, ok := b.buf(op, x)
+	if !ok || !b.heads(op, "x", xs, h, n) {
+		return
+	}
+	b.norm(op, 2, xs, h, xs, h, nil, nil, h, n, eps)
+}
+
+// Rope implements compute.Backend; the table goes through the upload ring.
+func (b *Backend) Rope(x compute.Buffer, h compute.Heads, n int, table []float32, rotaryDim int) {
+	const op = "Rope"
+	xs, ok := b.buf(op, x)
+	if !ok || !b.heads(op, "x", xs, h, n) || n == 0 {
+		return
+	}
+	if rotaryDim <= 0 || rotaryDim%2 != 0 || rotaryDim > h.Dim || len(table) < n*rotaryDim {
+		b.failf("Rope: rotary dim %d for head dim %d with a table of %d for %d rows", rotaryDim, h.Dim, len(table), n)
+		return
+	}
+	off, ok := b.ringData(float32Bytes(table[:n*rotaryDim]))
+	if !ok {
+		return
+	}
+	gx, gy := grid((n*h.Count*rotaryDim/2 + wgElem - 1) / wgElem)
+	b.dispatch("rope", []uint32{wgElem}, []*rawBuf{xs.raw, b.ring.raw},
+		[]uint32{u32(n), u32(h.Count), u32(h.Off), u32(h.RowStride), u32(h.HeadStride), u32(rotaryDim), off}, gx, gy, 1)
+}
+
+// CausalConv1D implements compute.Backend.
+func (b *Backend) CausalConv1D(x compute.Buffer, row, rowStride, n, channels int, wt compute.Weight, kernel int, state compute.Buffer) {
+	const op = "CausalConv1D"
+	xs, ok1 := b.buf(op, x)
+	st, ok2 := b.buf(op, state)
+	w, ok3 := b.wt(op, wt)
+	if !ok1 || !ok2 || !ok3 || n <= 0 {
+		return
+	}
+	if kernel < 1 || kernel > maxConvK || w.rows != channels || w.cols != kernel || channels <= 0 || rowStride < channels || row < 0 {
+		b.failf("CausalConv1D: kernel %d, weight [%d, %d], %d channels, row stride %d", kernel, w.rows, w.cols, channels, rowStride)
+		return
+	}
+	if !b.span(op, "x", xs, row*rowStride, (n-1)*rowStride+channels) || !b.span(op, "state", st, 0, (kernel-1)*channels) {
+		return
+	}
+	for _, c := range w.chunks {
+		gx, gy := grid((c.rows + wgElem - 1) / wgElem)
+		b.dispatch("conv", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{xs.raw, c.raw, st.raw},
+			[]uint32{u32(row), u32(rowStride), u32(n), u32(channels), u32(kernel), u32(c.row0), u32(c.rows)}, gx, gy, 1)
+	}
+}
+
+// GDNGates implements compute.Backend.
+func (b *Backend) GDNGates(g, beta, a, bb compute.Buffer, aLog, dtBias compute.Weight, n, heads int) {
+	const op = "GDNGates"
+	gs, ok1 := b.buf(op, g)
+	bs, ok2 := b.buf(op, beta)
+	as, ok3 := b.buf(op, a)
+	bin, ok4 := b.buf(op, bb)
+	al, ok5 := b.wt(op, aLog)
+	dt, ok6 := b.wt(op, dtBias)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || n <= 0 {
+		return
+	}
+	m := n * heads
+	if heads <= 0 || al.rows*al.cols != heads || dt.rows*dt.cols != heads {
+		b.failf("GDNGates: %d heads with A_log of %d and dt_bias of %d", heads, al.rows*al.cols, dt.rows*dt.cols)
+		return
+	}
+	if !b.span(op, "g", gs, 0, m) || !b.span(op, "beta", bs, 0, m) || !b.span(op, "a", as, 0, m) || !b.span(op, "b", bin, 0, m) {
+		return
+	}
+	alr, ok7 := b.singleChunk(op, al)
+	dtr, ok8 := b.singleChunk(op, dt)
+	if !ok7 || !ok8 {
+		return
+	}
+	gx, gy := grid((m + wgElem - 1) / wgElem)
+	b.dispatch("gates", []uint32{wgElem, uint32(al.dt), uint32(dt.dt)}, []*rawBuf{gs.raw, bs.raw, as.raw, bin.raw, alr, dtr},
+		[]uint32{u32(n), u32(heads)}, gx, gy, 1)
+}
+
+// GatedDeltaRule implements compute.Backend with the recurrent form.
+func (b *Backend) GatedDeltaRule(p compute.DeltaRule) {
+	const op = "GatedDeltaRule"
+	qkv, ok1 := b.buf(op, p.QKV)
+	g, ok2 := b.buf(op, p.G)
+	beta, ok3 := b.buf(op, p.Beta)
+	out, ok4 := b.buf(op, p.Out)
+	st, ok5 := b.buf(op, p.State)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || p.N <= 0 {
+		return
+	}
+	if p.Nk <= 0 || p.Nv <= 0 || p.Nv%p.Nk != 0 || p.Dk <= 0 || p.Dk > 256 || p.Dv <= 0 ||
+		p.Q.Count < p.Nk || p.K.Count < p.Nk || p.V.Count < p.Nv || p.Q.Dim != p.Dk || p.K.Dim != p.Dk || p.V.Dim != p.Dv {
+		b.failf("GatedDeltaRule: bad shape Nk %d Nv %d Dk %d Dv %d (Dk at most 256) with q %+v k %+v v %+v", p.Nk, p.Nv, p.Dk, p.Dv, p.Q, p.K, p.V)
+		return
+	}
+	if !b.heads(op, "q", qkv, p.Q, p.N) || !b.heads(op, "k", qkv, p.K, p.N) || !b.heads(op, "v", qkv, p.V, p.N) ||
+		!b.span(op, "g", g, p.GateRow*p.Nv, p.N*p.Nv) || !b.span(op, "beta", beta, p.GateRow*p.Nv, p.N*p.Nv) ||
+		!b.span(op, "out", out, p.OutRow*p.Nv*p.Dv, p.N*p.Nv*p.Dv) || !b.span(op, "state", st, 0, p.Nv*p.Dk*p.Dv) {
+		return
+	}
+	b.dispatch("deltarule", []uint32{wgDelta, u32(p.Dk)}, []*rawBuf{qkv.raw, g.raw, beta.raw, out.raw, st.raw},
+		[]uint32{u32(p.Q.Off), u32(p.Q.RowStride), u32(p.Q.HeadStride),
+			u32(p.K.Off), u32(p.K.RowStride), u32(p.K.HeadStride),
+			u32(p.V.Off), u32(p.V.RowStride), u32(p.V.HeadStride),
+			u32(p.GateRow), u32(p.OutRow), u32(p.N), f32(p.QScale), u32(p.Nk), u32(p.Nv), u32(p.Dv)},
+		u32((p.Dv+wgDelta-1)/wgDelta), u32(p.Nv), 1)
+}
+
+// CausalAttention implements compute.Backend: the new keys and values are
+// copied into the caches, then one workgroup per (head, token) attends.
+func (b *Backend) CausalAttention(p compute.Attention) {
+	const op = "CausalAttention"
+	q, ok1 := b.buf(op, p.QBuf)
+	kb, ok2 := b.buf(op, p.KBuf)
+	vb, ok3 := b.buf(op, p.VBuf)
+	kc, ok4 := b.buf(op, p.KCache)
+	vc, ok5 := b.buf(op, p.VCache)
+	out, ok6 := b.buf(op, p.Out)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || p.N <= 0 {
+		return
+	}
+	nkv, dim, nh := p.K.Count, p.K.Dim, p.Q.Count
+	if nkv <= 0 || dim <= 0 || dim > 256 || nh <= 0 || nh%nkv != 0 || p.Q.Dim != dim || p.V.Dim != dim || p.V.Count != nkv || p.Pos < 0 || p.N > 65535 || nh > 65535 {
+		b.failf("CausalAttention: bad shape: q %+v k %+v v %+v, N %d (head dim at most 256)", p.Q, p.K, p.V, p.N)
+		return
+	}
+	width := nkv * dim
+	if !b.heads(op, "q", q, p.Q, p.N) || !b.heads(op, "k", kb, p.K, p.N) || !b.heads(op, "v", vb, p.V, p.N) ||
+		!b.span(op, "kcache", kc, 0, (p.Pos+p.N)*width) || !b.span(op, "vcache", vc, 0, (p.Pos+p.N)*width) ||
+		!b.span(op, "out", out, p.OutRow*nh*dim, p.N*nh*dim) {
+		return
+	}
+	if b.err != nil {
+		return
+	}
+	if err := b.rec.begin(b); err != nil {
+		b.fail(err)
+		return
+	}
+	for _, c := range []struct {
+		src, dst *buffer
+		h        compute.Heads
+	}{{kb, kc, p.K}, {vb, vc, p.V}} {
+		regions := make([]vk.BufferCopy, 0, p.N*nkv)
+		for t := 0; t < p.N; t++ {
+			for h := 0; h < nkv; h++ {
+				regions = append(regions, vk.BufferCopy{
+					SrcOffset: vk.DeviceSize(c.h.Head(t, h) * 4),
+					DstOffset: vk.DeviceSize(((p.Pos+t)*width + h*dim) * 4),
+					Size:      vk.DeviceSize(dim * 4),
+				})
+			}
+		}
+		vk.CmdCopyBuffer(b.rec.cmd, c.src.raw.buf, c.dst.raw.buf, uint32(len(regions)), regions)
+	}
+	b.rec.barrier()
+	b.dispatch("attention", nil, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw},
+		[]uint32{u32(p.Q.Off), u32(p.Q.RowStride), u32(p.Q.HeadStride), u32(nh), u32(nkv), u32(dim), u32(p.Pos), u32(p.OutRow), f32(p.Scale)},
+		u32(nh), u32(p.N), 1)
+}
+
+// eltwise records d = f(a, b) over rows × count × dim with per-operand
+// layouts.
+func (b *Backend) eltwise(mode uint32, rows, count, dim int, d *buffer, dh compute.Heads, a *buffer, ah compute.Heads, bb *buffer, bh compute.Heads) {
+	total := rows * count * dim
+	if total <= 0 {
+		return
+	}
+	gx, gy := grid((total + wgElem - 1) / wgElem)
+	b.dispatch("eltwise", []uint32{wgElem, mode}, []*rawBuf{d.raw, a.raw, bb.raw},
+		[]uint32{u32(rows), u32(count), u32(dim),
+			u32(dh.Off), u32(dh.RowStride), u32(dh.HeadStride),
+			u32(ah.Off), u32(ah.RowStride), u32(ah.HeadStride),
+			u32(bh.Off), u32(bh.RowStride), u32(bh.HeadStride)}, gx, gy, 1)
+}
+
+// SigmoidMul implements compute.Backend.
+func (b *Backend) SigmoidMul(x compute.Buffer, xh compute.Heads, gate compute.Buffer, gh compute.Heads, n int) {
+	const op = "SigmoidMul"
+	xs, ok1 := b.buf(op, x)
+	gs, ok2 := b.buf(op, gate)
+	if !ok1 || !ok2 || !b.heads(op, "x", xs, xh, n) {
+		return
+	}
+	gh.Count, gh.Dim = xh.Count, xh.Dim
+	if !b.heads(op, "gate", gs, gh, n) {
+		return
+	}
+	b.eltwise(2, n, xh.Count, xh.Dim, xs, xh, xs, xh, gs, gh)
+}
+
+// flat is the layout of n contiguous elements.
+func flat(n int) compute.Heads { return compute.Heads{RowStride: n, HeadStride: n, Count: 1, Dim: n} }
+
+// SiLUMul implements compute.Backend.
+func (b *Backend) SiLUMul(dst, gate, up compute.Buffer, n int) {
+	const op = "SiLUMul"
+	d, ok1 := b.buf(op, dst)
+	g, ok2 := b.buf(op, gate)
+	u, ok3 := b.buf(op, up)
+	if !ok1 || !ok2 || !ok3 || !b.span(op, "dst", d, 0, n) || !b.span(op, "gate", g, 0, n) || !b.span(op, "up", u, 0, n) {
+		return
+	}
+	b.eltwise(0, 1, 1, n, d, flat(n), g, flat(n), u, flat(n))
+}
+
+// Add implements compute.Backend.
+func (b *Backend) Add(dst, x compute.Buffer, n int) {
+	const op = "Add"
+	d, ok1 := b.buf(op, dst)
+	xs, ok2 := b.buf(op, x)
+	if !ok1 || !ok2 || !b.span(op, "dst", d, 0, n) || !b.span(op, "x", xs, 0, n) {
+		return
+	}
+	b.eltwise(1, 1, 1, n, d, flat(n), d, flat(n), xs, flat(n))
+}
+
+// Argmax implements compute.Backend: the reduction runs on the device and
+// only len(dst) indices come back.
+func (b *Backend) Argmax(ctx context.Context, dst []int32, x compute.Buffer, dim int) error {
+	xs, ok := x.(*buffer)
+	if !ok || xs == nil || xs.raw == nil {
+		return fmt.Errorf("vulkan: Argmax of %T, not a live buffer of this backend", x)
+	}
+	rows := len(dst)
+	if dim <= 0 || rows*dim > xs.n {
+		return fmt.Errorf("vulkan: Argmax of %d rows of %d in a buffer of %d", rows, dim, xs.n)
+	}
+	if rows == 0 {
+		return b.Sync(ctx)
+	}
+	if b.argmaxBuf == nil || b.argmaxBuf.size < uint64(rows)*4 {
+		r, err := b.newRaw(uint64(max(rows, 64))*4, memDevice)
+		if err != nil {
+			return fmt.Errorf("vulkan: Argmax output: %w", err)
+		}
+		if b.argmaxBuf != nil {
+			if b.rec.busy() {
+				b.pending = append(b.pending, b.argmaxBuf)
+			} else {
+				b.argmaxBuf.destroy(b)
+			}
+		}
+		b.argmaxBuf = r
+	}
+	gx, gy := grid(rows)
+	b.dispatch("argmax", nil, []*rawBuf{xs.raw, b.argmaxBuf}, []uint32{u32(rows), u32(dim), 0}, gx, gy, 1)
+	if err := b.report(); err != nil {
+		b.flush(ctx)
+		return err
+	}
+	data, err := b.readInto(ctx, b.argmaxBuf, 0, uint64(rows)*4)
+	if err == nil {
+		copy(int32Bytes(dst), data)
+	}
+	return joinErr(err, b.report())
+}

@@ -1,0 +1,37 @@
+// Package vulkan implements compute.Backend on any Vulkan 1.1+ device
+// through github.com/vulkan-go/vulkan, with the GLSL compute shaders of
+// package shaders compiled to SPIR-V and embedded in the binary.
+//
+// The backend records every operation into one command buffer and submits
+// it at Download, Sync or Argmax, with a memory barrier between dependent
+// dispatches, so a model step costs one submission and no CPU round trip.
+// Weights live in device-local memory in their stored dtype, split by rows
+// into chunks no larger than the device's maxStorageBufferRange. Small Go
+// slices an operation takes (token ids, rope tables) and Upload data go
+// through a host-visible upload ring.
+//
+// The package needs cgo and the Vulkan loader (libvulkan.so.1, Debian
+// package libvulkan1) at run time; without cgo, New returns an error that
+// says so. On machines without a GPU, Mesa's lavapipe (Debian
+// mesa-vulkan-drivers) is a conformant CPU implementation.
+package vulkan
+
+// Options configures a Vulkan backend.
+type Options struct {
+	// Device selects the physical device: 0 picks automatically (discrete
+	// GPU first, then integrated, virtual, CPU); N > 0 picks the device at
+	// index N-1 of Devices.
+	Device int
+	// Validation enables VK_LAYER_KHRONOS_validation and routes its
+	// messages to Log; errors and warnings it reports are returned by the
+	// next Sync, Download or Argmax.
+	Validation bool
+	// Log receives diagnostic messages (validation output). Nil discards
+	// them.
+	Log func(msg string)
+	// MaxBindingBytes, if positive, lowers the size of weight chunks below
+	// the device's maxStorageBufferRange, so tests can exercise the
+	// splitting of large weights on small ones. Weights too narrow to split
+	// (norm and gate vectors, conv taps) must still fit one chunk.
+	MaxBindingBytes int
+}

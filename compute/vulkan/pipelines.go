@@ -1,0 +1,104 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+	"unsafe"
+
+	vk "github.com/vulkan-go/vulkan"
+
+	"github.com/govinfer/govinfer/shaders"
+)
+
+// pipeKey names a compute pipeline: a shader and its specialisation
+// constants 0..3 (constant 0 is the workgroup size where a shader takes it).
+type pipeKey struct {
+	name string
+	spec [4]uint32
+}
+
+// pipelines builds compute pipelines on first use and keeps them.
+type pipelines struct {
+	modules map[string]vk.ShaderModule
+	pipes   map[pipeKey]vk.Pipeline
+}
+
+func (p *pipelines) init(*Backend) error {
+	p.modules = map[string]vk.ShaderModule{}
+	p.pipes = map[pipeKey]vk.Pipeline{}
+	return nil
+}
+
+func (p *pipelines) module(b *Backend, name string) (vk.ShaderModule, error) {
+	if m, ok := p.modules[name]; ok {
+		return m, nil
+	}
+	code, err := shaders.Code(name)
+	if err != nil {
+		return vk.NullShaderModule, fmt.Errorf("vulkan: %w", err)
+	}
+	info := vk.ShaderModuleCreateInfo{
+		SType:    vk.StructureTypeShaderModuleCreateInfo,
+		CodeSize: uint(len(code) * 4),
+		PCode:    code,
+	}
+	var m vk.ShaderModule
+	if err := vkErr("vkCreateShaderModule "+name, vk.CreateShaderModule(b.dev, &info, nil, &m)); err != nil {
+		return vk.NullShaderModule, err
+	}
+	p.modules[name] = m
+	return m, nil
+}
+
+// get returns the pipeline for a shader with the given specialisation
+// constants (missing ones are zero).
+func (p *pipelines) get(b *Backend, name string, spec []uint32) (vk.Pipeline, error) {
+	var key pipeKey
+	key.name = name
+	copy(key.spec[:], spec)
+	if pl, ok := p.pipes[key]; ok {
+		return pl, nil
+	}
+	m, err := p.module(b, name)
+	if err != nil {
+		return vk.NullPipeline, err
+	}
+	entries := make([]vk.SpecializationMapEntry, len(key.spec))
+	for i := range entries {
+		entries[i] = vk.SpecializationMapEntry{ConstantID: uint32(i), Offset: uint32(4 * i), Size: 4}
+	}
+	data := key.spec
+	info := []vk.ComputePipelineCreateInfo{{
+		SType: vk.StructureTypeComputePipelineCreateInfo,
+		Stage: vk.PipelineShaderStageCreateInfo{
+			SType:  vk.StructureTypePipelineShaderStageCreateInfo,
+			Stage:  vk.ShaderStageComputeBit,
+			Module: m,
+			PName:  "main\x00",
+			PSpecializationInfo: []vk.SpecializationInfo{{
+				MapEntryCount: uint32(len(entries)),
+				PMapEntries:   entries,
+				DataSize:      uint(unsafe.Sizeof(data)),
+				PData:         unsafe.Pointer(&data[0]),
+			}},
+		},
+		Layout: b.rec.pipeLayout,
+	}}
+	pipes := make([]vk.Pipeline, 1)
+	if err := vkErr(fmt.Sprintf("vkCreateComputePipelines %s %v", name, key.spec), vk.CreateComputePipelines(b.dev, vk.NullPipelineCache, 1, info, nil, pipes)); err != nil {
+		return vk.NullPipeline, err
+	}
+	p.pipes[key] = pipes[0]
+	return pipes[0], nil
+}
+
+func (p *pipelines) destroy(b *Backend) {
+	for _, pl := range p.pipes {
+		vk.DestroyPipeline(b.dev, pl, nil)
+	}
+	for _, m := range p.modules {
+		vk.DestroyShaderModule(b.dev, m, nil)
+	}
+	p.pipes, p.modules = nil, nil
+}

@@ -1,0 +1,355 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unsafe"
+
+	vk "github.com/vulkan-go/vulkan"
+)
+
+// numBindings is the number of storage buffer bindings every pipeline's
+// descriptor set has; shaders use a prefix or subset of them.
+const numBindings = 8
+
+// pushBytes is the push constant range every pipeline declares.
+const pushBytes = 128
+
+// recorder owns the command buffer a step is recorded into and the
+// descriptor sets its dispatches use.
+type recorder struct {
+	pool      vk.CommandPool
+	cmd       vk.CommandBuffer
+	fence     vk.Fence
+	recording bool // cmd is between begin and submit
+	inflight  bool // submitted and not yet waited for
+
+	setLayout  vk.DescriptorSetLayout
+	pipeLayout vk.PipelineLayout
+	descPools  []vk.DescriptorPool
+	descPool   int // index of the pool being allocated from
+
+	dev    vk.Device
+	onIdle func() // recycles what completed work used
+}
+
+const setsPerPool = 1024
+
+func (rc *recorder) init(b *Backend) error {
+	rc.dev = b.dev
+	rc.onIdle = func() {
+		b.releasePending()
+		if b.ring != nil {
+			b.ring.off = 0
+		}
+	}
+	var pool vk.CommandPool
+	pinfo := vk.CommandPoolCreateInfo{
+		SType:            vk.StructureTypeCommandPoolCreateInfo,
+		Flags:            vk.CommandPoolCreateFlags(vk.CommandPoolCreateResetCommandBufferBit),
+		QueueFamilyIndex: b.qfam,
+	}
+	if err := vkErr("vkCreateCommandPool", vk.CreateCommandPool(b.dev, &pinfo, nil, &pool)); err != nil {
+		return err
+	}
+	rc.pool = pool
+	cmds := make([]vk.CommandBuffer, 1)
+	ainfo := vk.CommandBufferAllocateInfo{
+		SType:              vk.StructureTypeCommandBufferAllocateInfo,
+		CommandPool:        rc.pool,
+		Level:              vk.CommandBufferLevelPrimary,
+		CommandBufferCount: 1,
+	}
+	if err := vkErr("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(b.dev, &ainfo, cmds)); err != nil {
+		return err
+	}
+	rc.cmd = cmds[0]
+	var fence vk.Fence
+	if err := vkErr("vkCreateFence", vk.CreateFence(b.dev, &vk.FenceCreateInfo{SType: vk.StructureTypeFenceCreateInfo}, nil, &fence)); err != nil {
+		return err
+	}
+	rc.fence = fence
+
+	binds := make([]vk.DescriptorSetLayoutBinding, numBindings)
+	for i := range binds {
+		binds[i] = vk.DescriptorSetLayoutBinding{
+			Binding:         uint32(i),
+			DescriptorType:  vk.DescriptorTypeStorageBuffer,
+			DescriptorCount: 1,
+			StageFlags:      vk.ShaderStageFlags(vk.ShaderStageComputeBit),
+		}
+	}
+	var sl vk.DescriptorSetLayout
+	linfo := vk.DescriptorSetLayoutCreateInfo{SType: vk.StructureTypeDescriptorSetLayoutCreateInfo, BindingCount: numBindings, PBindings: binds}
+	if err := vkErr("vkCreateDescriptorSetLayout", vk.CreateDescriptorSetLayout(b.dev, &linfo, nil, &sl)); err != nil {
+		return err
+	}
+	rc.setLayout = sl
+	var pl vk.PipelineLayout
+	plinfo := vk.PipelineLayoutCreateInfo{
+		SType:                  vk.StructureTypePipelineLayoutCreateInfo,
+		SetLayoutCount:         1,
+		PSetLayouts:            []vk.DescriptorSetLayout{rc.setLayout},
+		PushConstantRangeCount: 1,
+		PPushConstantRanges:    []vk.PushConstantRange{{StageFlags: vk.ShaderStageFlags(vk.ShaderStageComputeBit), Size: pushBytes}},
+	}
+	if err := vkErr("vkCreatePipelineLayout", vk.CreatePipelineLayout(b.dev, &plinfo, nil, &pl)); err != nil {
+		return err
+	}
+	rc.pipeLayout = pl
+	return rc.addPool(b)
+}
+
+func (rc *recorder) addPool(b *Backend) error {
+	info := vk.DescriptorPoolCreateInfo{
+		SType:         vk.StructureTypeDescriptorPoolCreateInfo,
+		MaxSets:       setsPerPool,
+		PoolSizeCount: 1,
+		PPoolSizes:    []vk.DescriptorPoolSize{{Type: vk.DescriptorTypeStorageBuffer, DescriptorCount: setsPerPool * numBindings}},
+	}
+	var p vk.DescriptorPool
+	if err := vkErr("vkCreateDescriptorPool", vk.CreateDescriptorPool(b.dev, &info, nil, &p)); err != nil {
+		return err
+	}
+	rc.descPools = append(rc.descPools, p)
+	return nil
+}
+
+// allocSet returns a fresh descriptor set, adding pools as needed.
+func (rc *recorder) allocSet(b *Backend) (vk.DescriptorSet, error) {
+	for {
+		info := vk.DescriptorSetAllocateInfo{
+			SType:              vk.StructureTypeDescriptorSetAllocateInfo,
+			DescriptorPool:     rc.descPools[rc.descPool],
+			DescriptorSetCount: 1,
+			PSetLayouts:        []vk.DescriptorSetLayout{rc.setLayout},
+		}
+		var set vk.DescriptorSet
+		r := vk.AllocateDescriptorSets(b.dev, &info, &set)
+		if r == vk.Success {
+			return set, nil
+		}
+		if r != vk.ErrorOutOfPoolMemory && r != vk.ErrorFragmentedPool {
+			return set, vkErr("vkAllocateDescriptorSets", r)
+		}
+		rc.descPool++
+		if rc.descPool == len(rc.descPools) {
+			if err := rc.addPool(b); err != nil {
+				return set, err
+			}
+		}
+	}
+}
+
+// busy reports whether recorded or submitted work may still use resources.
+func (rc *recorder) busy() bool { return rc.recording || rc.inflight }
+
+// begin starts recording if not already, waiting for earlier work first.
+func (rc *recorder) begin(b *Backend) error {
+	if rc.recording {
+		return nil
+	}
+	if err := b.rec.wait(nil); err != nil {
+		return err
+	}
+	info := vk.CommandBufferBeginInfo{SType: vk.StructureTypeCommandBufferBeginInfo, Flags: vk.CommandBufferUsageFlags(vk.CommandBufferUsageOneTimeSubmitBit)}
+	if err := vkErr("vkBeginCommandBuffer", vk.BeginCommandBuffer(rc.cmd, &info)); err != nil {
+		return err
+	}
+	rc.recording = true
+	return nil
+}
+
+// barrier makes every earlier shader and transfer write visible to every
+// later shader and transfer access.
+func (rc *recorder) barrier() {
+	const stages = vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit | vk.PipelineStageTransferBit)
+	vk.CmdPipelineBarrier(rc.cmd, stages, stages, 0, 1, []vk.MemoryBarrier{{
+		SType:         vk.StructureTypeMemoryBarrier,
+		SrcAccessMask: vk.AccessFlags(vk.AccessShaderWriteBit | vk.AccessTransferWriteBit),
+		DstAccessMask: vk.AccessFlags(vk.AccessShaderReadBit | vk.AccessShaderWriteBit | vk.AccessTransferReadBit | vk.AccessTransferWriteBit),
+	}}, 0, nil, 0, nil)
+}
+
+// wait blocks until submitted work completes (or ctx ends, leaving it in
+// flight), then recycles what that work used.
+func (rc *recorder) wait(ctx context.Context) error {
+	if !rc.inflight {
+		return nil
+	}
+	return rc.waitFence(ctx)
+}
+
+func (rc *recorder) waitFence(ctx context.Context) error {
+	for {
+		r := vk.WaitForFences(rc.dev, 1, []vk.Fence{rc.fence}, vk.True, uint64(50*time.Millisecond))
+		if r == vk.Success {
+			break
+		}
+		if r != vk.Timeout {
+			rc.inflight = false
+			return vkErr("vkWaitForFences", r)
+		}
+		if ctx != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	rc.inflight = false
+	if err := vkErr("vkResetFences", vk.ResetFences(rc.dev, 1, []vk.Fence{rc.fence})); err != nil {
+		return err
+	}
+	for _, p := range rc.descPools {
+		vk.ResetDescriptorPool(rc.dev, p, 0)
+	}
+	rc.descPool = 0
+	if rc.onIdle != nil {
+		rc.onIdle()
+	}
+	return nil
+}
+
+func (rc *recorder) destroy(b *Backend) {
+	for _, p := range rc.descPools {
+		vk.DestroyDescriptorPool(b.dev, p, nil)
+	}
+	rc.descPools = nil
+	if rc.pipeLayout != vk.NullPipelineLayout {
+		vk.DestroyPipelineLayout(b.dev, rc.pipeLayout, nil)
+	}
+	if rc.setLayout != vk.NullDescriptorSetLayout {
+		vk.DestroyDescriptorSetLayout(b.dev, rc.setLayout, nil)
+	}
+	if rc.fence != vk.NullFence {
+		vk.DestroyFence(b.dev, rc.fence, nil)
+	}
+	if rc.pool != vk.NullCommandPool {
+		vk.DestroyCommandPool(b.dev, rc.pool, nil)
+	}
+}
+
+// flush submits the recorded work and waits for it.
+func (b *Backend) flush(ctx context.Context) error {
+	rc := &b.rec
+	if rc.recording {
+		vk.CmdPipelineBarrier(rc.cmd, vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit|vk.PipelineStageTransferBit),
+			vk.PipelineStageFlags(vk.PipelineStageHostBit), 0, 1, []vk.MemoryBarrier{{
+				SType:         vk.StructureTypeMemoryBarrier,
+				SrcAccessMask: vk.AccessFlags(vk.AccessShaderWriteBit | vk.AccessTransferWriteBit),
+				DstAccessMask: vk.AccessFlags(vk.AccessHostReadBit),
+			}}, 0, nil, 0, nil)
+		rc.recording = false
+		if err := vkErr("vkEndCommandBuffer", vk.EndCommandBuffer(rc.cmd)); err != nil {
+			return err
+		}
+		submit := []vk.SubmitInfo{{
+			SType:              vk.StructureTypeSubmitInfo,
+			CommandBufferCount: 1,
+			PCommandBuffers:    []vk.CommandBuffer{rc.cmd},
+		}}
+		if err := vkErr("vkQueueSubmit", vk.QueueSubmit(b.queue, 1, submit, rc.fence)); err != nil {
+			return err
+		}
+		rc.inflight = true
+	}
+	return rc.wait(ctx)
+}
+
+// report returns and clears the first error raised since the last report,
+// including validation messages.
+func (b *Backend) report() error {
+	err := b.err
+	b.err = nil
+	if len(b.msgs) > 0 {
+		verr := fmt.Errorf("vulkan: validation layer reported %d problem(s): %s", len(b.msgs), strings.Join(b.msgs, " | "))
+		b.msgs = nil
+		err = errors.Join(err, verr)
+	}
+	return err
+}
+
+// fail records the first error of a step; it surfaces at the next Sync,
+// Download or Argmax.
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// failf records a formatted error.
+func (b *Backend) failf(format string, args ...any) {
+	b.fail(fmt.Errorf("vulkan: "+format, args...))
+}
+
+// dispatch records one compute dispatch with the given buffers bound to
+// bindings 0.. (nil leaves a binding on a dummy buffer), push constants and
+// group counts, followed by a barrier.
+func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []uint32, gx, gy, gz uint32) {
+	if b.err != nil {
+		return
+	}
+	if gx == 0 || gy == 0 || gz == 0 {
+		return
+	}
+	lim := b.props.Limits.MaxComputeWorkGroupCount
+	if gx > lim[0] || gy > lim[1] || gz > lim[2] {
+		b.failf("%s: dispatch of %d×%d×%d groups exceeds the device limit %v", name, gx, gy, gz, lim)
+		return
+	}
+	pipe, err := b.pipes.get(b, name, spec)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	if err := b.rec.begin(b); err != nil {
+		b.fail(err)
+		return
+	}
+	set, err := b.rec.allocSet(b)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	infos := make([]vk.DescriptorBufferInfo, numBindings)
+	writes := make([]vk.WriteDescriptorSet, numBindings)
+	for i := range writes {
+		r := b.dummy
+		if i < len(bufs) && bufs[i] != nil {
+			r = bufs[i]
+		}
+		infos[i] = vk.DescriptorBufferInfo{Buffer: r.buf, Offset: 0, Range: vk.DeviceSize(r.size)}
+		writes[i] = vk.WriteDescriptorSet{
+			SType:           vk.StructureTypeWriteDescriptorSet,
+			DstSet:          set,
+			DstBinding:      uint32(i),
+			DescriptorCount: 1,
+			DescriptorType:  vk.DescriptorTypeStorageBuffer,
+			PBufferInfo:     infos[i : i+1],
+		}
+	}
+	vk.UpdateDescriptorSets(b.dev, numBindings, writes, 0, nil)
+	cmd := b.rec.cmd
+	vk.CmdBindPipeline(cmd, vk.PipelineBindPointCompute, pipe)
+	vk.CmdBindDescriptorSets(cmd, vk.PipelineBindPointCompute, b.rec.pipeLayout, 0, 1, []vk.DescriptorSet{set}, 0, nil)
+	if len(push) > 0 {
+		if len(push)*4 > pushBytes {
+			b.failf("%s: %d bytes of push constants", name, len(push)*4)
+			return
+		}
+		vk.CmdPushConstants(cmd, b.rec.pipeLayout, vk.ShaderStageFlags(vk.ShaderStageComputeBit), 0, uint32(len(push)*4), unsafe.Pointer(&push[0]))
+	}
+	vk.CmdDispatch(cmd, gx, gy, gz)
+	b.rec.barrier()
+}
+
+// grid spreads groups over x and y so neither exceeds 65535.
+func grid(groups int) (uint32, uint32) {
+	if groups <= 65535 {
+		return uint32(groups), 1
+	}
+	return 65535, uint32((groups + 65534) / 65535)
+}
