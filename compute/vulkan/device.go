@@ -42,7 +42,7 @@ type Backend struct {
 	readback  *rawBuf
 	argmaxBuf *rawBuf
 	dummy     *rawBuf
-	pending   []*rawBuf // freed while still in use by recorded work
+	pending   []*rawBuf            // freed while still in use by recorded work
 	live      map[*rawBuf]struct{} // every buffer not yet destroyed, for Close
 
 	err  error    // first error since the last report, returned by Sync
