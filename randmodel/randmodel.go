@@ -241,7 +241,12 @@ func Write(dir string, s Shape, o Options) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("randmodel: %w", err)
 	}
-	if err := writeJSON(filepath.Join(dir, "config.json"), s.Config()); err != nil {
+	cfg := s.Config()
+	if len(o.EOS) > 0 {
+		// Qwen3.5 names <|endoftext|> in config.json, the last of the pair.
+		cfg["text_config"].(map[string]any)["eos_token_id"] = o.EOS[len(o.EOS)-1]
+	}
+	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return err
 	}
 	if err := writeJSON(filepath.Join(dir, "generation_config.json"), s.GenerationConfig(o.EOS)); err != nil {

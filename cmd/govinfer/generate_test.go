@@ -123,3 +123,32 @@ func TestMakeRandomLoads(t *testing.T) {
 		t.Error("make-random is not deterministic for a fixed seed")
 	}
 }
+
+func TestMakeRandomWithTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join("..", "..", "testdata", "tokenizer", "qwen3")
+	tmpl := filepath.Join("..", "..", "testdata", "chat", "chat_template.jinja")
+	code, _, errOut := run(t, "", "make-random", "--out", dir, "--shape", "tiny", "--layers", "1", "--tokenizer", tok, "--chat-template", tmpl)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "config.json", "generation_config.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	var gen struct {
+		EOS []int `json:"eos_token_id"`
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "generation_config.json"))
+	if err := json.Unmarshal(data, &gen); err != nil || len(gen.EOS) != 2 || gen.EOS[0] != 151645 || gen.EOS[1] != 151643 {
+		t.Errorf("eos ids %v (err %v), want the tokenizer's <|im_end|> 151645 and <|endoftext|> 151643", gen.EOS, err)
+	}
+	// The vocabulary covers the tokenizer: its largest id is accepted.
+	if code, _, errOut := run(t, "", "generate", "--model", dir, "--ids", "151668", "-n", "1"); code != exitOK {
+		t.Errorf("generate with the largest tokenizer id: %s", errOut)
+	}
+	if code, _, _ := run(t, "", "make-random", "--out", t.TempDir(), "--tokenizer", t.TempDir()); code != exitUsage {
+		t.Errorf("missing tokenizer.json: exit %d, want %d", code, exitUsage)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/govinfer/govinfer/randmodel"
@@ -10,13 +11,15 @@ import (
 
 // runMakeRandom implements "govinfer make-random": write a random checkpoint.
 func runMakeRandom(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape tiny|small|qwen3.5-9b] [--layers N] [--vocab N] [--seed N]")
+	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape tiny|small|qwen3.5-9b] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR [--chat-template FILE]]")
 	out := fs.String("out", "", "`DIR` to write the checkpoint to (created if needed)")
 	shapeName := fs.String("shape", "small", "model widths: tiny, small or qwen3.5-9b")
 	layers := fs.Int("layers", 0, "number of layers (0: the shape's own)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the shape's own)")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same bytes")
 	tied := fs.String("tied", "", "tie the output matrix to the embeddings: true or false (default: the shape's own)")
+	tokDir := fs.String("tokenizer", "", "copy tokenizer.json (+ tokenizer_config.json, chat_template.jinja) from `DIR`; the vocabulary and eos ids follow it")
+	chatTemplate := fs.String("chat-template", "", "copy this chat_template.jinja `FILE` into the checkpoint")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -52,10 +55,28 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	default:
 		return fail(exitUsage, "--tied must be true or false, got %q", *tied)
 	}
+	var eos []int
+	if *tokDir != "" {
+		info, err := randmodel.ReadTokenizer(filepath.Join(*tokDir, "tokenizer.json"))
+		if err != nil {
+			return fail(exitUsage, "--tokenizer: %v", err)
+		}
+		if *vocab > 0 && *vocab < info.Vocab {
+			return fail(exitUsage, "--vocab %d is smaller than the tokenizer's %d ids", *vocab, info.Vocab)
+		}
+		if *vocab == 0 {
+			shape.Vocab = info.Vocab
+		}
+		eos = info.EOS
+	}
+	if *chatTemplate != "" && *tokDir == "" {
+		return fail(exitUsage, "--chat-template needs --tokenizer")
+	}
 	start := time.Now()
 	last := time.Time{}
 	err = randmodel.Write(*out, shape, randmodel.Options{
 		Seed: *seed,
+		EOS:  eos,
 		Progress: func(done, total int64) {
 			if time.Since(last) > time.Second || done == total {
 				last = time.Now()
@@ -66,6 +87,11 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	fmt.Fprintln(io.err)
 	if err != nil {
 		return fail(exitError, "%v", err)
+	}
+	if *tokDir != "" {
+		if err := randmodel.CopyTokenizer(*out, *tokDir, *chatTemplate); err != nil {
+			return fail(exitError, "%v", err)
+		}
 	}
 	fmt.Fprintf(io.err, "wrote %s (%s, %d layers, vocab %d) in %.1fs\n", *out, shape.Name, shape.Layers, shape.Vocab, time.Since(start).Seconds())
 	return exitOK
