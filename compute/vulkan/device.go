@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unsafe"
 
 	vk "github.com/vulkan-go/vulkan"
@@ -22,7 +23,7 @@ type Backend struct {
 	gipa unsafe.Pointer
 
 	inst  vk.Instance
-	dbg   vk.DebugReportCallback
+	debug *debugSink
 	phys  vk.PhysicalDevice
 	dev   vk.Device
 	queue vk.Queue
@@ -45,8 +46,9 @@ type Backend struct {
 	pending   []*rawBuf            // freed while still in use by recorded work
 	live      map[*rawBuf]struct{} // every buffer not yet destroyed, for Close
 
-	err  error    // first error since the last report, returned by Sync
-	msgs []string // validation errors since the last report
+	err   error      // first error since the last report, returned by Sync
+	msgMu sync.Mutex // guards msgs: layers may call back from any thread
+	msgs  []string   // validation errors and warnings since the last report
 }
 
 // deviceRank orders device types for automatic choice.
@@ -214,22 +216,9 @@ func (b *Backend) init() error {
 	}
 	b.inst = inst
 	if b.opts.Validation {
-		info := vk.DebugReportCallbackCreateInfo{
-			SType: vk.StructureTypeDebugReportCallbackCreateInfo,
-			Flags: vk.DebugReportFlags(vk.DebugReportErrorBit | vk.DebugReportWarningBit | vk.DebugReportPerformanceWarningBit),
-			PfnCallback: func(flags vk.DebugReportFlags, _ vk.DebugReportObjectType, _ uint64, _ uint, code int32, prefix, msg string, _ unsafe.Pointer) vk.Bool32 {
-				b.logf("vulkan validation [%s %d]: %s", prefix, code, msg)
-				if flags&vk.DebugReportFlags(vk.DebugReportErrorBit|vk.DebugReportWarningBit) != 0 {
-					b.msgs = append(b.msgs, msg)
-				}
-				return vk.False
-			},
-		}
-		var cb vk.DebugReportCallback
-		if err := vkErr("vkCreateDebugReportCallbackEXT", vk.CreateDebugReportCallback(b.inst, &info, nil, &cb)); err != nil {
+		if err := b.startDebug(); err != nil {
 			return err
 		}
-		b.dbg = cb
 	}
 	devs, props, err := physicalDevices(b.inst)
 	if err != nil {
@@ -397,10 +386,7 @@ func (b *Backend) Close() error {
 		vk.DestroyDevice(b.dev, nil)
 		b.dev = nil
 	}
-	if b.dbg != vk.NullDebugReportCallback {
-		vk.DestroyDebugReportCallback(b.inst, b.dbg, nil)
-		b.dbg = vk.NullDebugReportCallback
-	}
+	b.stopDebug()
 	if b.inst != nil {
 		vk.DestroyInstance(b.inst, nil)
 		b.inst = nil

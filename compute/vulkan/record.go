@@ -264,10 +264,12 @@ func (b *Backend) flush(ctx context.Context) error {
 func (b *Backend) report() error {
 	err := b.err
 	b.err = nil
-	if len(b.msgs) > 0 {
-		verr := fmt.Errorf("vulkan: validation layer reported %d problem(s): %s", len(b.msgs), strings.Join(b.msgs, " | "))
-		b.msgs = nil
-		err = errors.Join(err, verr)
+	b.msgMu.Lock()
+	msgs := b.msgs
+	b.msgs = nil
+	b.msgMu.Unlock()
+	if len(msgs) > 0 {
+		err = errors.Join(err, fmt.Errorf("vulkan: validation layer reported %d problem(s): %s", len(msgs), strings.Join(msgs, " | ")))
 	}
 	return err
 }
