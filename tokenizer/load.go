@@ -26,15 +26,15 @@ type fileJSON struct {
 	PreTokenizer json.RawMessage  `json:"pre_tokenizer"`
 	Decoder      json.RawMessage  `json:"decoder"`
 	Model        struct {
-		Type                    string         `json:"type"`
-		Vocab                   map[string]int `json:"vocab"`
-		Merges                  mergeList      `json:"merges"`
-		Dropout                 *float64       `json:"dropout"`
-		UnkToken                *string        `json:"unk_token"`
-		ContinuingSubwordPrefix *string        `json:"continuing_subword_prefix"`
-		EndOfWordSuffix         *string        `json:"end_of_word_suffix"`
-		ByteFallback            bool           `json:"byte_fallback"`
-		IgnoreMerges            bool           `json:"ignore_merges"`
+		Type                    string    `json:"type"`
+		Vocab                   vocabMap  `json:"vocab"`
+		Merges                  mergeList `json:"merges"`
+		Dropout                 *float64  `json:"dropout"`
+		UnkToken                *string   `json:"unk_token"`
+		ContinuingSubwordPrefix *string   `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string   `json:"end_of_word_suffix"`
+		ByteFallback            bool      `json:"byte_fallback"`
+		IgnoreMerges            bool      `json:"ignore_merges"`
 	} `json:"model"`
 }
 
@@ -86,6 +86,46 @@ func (r *tokenRef) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// vocabMap is the model's vocabulary, token string -> id.
+type vocabMap map[string]int
+
+// UnmarshalJSON parses the vocabulary object by hand, for load speed (see
+// mergeList).
+func (vm *vocabMap) UnmarshalJSON(b []byte) error {
+	sc := jsonScanner{b: b}
+	if !sc.consume('{') {
+		return sc.fail("vocab: expected '{'")
+	}
+	out := make(map[string]int, bytes.Count(b, []byte{','})+1)
+	if sc.consume('}') {
+		*vm = out
+		return nil
+	}
+	for {
+		k, err := sc.str()
+		if err != nil {
+			return err
+		}
+		if !sc.consume(':') {
+			return sc.fail("vocab: expected ':'")
+		}
+		id, err := sc.int()
+		if err != nil {
+			return err
+		}
+		out[k] = id // a repeated key keeps its last id, as serde's map does
+		if sc.consume(',') {
+			continue
+		}
+		if sc.consume('}') {
+			break
+		}
+		return sc.fail("vocab: expected ',' or '}'")
+	}
+	*vm = out
+	return nil
+}
+
 // mergeList is the model's merges, stored either as ["a", "b"] pairs
 // (Qwen3) or as "a b" strings (Qwen3.5).
 type mergeList [][2]string
@@ -96,7 +136,7 @@ type mergeList [][2]string
 func (ml *mergeList) UnmarshalJSON(b []byte) error {
 	sc := jsonScanner{b: b}
 	if !sc.consume('[') {
-		return sc.fail("expected '['")
+		return sc.fail("merges: expected '['")
 	}
 	out := make([][2]string, 0, bytes.Count(b, []byte{','})+1)
 	if sc.consume(']') {
@@ -108,7 +148,7 @@ func (ml *mergeList) UnmarshalJSON(b []byte) error {
 		if sc.consume('[') {
 			for k := range 2 {
 				if k == 1 && !sc.consume(',') {
-					return sc.fail("expected ','")
+					return sc.fail("merges: expected ','")
 				}
 				s, err := sc.str()
 				if err != nil {
@@ -117,7 +157,7 @@ func (ml *mergeList) UnmarshalJSON(b []byte) error {
 				pair[k] = s
 			}
 			if !sc.consume(']') {
-				return sc.fail("expected ']' after a merge pair")
+				return sc.fail("merges: expected ']' after a merge pair")
 			}
 		} else {
 			s, err := sc.str()
@@ -137,7 +177,7 @@ func (ml *mergeList) UnmarshalJSON(b []byte) error {
 		if sc.consume(']') {
 			break
 		}
-		return sc.fail("expected ',' or ']'")
+		return sc.fail("merges: expected ',' or ']'")
 	}
 	*ml = out
 	return nil
@@ -165,7 +205,24 @@ func (s *jsonScanner) consume(c byte) bool {
 }
 
 func (s *jsonScanner) fail(msg string) error {
-	return fmt.Errorf("merges: %s at byte %d", msg, s.i)
+	return fmt.Errorf("%s at byte %d", msg, s.i)
+}
+
+// int reads a non-negative integer below 2^31.
+func (s *jsonScanner) int() (int, error) {
+	s.skipSpace()
+	start, v := s.i, 0
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		v = v*10 + int(s.b[s.i]-'0')
+		s.i++
+		if v >= 1<<31 {
+			return 0, s.fail("id too large")
+		}
+	}
+	if s.i == start {
+		return 0, s.fail("expected a non-negative integer id")
+	}
+	return v, nil
 }
 
 func (s *jsonScanner) str() (string, error) {
@@ -187,7 +244,7 @@ func (s *jsonScanner) str() (string, error) {
 			}
 			var out string
 			if err := json.Unmarshal(s.b[start:j+1], &out); err != nil {
-				return "", fmt.Errorf("merges: bad string at byte %d: %w", start, err)
+				return "", fmt.Errorf("bad string at byte %d: %w", start, err)
 			}
 			return out, nil
 		}
