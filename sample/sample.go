@@ -141,37 +141,43 @@ func (s *Sampler) Sample(logits []float32) int {
 	if s.p.Greedy() {
 		return compute.Argmax(l)
 	}
-	// Candidates sorted by logit, descending, ties by id.
-	s.cands = s.cands[:0]
-	for id, v := range l {
-		if v == v && !math.IsInf(float64(v), -1) {
-			s.cands = append(s.cands, candidate{id, float64(v) / s.p.Temperature})
-		}
-	}
-	if len(s.cands) == 0 {
-		return compute.Argmax(l)
-	}
-	k := len(s.cands)
-	if s.p.TopK > 0 && s.p.TopK < k {
-		k = s.p.TopK
-	}
 	byLogit := func(a, b candidate) int {
 		if c := cmp.Compare(b.logit, a.logit); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.id, b.id)
 	}
-	if k < len(s.cands) {
-		// Keep only values at or above the k-th largest before sorting.
-		kth := kthLargest(s.cands, k)
-		j := 0
-		for _, c := range s.cands {
-			if c.logit >= kth {
-				s.cands[j] = c
-				j++
+	k := s.p.TopK
+	if k > 0 && k <= 1024 {
+		s.cands = topK(s.cands[:0], l, k)
+	} else {
+		s.cands = s.cands[:0]
+		for id, v := range l {
+			if v == v && !math.IsInf(float64(v), -1) {
+				s.cands = append(s.cands, candidate{id, float64(v)})
 			}
 		}
-		s.cands = s.cands[:j]
+		if k <= 0 || k > len(s.cands) {
+			k = len(s.cands)
+		}
+		if k < len(s.cands) {
+			// Keep only values at or above the k-th largest before sorting.
+			kth := kthLargest(s.cands, k)
+			j := 0
+			for _, c := range s.cands {
+				if c.logit >= kth {
+					s.cands[j] = c
+					j++
+				}
+			}
+			s.cands = s.cands[:j]
+		}
+	}
+	if len(s.cands) == 0 {
+		return compute.Argmax(l)
+	}
+	for i := range s.cands {
+		s.cands[i].logit /= s.p.Temperature
 	}
 	slices.SortFunc(s.cands, byLogit)
 	s.cands = s.cands[:min(k, len(s.cands))]
@@ -215,6 +221,54 @@ func (s *Sampler) Sample(logits []float32) int {
 		}
 	}
 	return s.cands[n-1].id
+}
+
+// topK appends to dst the k largest finite logits (ties toward lower ids),
+// in no particular order, using a min-heap of size k: one comparison per
+// logit for most of a large vocabulary.
+func topK(dst []candidate, logits []float32, k int) []candidate {
+	// worse reports whether a ranks below b.
+	worse := func(a, b candidate) bool { return a.logit < b.logit || (a.logit == b.logit && a.id > b.id) }
+	h := dst
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(h) {
+				return
+			}
+			if c+1 < len(h) && worse(h[c+1], h[c]) {
+				c++
+			}
+			if !worse(h[c], h[i]) {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for id, v := range logits {
+		if v != v || math.IsInf(float64(v), -1) {
+			continue
+		}
+		c := candidate{id, float64(v)}
+		if len(h) < k {
+			h = append(h, c)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !worse(h[i], h[p]) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+			continue
+		}
+		if worse(h[0], c) {
+			h[0] = c
+			down(0)
+		}
+	}
+	return h
 }
 
 // kthLargest returns the k-th largest logit (1-based) of cands, by

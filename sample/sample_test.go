@@ -170,3 +170,41 @@ func BenchmarkSampleTopK(b *testing.B) {
 		s.Sample(logits)
 	}
 }
+
+func TestTopKHeapMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for trial := 0; trial < 100; trial++ {
+		n := 1 + r.IntN(300)
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(r.IntN(20)) // many ties
+		}
+		k := 1 + r.IntN(n)
+		got := topK(nil, logits, k)
+		ids := make([]int, 0, len(got))
+		for _, c := range got {
+			ids = append(ids, c.id)
+		}
+		slices.Sort(ids)
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return -cmpF(logits[a], logits[b]) })
+		want := slices.Clone(order[:k])
+		slices.Sort(want)
+		if !slices.Equal(ids, want) {
+			t.Fatalf("n=%d k=%d: heap %v, sort %v", n, k, ids, want)
+		}
+	}
+}
+
+func cmpF(a, b float32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
