@@ -1,0 +1,145 @@
+package jsonconstraint
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+)
+
+// Vocab is a model's vocabulary as raw token bytes, arranged as a trie so
+// that a mask walks shared prefixes once. Build it once per model; it is
+// immutable and safe for concurrent use.
+type Vocab struct {
+	size   int
+	tokens [][]byte
+	eos    []int32
+	isEOS  []bool
+
+	all tokTrie // every ordinary token
+
+	// Inside a string, a token without a '"' cannot leave the string, and
+	// whether it may follow depends only on the string's own lexer, not on
+	// the document around it. So for the common in-string states the
+	// mask is a precomputed set plus a walk of the few tokens holding a
+	// quote.
+	quoted  tokTrie  // the tokens that contain '"'
+	strStay []uint64 // tokens without '"' valid from inside a string value
+	keyStay []uint64 // the same inside a free (non-property) object key
+}
+
+// tokTrie is a token trie, one entry per node in depth-first pre-order
+// (the root is implicit): the node's byte, its depth (1 for a first byte),
+// the index just past its subtree, and the range of ids (in ids) of the
+// tokens that end at it.
+type tokTrie struct {
+	nodeByte  []byte
+	nodeDepth []uint16
+	nodeSkip  []int32
+	idLo      []int32
+	idHi      []int32
+	ids       []int32
+	maxDepth  int
+}
+
+// maxTokenBytes bounds the length of a token; longer ones are never
+// allowed.
+const maxTokenBytes = 1 << 12
+
+// NewVocab builds a vocabulary from each token id's raw bytes. Tokens with
+// no bytes (special tokens) are never allowed, except the ids in eos, which
+// are allowed exactly when the document is complete.
+func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
+	v := &Vocab{size: len(tokens), tokens: tokens, isEOS: make([]bool, len(tokens))}
+	for _, id := range eos {
+		if id < 0 || id >= len(tokens) {
+			return nil, fmt.Errorf("jsonconstraint: end-of-sequence id %d outside the vocabulary of %d tokens", id, len(tokens))
+		}
+		if !v.isEOS[id] {
+			v.isEOS[id] = true
+			v.eos = append(v.eos, int32(id))
+		}
+	}
+	words := (len(tokens) + 63) / 64
+	v.strStay = make([]uint64, words)
+	v.keyStay = make([]uint64, words)
+	freeKeys := &node{extra: &node{}}
+	var all, quoted []int32
+	for id, t := range tokens {
+		if len(t) == 0 || len(t) > maxTokenBytes || v.isEOS[id] {
+			continue
+		}
+		all = append(all, int32(id))
+		if bytes.IndexByte(t, '"') >= 0 {
+			quoted = append(quoted, int32(id))
+			continue
+		}
+		str := state{lx: lex{mode: lexString}}
+		key := state{top: frame{n: freeKeys}, lx: lex{mode: lexKey, t: -1}}
+		strOK, keyOK := true, true
+		for _, b := range t {
+			strOK = strOK && str.step(b, nil)
+			keyOK = keyOK && key.step(b, nil)
+		}
+		if strOK {
+			v.strStay[id>>6] |= 1 << (id & 63)
+		}
+		if keyOK {
+			v.keyStay[id>>6] |= 1 << (id & 63)
+		}
+	}
+	v.all = buildTrie(tokens, all)
+	v.quoted = buildTrie(tokens, quoted)
+	return v, nil
+}
+
+// buildTrie builds the trie of the given token ids.
+func buildTrie(tokens [][]byte, ids []int32) tokTrie {
+	var tr tokTrie
+	slices.SortFunc(ids, func(a, b int32) int {
+		if c := bytes.Compare(tokens[a], tokens[b]); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	tr.ids = ids
+	var open []int32 // nodes on the current path, by depth-1
+	var prev []byte
+	for i, id := range ids {
+		t := tokens[id]
+		lcp := 0
+		for lcp < len(prev) && lcp < len(t) && prev[lcp] == t[lcp] {
+			lcp++
+		}
+		if i > 0 && lcp == len(t) && len(t) == len(prev) {
+			tr.idHi[open[len(t)-1]]++ // same bytes as the previous token
+			continue
+		}
+		// Close the nodes deeper than the common prefix.
+		for len(open) > lcp {
+			tr.nodeSkip[open[len(open)-1]] = int32(len(tr.nodeByte))
+			open = open[:len(open)-1]
+		}
+		for d := lcp; d < len(t); d++ {
+			open = append(open, int32(len(tr.nodeByte)))
+			tr.nodeByte = append(tr.nodeByte, t[d])
+			tr.nodeDepth = append(tr.nodeDepth, uint16(d+1))
+			tr.nodeSkip = append(tr.nodeSkip, 0)
+			tr.idLo = append(tr.idLo, 0)
+			tr.idHi = append(tr.idHi, 0)
+		}
+		last := open[len(t)-1]
+		tr.idLo[last], tr.idHi[last] = int32(i), int32(i+1)
+		tr.maxDepth = max(tr.maxDepth, len(t))
+		prev = t
+	}
+	for _, n := range open {
+		tr.nodeSkip[n] = int32(len(tr.nodeByte))
+	}
+	return tr
+}
+
+// Size returns the number of token ids.
+func (v *Vocab) Size() int { return v.size }
+
+// TrieNodes returns the number of nodes of the vocabulary's trie.
+func (v *Vocab) TrieNodes() int { return len(v.all.nodeByte) }
