@@ -1,8 +1,8 @@
 #version 450
 // dst[i, rowBase + r] = sum_c w[r, c] * x[i, c] for up to 8 inputs i: the
-// decode-time matrix-vector product. One workgroup per weight row; threads
+// decode-time matrix-vector product. One subgroup per weight row: lanes
 // stride over the columns (8 at a time with 128-bit loads when the row
-// length allows), then reduce with subgroupAdd and shared memory.
+// length allows) and reduce with subgroupAdd; no shared memory or barriers.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -10,6 +10,10 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint DTYPE = DT_BF16;
+// ROWS is the number of weight rows a workgroup covers; the host sets it to
+// the workgroup size over the subgroup size so each subgroup takes one row,
+// but any actual subgroup size is correct (subgroups loop over the rows).
+layout(constant_id = 2) const uint ROWS = 4;
 
 layout(binding = 0) readonly buffer WS { uint w[]; };
 layout(binding = 1) readonly buffer WV { uvec4 w4[]; };
@@ -27,77 +31,67 @@ layout(push_constant) uniform P {
 } p;
 
 const uint NMAX = 8;
-shared float red[NMAX][64];
 
 void main() {
-	uint r = flatGroup();
-	if (r >= p.rows) {
-		return;
-	}
-	uint tid = gl_LocalInvocationID.x;
-	uint wg = gl_WorkGroupSize.x;
-	float acc[NMAX];
-	[[unroll]] for (uint i = 0; i < NMAX; i++) {
-		acc[i] = 0.0;
-	}
-	if (p.vec != 0u) {
-		if (DTYPE == DT_F32) {
-			uint nb = p.cols / 4u;
-			uint wb = r * nb;
-			for (uint b = tid; b < nb; b += wg) {
-				vec4 wv = uintBitsToFloat(w4[wb + b]);
-				[[unroll]] for (uint i = 0; i < NMAX; i++) {
-					if (i < p.n) {
-						acc[i] += dot(wv, x4[i * nb + b]);
+	uint lane = gl_SubgroupInvocationID;
+	uint sg = gl_SubgroupSize;
+	uint first = flatGroup() * ROWS;
+	for (uint r = first + gl_SubgroupID; r < min(first + ROWS, p.rows); r += gl_NumSubgroups) {
+		float acc[NMAX];
+		[[unroll]] for (uint i = 0; i < NMAX; i++) {
+			acc[i] = 0.0;
+		}
+		if (p.vec != 0u) {
+			if (DTYPE == DT_F32) {
+				uint nb = p.cols / 4u;
+				uint wb = r * nb;
+				for (uint b = lane; b < nb; b += sg) {
+					vec4 wv = uintBitsToFloat(w4[wb + b]);
+					[[unroll]] for (uint i = 0; i < NMAX; i++) {
+						if (i < p.n) {
+							acc[i] += dot(wv, x4[i * nb + b]);
+						}
+					}
+				}
+			} else {
+				uint nb = p.cols / 8u;
+				uint wb = r * nb;
+				uint xb = p.cols / 4u;
+				for (uint b = lane; b < nb; b += sg) {
+					uvec4 q = w4[wb + b];
+					vec4 lo, hi;
+					if (DTYPE == DT_BF16) {
+						lo = uintBitsToFloat(uvec4(q.x << 16, q.x & 0xffff0000u, q.y << 16, q.y & 0xffff0000u));
+						hi = uintBitsToFloat(uvec4(q.z << 16, q.z & 0xffff0000u, q.w << 16, q.w & 0xffff0000u));
+					} else {
+						lo = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
+						hi = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
+					}
+					[[unroll]] for (uint i = 0; i < NMAX; i++) {
+						if (i < p.n) {
+							acc[i] += dot(lo, x4[i * xb + 2u * b]) + dot(hi, x4[i * xb + 2u * b + 1u]);
+						}
 					}
 				}
 			}
 		} else {
-			uint nb = p.cols / 8u;
-			uint wb = r * nb;
-			uint xb = p.cols / 4u;
-			for (uint b = tid; b < nb; b += wg) {
-				uvec4 q = w4[wb + b];
-				vec4 lo, hi;
-				if (DTYPE == DT_BF16) {
-					lo = uintBitsToFloat(uvec4(q.x << 16, q.x & 0xffff0000u, q.y << 16, q.y & 0xffff0000u));
-					hi = uintBitsToFloat(uvec4(q.z << 16, q.z & 0xffff0000u, q.w << 16, q.w & 0xffff0000u));
-				} else {
-					lo = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
-					hi = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
-				}
+			uint wb = r * p.cols;
+			for (uint c = lane; c < p.cols; c += sg) {
+				float wv = WLOAD(w, DTYPE, wb + c);
 				[[unroll]] for (uint i = 0; i < NMAX; i++) {
 					if (i < p.n) {
-						acc[i] += dot(lo, x4[i * xb + 2u * b]) + dot(hi, x4[i * xb + 2u * b + 1u]);
+						acc[i] += wv * x[i * p.cols + c];
 					}
 				}
 			}
 		}
-	} else {
-		uint wb = r * p.cols;
-		for (uint c = tid; c < p.cols; c += wg) {
-			float wv = WLOAD(w, DTYPE, wb + c);
-			[[unroll]] for (uint i = 0; i < NMAX; i++) {
-				if (i < p.n) {
-					acc[i] += wv * x[i * p.cols + c];
+		[[unroll]] for (uint i = 0; i < NMAX; i++) {
+			if (i < p.n) {
+				float s = subgroupAdd(acc[i]);
+				if (lane == 0u) {
+					d[i * p.dstRows + p.rowBase + r] = s;
 				}
 			}
 		}
-	}
-	[[unroll]] for (uint i = 0; i < NMAX; i++) {
-		if (i < p.n) {
-			float s = subgroupAdd(acc[i]);
-			if (subgroupElect()) {
-				red[i][gl_SubgroupID] = s;
-			}
-		}
-	}
-	barrier();
-	if (tid < p.n) {
-		float s = 0.0;
-		for (uint k = 0; k < gl_NumSubgroups; k++) {
-			s += red[tid][k];
-		}
-		d[tid * p.dstRows + p.rowBase + r] = s;
 	}
 }

@@ -38,6 +38,7 @@ type Backend struct {
 	desc       string
 
 	rec       recorder
+	fast      fastPath
 	pipes     pipelines
 	ring      *ring
 	readback  *rawBuf
@@ -135,7 +136,11 @@ func createInstance(validation bool) (vk.Instance, error) {
 		info.PpEnabledExtensionNames = []string{"VK_EXT_debug_report\x00"}
 	}
 	var inst vk.Instance
-	if err := vkErr("vkCreateInstance", vk.CreateInstance(&info, nil, &inst)); err != nil {
+	r := vk.CreateInstance(&info, nil, &inst)
+	if r == vk.ErrorIncompatibleDriver {
+		return nil, errors.New("vulkan: no Vulkan driver found (vkCreateInstance: incompatible driver); install a GPU driver, or mesa-vulkan-drivers for lavapipe, and check VK_ICD_FILENAMES")
+	}
+	if err := vkErr("vkCreateInstance", r); err != nil {
 		return nil, err
 	}
 	if err := vk.InitInstance(inst); err != nil {
@@ -314,6 +319,9 @@ func (b *Backend) init() error {
 	vk.GetDeviceQueue(b.dev, b.qfam, 0, &q)
 	b.queue = q
 
+	if err := b.fast.init(b); err != nil {
+		return err
+	}
 	if err := b.rec.init(b); err != nil {
 		return err
 	}
@@ -383,6 +391,7 @@ func (b *Backend) Close() error {
 			r.destroy(b)
 		}
 		b.rec.destroy(b)
+		b.fast.destroy()
 		vk.DestroyDevice(b.dev, nil)
 		b.dev = nil
 	}

@@ -233,8 +233,9 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 			if (w.dt == compute.F32 && w.cols%4 == 0) || (w.dt != compute.F32 && w.cols%8 == 0) {
 				vec = 1
 			}
-			gx, gy := grid(c.rows)
-			b.dispatch("matvec", []uint32{wgRow, uint32(w.dt)}, []*rawBuf{c.raw, c.raw, xs.raw, xs.raw, d.raw},
+			rowsPerGroup := max(1, wgRow/int(b.sg.size))
+			gx, gy := grid((c.rows + rowsPerGroup - 1) / rowsPerGroup)
+			b.dispatch("matvec", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup)}, []*rawBuf{c.raw, c.raw, xs.raw, xs.raw, d.raw},
 				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), vec}, gx, gy, 1)
 		} else {
 			b.dispatch("matmul", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unsafe"
 
 	vk "github.com/vulkan-go/vulkan"
 )
@@ -35,6 +34,7 @@ type recorder struct {
 	descPool   int // index of the pool being allocated from
 
 	dev    vk.Device
+	fast   *fastPath
 	onIdle func() // recycles what completed work used
 }
 
@@ -42,6 +42,7 @@ const setsPerPool = 1024
 
 func (rc *recorder) init(b *Backend) error {
 	rc.dev = b.dev
+	rc.fast = &b.fast
 	rc.onIdle = func() {
 		b.releasePending()
 		if b.ring != nil {
@@ -120,32 +121,6 @@ func (rc *recorder) addPool(b *Backend) error {
 	return nil
 }
 
-// allocSet returns a fresh descriptor set, adding pools as needed.
-func (rc *recorder) allocSet(b *Backend) (vk.DescriptorSet, error) {
-	for {
-		info := vk.DescriptorSetAllocateInfo{
-			SType:              vk.StructureTypeDescriptorSetAllocateInfo,
-			DescriptorPool:     rc.descPools[rc.descPool],
-			DescriptorSetCount: 1,
-			PSetLayouts:        []vk.DescriptorSetLayout{rc.setLayout},
-		}
-		var set vk.DescriptorSet
-		r := vk.AllocateDescriptorSets(b.dev, &info, &set)
-		if r == vk.Success {
-			return set, nil
-		}
-		if r != vk.ErrorOutOfPoolMemory && r != vk.ErrorFragmentedPool {
-			return set, vkErr("vkAllocateDescriptorSets", r)
-		}
-		rc.descPool++
-		if rc.descPool == len(rc.descPools) {
-			if err := rc.addPool(b); err != nil {
-				return set, err
-			}
-		}
-	}
-}
-
 // busy reports whether recorded or submitted work may still use resources.
 func (rc *recorder) busy() bool { return rc.recording || rc.inflight }
 
@@ -167,14 +142,7 @@ func (rc *recorder) begin(b *Backend) error {
 
 // barrier makes every earlier shader and transfer write visible to every
 // later shader and transfer access.
-func (rc *recorder) barrier() {
-	const stages = vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit | vk.PipelineStageTransferBit)
-	vk.CmdPipelineBarrier(rc.cmd, stages, stages, 0, 1, []vk.MemoryBarrier{{
-		SType:         vk.StructureTypeMemoryBarrier,
-		SrcAccessMask: vk.AccessFlags(vk.AccessShaderWriteBit | vk.AccessTransferWriteBit),
-		DstAccessMask: vk.AccessFlags(vk.AccessShaderReadBit | vk.AccessShaderWriteBit | vk.AccessTransferReadBit | vk.AccessTransferWriteBit),
-	}}, 0, nil, 0, nil)
-}
+func (rc *recorder) barrier() { rc.fast.barrier(rc.cmd) }
 
 // wait blocks until submitted work completes (or ctx ends, leaving it in
 // flight), then recycles what that work used.
@@ -311,41 +279,36 @@ func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []ui
 		b.fail(err)
 		return
 	}
-	set, err := b.rec.allocSet(b)
-	if err != nil {
-		b.fail(err)
+	if len(push)*4 > pushBytes {
+		b.failf("%s: %d bytes of push constants", name, len(push)*4)
 		return
 	}
-	infos := make([]vk.DescriptorBufferInfo, numBindings)
-	writes := make([]vk.WriteDescriptorSet, numBindings)
-	for i := range writes {
+	var handles, sizes [numBindings]uint64
+	for i := range handles {
 		r := b.dummy
 		if i < len(bufs) && bufs[i] != nil {
 			r = bufs[i]
 		}
-		infos[i] = vk.DescriptorBufferInfo{Buffer: r.buf, Offset: 0, Range: vk.DeviceSize(r.size)}
-		writes[i] = vk.WriteDescriptorSet{
-			SType:           vk.StructureTypeWriteDescriptorSet,
-			DstSet:          set,
-			DstBinding:      uint32(i),
-			DescriptorCount: 1,
-			DescriptorType:  vk.DescriptorTypeStorageBuffer,
-			PBufferInfo:     infos[i : i+1],
-		}
+		handles[i], sizes[i] = handle64(r.buf), r.size
 	}
-	vk.UpdateDescriptorSets(b.dev, numBindings, writes, 0, nil)
-	cmd := b.rec.cmd
-	vk.CmdBindPipeline(cmd, vk.PipelineBindPointCompute, pipe)
-	vk.CmdBindDescriptorSets(cmd, vk.PipelineBindPointCompute, b.rec.pipeLayout, 0, 1, []vk.DescriptorSet{set}, 0, nil)
-	if len(push) > 0 {
-		if len(push)*4 > pushBytes {
-			b.failf("%s: %d bytes of push constants", name, len(push)*4)
+	rc := &b.rec
+	for {
+		res := b.fast.dispatch(b, rc.descPools[rc.descPool], pipe, &handles, &sizes, push, gx, gy, gz)
+		if res == vk.Success {
 			return
 		}
-		vk.CmdPushConstants(cmd, b.rec.pipeLayout, vk.ShaderStageFlags(vk.ShaderStageComputeBit), 0, uint32(len(push)*4), unsafe.Pointer(&push[0]))
+		if res != vk.ErrorOutOfPoolMemory && res != vk.ErrorFragmentedPool {
+			b.fail(vkErr("vkAllocateDescriptorSets", res))
+			return
+		}
+		rc.descPool++
+		if rc.descPool == len(rc.descPools) {
+			if err := rc.addPool(b); err != nil {
+				b.fail(err)
+				return
+			}
+		}
 	}
-	vk.CmdDispatch(cmd, gx, gy, gz)
-	b.rec.barrier()
 }
 
 // grid spreads groups over x and y so neither exceeds 65535.

@@ -1,0 +1,115 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/compute/cpu"
+	"github.com/govinfer/govinfer/internal/half"
+)
+
+// benchShapes are decode (n ≤ 8: matvec) and prefill (tiled matmul) sizes.
+// The widths are those of a small model so a CPU-emulated device finishes
+// in seconds; the GPU script runs the real ones.
+var benchShapes = []struct {
+	name          string
+	n, rows, cols int
+}{
+	{"decode_n1_4096x1024", 1, 4096, 1024},
+	{"decode_n4_4096x1024", 4, 4096, 1024},
+	{"prefill_n128_2048x1024", 128, 2048, 1024},
+}
+
+// BenchmarkMatMul times MatMul on bf16 weights on the CPU backend and on
+// the Vulkan device in the same run, reporting weight GB/s and GFLOP/s.
+// Each Vulkan iteration is one op plus a Sync, so it includes submission.
+func BenchmarkMatMul(b *testing.B) {
+	for _, sh := range benchShapes {
+		rng := rand.New(rand.NewPCG(1, 2))
+		data := make([]byte, sh.rows*sh.cols*2)
+		for i := 0; i < sh.rows*sh.cols; i++ {
+			h := half.F32ToBF16(float32(rng.NormFloat64()))
+			data[2*i], data[2*i+1] = byte(h), byte(h>>8)
+		}
+		x := make([]float32, sh.n*sh.cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		backends := []struct {
+			name string
+			open func() (compute.Backend, error)
+		}{
+			{"cpu", func() (compute.Backend, error) { return cpu.New(cpu.Options{}), nil }},
+			{"vulkan", func() (compute.Backend, error) { return New(Options{}) }},
+		}
+		for _, be := range backends {
+			b.Run(fmt.Sprintf("%s/%s", sh.name, be.name), func(b *testing.B) {
+				bk, err := be.open()
+				if err != nil {
+					b.Skipf("no Vulkan device: %v", err)
+				}
+				defer bk.Close()
+				w, err := bk.LoadWeight("w", compute.BF16, sh.rows, sh.cols, append([]byte(nil), data...))
+				if err != nil {
+					b.Fatal(err)
+				}
+				xb, _ := bk.NewBuffer(len(x))
+				db, _ := bk.NewBuffer(sh.n * sh.rows)
+				if err := bk.Upload(xb, 0, x); err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				bk.MatMul(db, xb, w, sh.n) // warm up (pipeline creation)
+				if err := bk.Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for b.Loop() {
+					bk.MatMul(db, xb, w, sh.n)
+					if err := bk.Sync(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				sec := b.Elapsed().Seconds() / float64(b.N)
+				b.ReportMetric(float64(len(data))/sec/1e9, "weightGB/s")
+				b.ReportMetric(2*float64(sh.n*sh.rows*sh.cols)/sec/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkRecord measures the host cost of recording one dispatch (an
+// Add), the overhead a model step pays per operation before the device
+// does any work.
+func BenchmarkRecord(b *testing.B) {
+	bk, err := New(Options{})
+	if err != nil {
+		b.Skipf("no Vulkan device: %v", err)
+	}
+	defer bk.Close()
+	x, _ := bk.NewBuffer(16)
+	ctx := context.Background()
+	bk.Add(x, x, 1)
+	if err := bk.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for b.Loop() {
+		bk.Add(x, x, 1)
+		if n++; n%1000 == 0 {
+			b.StopTimer()
+			if err := bk.Sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	if err := bk.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
