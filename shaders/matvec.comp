@@ -3,6 +3,7 @@
 // decode-time matrix-vector product. One subgroup per weight row: lanes
 // stride over the columns (8 at a time with 128-bit loads when the row
 // length allows) and reduce with subgroupAdd; no shared memory or barriers.
+// Larger batches run as several dispatches of 8 inputs from input i0.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -28,12 +29,14 @@ layout(push_constant) uniform P {
 	uint rowBase; // index of the chunk's first row in the whole weight
 	uint dstRows; // row length of dst (rows of the whole weight)
 	uint vec;     // 1: cols allows 128-bit loads
+	uint i0;      // first input of this batch
 } p;
 
 const uint NMAX = 8;
 
 void main() {
 	uint lane = gl_SubgroupInvocationID;
+	uint xo = p.i0 * p.cols; // element offset of the batch in x
 	uint sg = gl_SubgroupSize;
 	uint first = flatGroup() * ROWS;
 	for (uint r = first + gl_SubgroupID; r < min(first + ROWS, p.rows); r += gl_NumSubgroups) {
@@ -49,7 +52,7 @@ void main() {
 					vec4 wv = uintBitsToFloat(w4[wb + b]);
 					[[unroll]] for (uint i = 0; i < NMAX; i++) {
 						if (i < p.n) {
-							acc[i] += dot(wv, x4[i * nb + b]);
+							acc[i] += dot(wv, x4[(xo >> 2) + i * nb + b]);
 						}
 					}
 				}
@@ -69,7 +72,7 @@ void main() {
 					}
 					[[unroll]] for (uint i = 0; i < NMAX; i++) {
 						if (i < p.n) {
-							acc[i] += dot(lo, x4[i * xb + 2u * b]) + dot(hi, x4[i * xb + 2u * b + 1u]);
+							acc[i] += dot(lo, x4[(xo >> 2) + i * xb + 2u * b]) + dot(hi, x4[(xo >> 2) + i * xb + 2u * b + 1u]);
 						}
 					}
 				}
@@ -80,7 +83,7 @@ void main() {
 				float wv = WLOAD(w, DTYPE, wb + c);
 				[[unroll]] for (uint i = 0; i < NMAX; i++) {
 					if (i < p.n) {
-						acc[i] += wv * x[i * p.cols + c];
+						acc[i] += wv * x[xo + i * p.cols + c];
 					}
 				}
 			}
@@ -89,7 +92,7 @@ void main() {
 			if (i < p.n) {
 				float s = subgroupAdd(acc[i]);
 				if (lane == 0u) {
-					d[i * p.dstRows + p.rowBase + r] = s;
+					d[(p.i0 + i) * p.dstRows + p.rowBase + r] = s;
 				}
 			}
 		}

@@ -5,6 +5,7 @@ package vulkan
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"unsafe"
@@ -34,6 +35,7 @@ type Backend struct {
 	sg         subgroupInfo
 	maxBinding uint64 // largest buffer binding in bytes
 	chunkBytes uint64 // largest weight chunk in bytes (maxBinding unless lowered)
+	tiledFrom  int    // batch size from which MatMul uses the tiled shader
 	heapUsed   [vk.MaxMemoryHeaps]uint64
 	desc       string
 
@@ -333,6 +335,10 @@ func (b *Backend) init() error {
 	}
 	if b.ring, err = newRing(b, min(4<<20, b.maxBinding)); err != nil {
 		return err
+	}
+	b.tiledFrom = maxBatch + 1
+	if b.props.DeviceType == vk.PhysicalDeviceTypeCpu {
+		b.tiledFrom = math.MaxInt
 	}
 	b.desc = b.describe(name)
 	return nil

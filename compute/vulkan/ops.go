@@ -213,8 +213,10 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 	}
 }
 
-// MatMul implements compute.Backend: the matvec shader for up to 8 inputs
-// (decode), the tiled shader above that (prefill), once per weight chunk.
+// MatMul implements compute.Backend, once per weight chunk: the matvec
+// shader for up to 8 inputs (decode) and the tiled shader above that
+// (prefill). On CPU devices (lavapipe), whose barriers are costly, larger
+// batches run as matvec dispatches of 8 inputs instead.
 func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	const op = "MatMul"
 	d, ok1 := b.buf(op, dst)
@@ -228,15 +230,17 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 		return
 	}
 	for _, c := range w.chunks {
-		if n <= maxBatch {
+		if n < b.tiledFrom {
 			vec := uint32(0)
 			if (w.dt == compute.F32 && w.cols%4 == 0) || (w.dt != compute.F32 && w.cols%8 == 0) {
 				vec = 1
 			}
 			rowsPerGroup := max(1, wgRow/int(b.sg.size))
 			gx, gy := grid((c.rows + rowsPerGroup - 1) / rowsPerGroup)
-			b.dispatch("matvec", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup)}, []*rawBuf{c.raw, c.raw, xs.raw, xs.raw, d.raw},
-				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), vec}, gx, gy, 1)
+			for i0 := 0; i0 < n; i0 += maxBatch {
+				b.dispatch("matvec", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup)}, []*rawBuf{c.raw, c.raw, xs.raw, xs.raw, d.raw},
+					[]uint32{u32(c.rows), u32(w.cols), u32(min(maxBatch, n-i0)), u32(c.row0), u32(w.rows), vec, u32(i0)}, gx, gy, 1)
+			}
 		} else {
 			b.dispatch("matmul", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
 				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)},

@@ -104,6 +104,16 @@ func TestConformanceSplitWeights(t *testing.T) {
 	computetest.Run(t, func(t *testing.T) compute.Backend { return newTestBackend(t, Options{MaxBindingBytes: 1 << 12}) })
 }
 
+// TestConformanceTiled runs the suite with the tiled matmul shader for
+// every batch above 8, which CPU devices otherwise skip.
+func TestConformanceTiled(t *testing.T) {
+	computetest.Run(t, func(t *testing.T) compute.Backend {
+		b := newTestBackend(t, Options{})
+		b.tiledFrom = maxBatch + 1
+		return b
+	})
+}
+
 func TestDescribe(t *testing.T) {
 	b := newTestBackend(t, Options{})
 	defer b.Close()
