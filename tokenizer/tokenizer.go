@@ -13,9 +13,11 @@
 // The pre-tokenizer pattern runs on a small engine of this package
 // (pattern.go) because Go's regexp has no lookahead and an ASCII-only \s.
 // github.com/sugarme/tokenizer was evaluated and is not used: its loader
-// compiles the pattern with regexp.MustCompile and panics on Qwen's files,
-// and its pipeline (offsets, per-string allocations) would be slower than
-// the byte-level path here for what remains.
+// compiles the pattern with regexp.MustCompile and panics on Qwen's files.
+// What would remain usable (BPE model, added vocabulary, ByteLevel decoder)
+// is small, and is written here directly on bytes with no per-offset
+// bookkeeping, so the whole pipeline lives in one place and can be checked
+// piece by piece against the reference.
 package tokenizer
 
 import (
