@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"fmt"
+
+	"github.com/valyala/fasthttp"
+)
+
+// apiError is an error answered to the client in OpenAI's shape.
+type apiError struct {
+	status  int
+	message string
+	param   string // the request field at fault, or ""
+}
+
+func (e *apiError) Error() string { return e.message }
+
+// badRequest returns a 400 naming the field at fault.
+func badRequest(param, format string, args ...any) *apiError {
+	return &apiError{status: fasthttp.StatusBadRequest, message: fmt.Sprintf(format, args...), param: param}
+}
+
+// errorType is the "type" of an error response for an HTTP status, as vLLM
+// names them.
+func errorType(status int) string {
+	switch status {
+	case fasthttp.StatusBadRequest:
+		return "BadRequestError"
+	case fasthttp.StatusUnauthorized:
+		return "AuthenticationError"
+	case fasthttp.StatusNotFound:
+		return "NotFoundError"
+	case fasthttp.StatusMethodNotAllowed:
+		return "MethodNotAllowedError"
+	case fasthttp.StatusRequestEntityTooLarge:
+		return "RequestEntityTooLargeError"
+	case fasthttp.StatusServiceUnavailable:
+		return "ServiceUnavailableError"
+	}
+	if status >= 500 {
+		return "InternalServerError"
+	}
+	return "BadRequestError"
+}
+
+// errorBody is the JSON of an error response.
+func errorBody(status int, message, param string) []byte {
+	type inner struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    int     `json:"code"`
+	}
+	var p *string
+	if param != "" {
+		p = &param
+	}
+	b, _ := marshal(struct {
+		Error inner `json:"error"`
+	}{inner{message, errorType(status), p, status}})
+	return b
+}
+
+// writeError answers ctx with an error response.
+func writeError(ctx *fasthttp.RequestCtx, status int, message, param string) {
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(errorBody(status, message, param))
+}
+
+func writeAPIError(ctx *fasthttp.RequestCtx, e *apiError) {
+	writeError(ctx, e.status, e.message, e.param)
+}

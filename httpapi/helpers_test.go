@@ -1,0 +1,164 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/govinfer/govinfer/randmodel"
+	"github.com/govinfer/govinfer/tokenizer"
+)
+
+var (
+	ckptOnce sync.Once
+	ckptDir  string
+	ckptErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if ckptDir != "" {
+		os.RemoveAll(ckptDir)
+	}
+	os.Exit(code)
+}
+
+// checkpoint returns a random Qwen3.5-layout model with tiny widths whose
+// vocabulary covers the Qwen3 tokenizer of testdata, with that tokenizer
+// and the Qwen3.5 chat template; made once per test binary.
+func checkpoint(t testing.TB) string {
+	t.Helper()
+	ckptOnce.Do(func() {
+		ckptDir, ckptErr = os.MkdirTemp("", "httpapi-ckpt-")
+		if ckptErr != nil {
+			return
+		}
+		ckptErr = makeCheckpoint(ckptDir)
+	})
+	if ckptErr != nil {
+		t.Fatal(ckptErr)
+	}
+	return ckptDir
+}
+
+func makeCheckpoint(dir string) error {
+	copies := map[string]string{
+		"../testdata/tokenizer/qwen3/tokenizer.json":        "tokenizer.json",
+		"../testdata/tokenizer/qwen3/tokenizer_config.json": "tokenizer_config.json",
+		"../testdata/chat/chat_template.jinja":              "chat_template.jinja",
+	}
+	for src, dst := range copies {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
+			return err
+		}
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return err
+	}
+	var eos []int
+	for _, s := range []string{"<|im_end|>", "<|endoftext|>"} {
+		id, ok := tok.TokenID(s)
+		if !ok {
+			return fmt.Errorf("tokenizer lacks %s", s)
+		}
+		eos = append(eos, id)
+	}
+	shape := randmodel.Shape{Name: "qwen3-vocab-test", Hidden: 64, Intermediate: 128, Layers: 4, Vocab: tok.VocabSize(),
+		Heads: 4, KVHeads: 2, HeadDim: 32, LinearKeyHeads: 2, LinearValueHeads: 4, LinearKeyHeadDim: 16, LinearValueHeadDim: 16,
+		Tied: true, MaxPositionEmbeddings: 8192}
+	return randmodel.Write(dir, shape, randmodel.Options{Seed: 42, EOS: eos})
+}
+
+// startServer starts a server on a free loopback port and waits for it.
+func startServer(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	if cfg.ModelDir == "" {
+		cfg.ModelDir = checkpoint(t)
+	}
+	cfg.Addr = "127.0.0.1:0"
+	if cfg.ServedModelName == "" {
+		cfg.ServedModelName = "test-model"
+	}
+	if cfg.MaxModelLen == 0 {
+		cfg.MaxModelLen = 2048
+	}
+	s, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// post sends a JSON body and returns status and body.
+func post(t testing.TB, s *Server, path string, body any) (int, []byte) {
+	t.Helper()
+	var raw []byte
+	switch b := body.(type) {
+	case []byte:
+		raw = b
+	case string:
+		raw = []byte(b)
+	default:
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.Post("http://"+s.Addr()+path, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, data
+}
+
+func get(t testing.TB, s *Server, path string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.Addr() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+// chatBody is a greedy chat request without thinking.
+func chatBody(user string, maxTokens int) map[string]any {
+	return map[string]any{
+		"model":                "test-model",
+		"messages":             []any{map[string]any{"role": "user", "content": user}},
+		"temperature":          0,
+		"max_tokens":           maxTokens,
+		"chat_template_kwargs": map[string]any{"enable_thinking": false},
+	}
+}
+
+func decodeJSON(t testing.TB, data []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("response is not a JSON object: %v: %s", err, data)
+	}
+	return m
+}

@@ -1,0 +1,427 @@
+// Package httpapi serves a model over vLLM's OpenAI-compatible HTTP API on
+// fasthttp: chat and text completions (streamed as server-sent events or
+// not), model listing, health, Prometheus metrics and tokenization.
+//
+// Requests run on an engine.Engine, so concurrent requests share model steps
+// (continuous batching). Every response has the keys vLLM's has; errors are
+// {"error": {"message", "type", "param", "code"}} and name the request field
+// at fault. A streaming client that disconnects is noticed at the next write
+// and its request cancelled, freeing its sequence.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/govinfer/govinfer/chattemplate"
+	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/tokenizer"
+	"github.com/valyala/fasthttp"
+)
+
+// Defaults of Config.
+const (
+	DefaultAddr         = "127.0.0.1:8000"
+	DefaultMaxModelLen  = 32768
+	DefaultMaxBodyBytes = 8 << 20
+)
+
+// Config configures a Server.
+type Config struct {
+	// ModelDir is the checkpoint directory: config.json, safetensors,
+	// generation_config.json, tokenizer.json, tokenizer_config.json and the
+	// chat template.
+	ModelDir string
+	// Addr is the host:port to listen on; port 0 picks a free one. Empty
+	// means DefaultAddr.
+	Addr string
+	// ServedModelName is the model id clients use; empty means the base
+	// name of ModelDir.
+	ServedModelName string
+	// MaxModelLen bounds prompt plus completion tokens. Zero means the
+	// smaller of the model's context and DefaultMaxModelLen.
+	MaxModelLen int
+	// MaxNumSeqs, MaxQueue: see engine.Config.
+	MaxNumSeqs, MaxQueue int
+	// APIKey, when set, must be sent as "Authorization: Bearer KEY" on
+	// the /v1 endpoints.
+	APIKey string
+	// MaxBodyBytes bounds a request body (413 past it). Zero means
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int
+	// Log receives one line per request; nil discards them.
+	Log io.Writer
+	// LogPrompts adds the prompt text to the request log lines.
+	LogPrompts bool
+	// Backend runs the model; nil means a CPU backend on all cores. The
+	// server does not close it.
+	Backend compute.Backend
+	// Progress, when set, is called as weights load.
+	Progress func(model.Progress)
+}
+
+// Server is a running API server.
+type Server struct {
+	cfg    Config
+	name   string
+	ln     net.Listener
+	srv    *fasthttp.Server
+	ctx    context.Context // cancelled by Close; parent of request contexts
+	cancel context.CancelFunc
+	served chan error
+
+	ready   chan struct{} // closed once the model is loaded (or failed)
+	loadErr error
+	loaded  atomic.Bool
+
+	// Set before ready is closed, read-only afterwards.
+	m           *model.Model
+	eng         *engine.Engine
+	tok         *tokenizer.Tokenizer
+	tmpl        *chattemplate.Template
+	tmplErr     error
+	gen         genDefaults
+	eos         []int
+	maxModelLen int
+	created     int64
+	constraints *constraintVocab
+
+	requests  atomic.Uint64 // request ids
+	httpCount sync.Map      // status code -> *atomic.Uint64
+	closeOnce sync.Once
+	logMu     sync.Mutex
+}
+
+// Start listens on cfg.Addr and loads the model in the background: until it
+// is loaded /health answers 503 and the API endpoints 503. Use WaitReady to
+// wait for it. Cancelling ctx closes the server.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.ModelDir == "" {
+		return nil, errors.New("httpapi: no model directory")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxModelLen < 0 {
+		return nil, fmt.Errorf("httpapi: max model length must not be negative, got %d", cfg.MaxModelLen)
+	}
+	name := cfg.ServedModelName
+	if name == "" {
+		name = filepath.Base(filepath.Clean(cfg.ModelDir))
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: listening on %s: %w", cfg.Addr, err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg: cfg, name: name, ln: ln, ctx: sctx, cancel: cancel,
+		served: make(chan error, 1), ready: make(chan struct{}),
+		created: time.Now().Unix(),
+	}
+	s.srv = &fasthttp.Server{
+		Handler:            s.handle,
+		ErrorHandler:       s.handleParseError,
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		Name:               "govinfer",
+		ReadTimeout:        5 * time.Minute,
+		IdleTimeout:        2 * time.Minute,
+		CloseOnShutdown:    true,
+		Logger:             serverLogger{cfg.Log},
+	}
+	go func() { s.served <- s.srv.Serve(ln) }()
+	go s.load()
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.Close()
+		case <-sctx.Done():
+		}
+	}()
+	return s, nil
+}
+
+// load opens the checkpoint, tokenizer and template and starts the engine.
+func (s *Server) load() {
+	defer close(s.ready)
+	err := s.loadModel()
+	if err != nil {
+		s.loadErr = err
+		return
+	}
+	s.loaded.Store(true)
+}
+
+func (s *Server) loadModel() error {
+	dir := s.cfg.ModelDir
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return fmt.Errorf("httpapi: %w", err)
+	}
+	// A checkpoint without a template still serves text completions.
+	s.tmpl, s.tmplErr = chattemplate.Load(dir)
+	if data, err := os.ReadFile(filepath.Join(dir, "generation_config.json")); err == nil {
+		if err := json.Unmarshal(data, &s.gen); err != nil {
+			return fmt.Errorf("httpapi: reading generation_config.json: %w", err)
+		}
+	}
+	m, err := model.Open(dir, model.Options{Backend: s.cfg.Backend, Progress: s.cfg.Progress})
+	if err != nil {
+		return fmt.Errorf("httpapi: %w", err)
+	}
+	if s.ctx.Err() != nil {
+		m.Close()
+		return fmt.Errorf("httpapi: closed while loading")
+	}
+	if tok.VocabSize() > m.Config().VocabSize {
+		m.Close()
+		return fmt.Errorf("httpapi: the tokenizer has %d tokens but the model only %d", tok.VocabSize(), m.Config().VocabSize)
+	}
+	s.maxModelLen = s.cfg.MaxModelLen
+	if s.maxModelLen == 0 {
+		s.maxModelLen = min(m.Config().MaxContext(), DefaultMaxModelLen)
+	}
+	if s.maxModelLen > m.Config().MaxContext() {
+		m.Close()
+		return fmt.Errorf("httpapi: max model length %d exceeds the model's context of %d", s.maxModelLen, m.Config().MaxContext())
+	}
+	s.eos = tok.EOSTokens()
+	if len(s.eos) == 0 {
+		s.eos = m.Config().EOSTokenIDs
+	}
+	eng, err := engine.New(m, engine.Config{MaxNumSeqs: s.cfg.MaxNumSeqs, MaxQueue: s.cfg.MaxQueue, EOS: s.eos})
+	if err != nil {
+		m.Close()
+		return fmt.Errorf("httpapi: %w", err)
+	}
+	s.m, s.eng, s.tok = m, eng, tok
+	s.constraints = newConstraintVocab(tok, s.eos)
+	return nil
+}
+
+// WaitReady waits until the model is loaded and returns the loading error,
+// if any.
+func (s *Server) WaitReady(ctx context.Context) error {
+	select {
+	case <-s.ready:
+		return s.loadErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Engine returns the server's engine, or nil before the model is loaded.
+func (s *Server) Engine() *engine.Engine {
+	if !s.loaded.Load() {
+		return nil
+	}
+	return s.eng
+}
+
+// Close stops accepting connections, cancels the requests in flight, waits
+// for their handlers and frees the model.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.cancel()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = s.srv.ShutdownWithContext(sctx)
+		<-s.served
+		<-s.ready
+		if s.eng != nil {
+			s.eng.Close()
+		}
+		if s.m != nil {
+			err = errors.Join(err, s.m.Close())
+		}
+	})
+	return err
+}
+
+// handleParseError answers requests fasthttp could not read.
+func (s *Server) handleParseError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		s.count(fasthttp.StatusRequestEntityTooLarge)
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes), "")
+		ctx.SetConnectionClose()
+		return
+	}
+	s.count(fasthttp.StatusBadRequest)
+	writeError(ctx, fasthttp.StatusBadRequest, "malformed HTTP request: "+err.Error(), "")
+}
+
+func (s *Server) count(status int) {
+	v, _ := s.httpCount.LoadOrStore(status, new(atomic.Uint64))
+	v.(*atomic.Uint64).Add(1)
+}
+
+// handle routes a request.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if r := recover(); r != nil {
+			writeError(ctx, fasthttp.StatusInternalServerError, fmt.Sprintf("internal error: %v", r), "")
+		}
+		s.count(ctx.Response.StatusCode())
+	}()
+	path := string(ctx.Path())
+	type route struct {
+		method string
+		auth   bool
+		h      func(*fasthttp.RequestCtx)
+	}
+	routes := map[string]route{
+		"/health":              {fasthttp.MethodGet, false, s.handleHealth},
+		"/metrics":             {fasthttp.MethodGet, false, s.handleMetrics},
+		"/v1/models":           {fasthttp.MethodGet, true, s.handleModels},
+		"/v1/chat/completions": {fasthttp.MethodPost, true, s.handleChat},
+		"/v1/completions":      {fasthttp.MethodPost, true, s.handleCompletions},
+		"/tokenize":            {fasthttp.MethodPost, true, s.handleTokenize},
+		"/detokenize":          {fasthttp.MethodPost, true, s.handleDetokenize},
+	}
+	r, ok := routes[path]
+	if !ok {
+		writeError(ctx, fasthttp.StatusNotFound, fmt.Sprintf("no endpoint %s", path), "")
+		return
+	}
+	if string(ctx.Method()) != r.method {
+		ctx.Response.Header.Set("Allow", r.method)
+		writeError(ctx, fasthttp.StatusMethodNotAllowed, fmt.Sprintf("%s takes %s, not %s", path, r.method, ctx.Method()), "")
+		return
+	}
+	if r.auth && s.cfg.APIKey != "" && !s.authorized(ctx) {
+		writeError(ctx, fasthttp.StatusUnauthorized, "missing or invalid API key (send Authorization: Bearer KEY)", "")
+		return
+	}
+	if path != "/health" && path != "/metrics" && !s.loaded.Load() {
+		s.writeNotReady(ctx)
+		return
+	}
+	r.h(ctx)
+}
+
+func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
+	h := ctx.Request.Header.Peek("Authorization")
+	const prefix = "Bearer "
+	if len(h) < len(prefix) || string(h[:len(prefix)]) != prefix {
+		return false
+	}
+	return subtle.ConstantTimeCompare(h[len(prefix):], []byte(s.cfg.APIKey)) == 1
+}
+
+func (s *Server) writeNotReady(ctx *fasthttp.RequestCtx) {
+	select {
+	case <-s.ready:
+		if s.loadErr != nil {
+			writeError(ctx, fasthttp.StatusServiceUnavailable, "model failed to load: "+s.loadErr.Error(), "")
+			return
+		}
+	default:
+	}
+	writeError(ctx, fasthttp.StatusServiceUnavailable, "the model is still loading", "")
+}
+
+func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
+	if !s.loaded.Load() {
+		s.writeNotReady(ctx)
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+}
+
+// marshal encodes v as JSON without HTML escaping (as Python's json does).
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, v any) {
+	b, err := marshal(v)
+	if err != nil {
+		writeError(ctx, fasthttp.StatusInternalServerError, "encoding the response: "+err.Error(), "")
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
+	type card struct {
+		ID          string `json:"id"`
+		Object      string `json:"object"`
+		Created     int64  `json:"created"`
+		OwnedBy     string `json:"owned_by"`
+		MaxModelLen int    `json:"max_model_len"`
+	}
+	writeJSON(ctx, struct {
+		Object string `json:"object"`
+		Data   []card `json:"data"`
+	}{"list", []card{{s.name, "model", s.created, "govinfer", s.maxModelLen}}})
+}
+
+// checkModel verifies a request's "model" field.
+func (s *Server) checkModel(o object) *apiError {
+	name, ok, err := o.str("model")
+	if err != nil {
+		return err
+	}
+	if ok && name != s.name {
+		return &apiError{status: fasthttp.StatusNotFound, message: fmt.Sprintf("The model `%s` does not exist.", name), param: "model"}
+	}
+	return nil
+}
+
+// logRequest writes the one log line of a finished request.
+func (s *Server) logRequest(id string, status, promptTokens, completionTokens int, ttft, total time.Duration, finish, prompt string) {
+	if s.cfg.Log == nil {
+		return
+	}
+	rate := 0.0
+	if gen := total - ttft; completionTokens > 1 && gen > 0 {
+		rate = float64(completionTokens-1) / gen.Seconds()
+	}
+	line := fmt.Sprintf("%s %s status=%d prompt_tokens=%d completion_tokens=%d ttft_ms=%.1f tokens_per_s=%.1f total_ms=%.1f finish=%s",
+		time.Now().Format(time.RFC3339), id, status, promptTokens, completionTokens,
+		float64(ttft.Microseconds())/1e3, rate, float64(total.Microseconds())/1e3, finish)
+	if s.cfg.LogPrompts {
+		q, _ := json.Marshal(prompt)
+		line += " prompt=" + string(q)
+	}
+	s.logMu.Lock()
+	fmt.Fprintln(s.cfg.Log, line)
+	s.logMu.Unlock()
+}
+
+// serverLogger sends fasthttp's own messages to the request log.
+type serverLogger struct{ w io.Writer }
+
+func (l serverLogger) Printf(format string, args ...any) {
+	if l.w != nil {
+		fmt.Fprintf(l.w, "fasthttp: "+format+"\n", args...)
+	}
+}
