@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/httpapi"
+	"github.com/govinfer/govinfer/model"
+)
+
+// runServe implements "govinfer serve": it loads a checkpoint and serves it
+// over the OpenAI-compatible HTTP API until ctx ends (SIGINT/SIGTERM).
+func runServe(ctx context.Context, io stdio, args []string) int {
+	fs := newFlagSet(io, "serve", "serve --model DIR [flags]\n\n"+
+		"Serves a checkpoint over vLLM's OpenAI-compatible API: /v1/chat/completions,\n"+
+		"/v1/completions, /v1/models, /health, /metrics, /tokenize, /detokenize.\n"+
+		"Request log lines go to standard error. SIGINT or SIGTERM shuts it down.")
+	var (
+		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template)")
+		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
+		port       = fs.Int("port", 8000, "TCP port (0 picks a free one)")
+		name       = fs.String("served-model-name", "", "model id clients use (default: the checkpoint directory's name)")
+		maxLen     = fs.Int("max-model-len", 0, fmt.Sprintf("most prompt+completion tokens per request (default: the model's context, at most %d)", httpapi.DefaultMaxModelLen))
+		maxSeqs    = fs.Int("max-num-seqs", engine.DefaultMaxNumSeqs, "requests generating at once (the batch size)")
+		maxQueue   = fs.Int("max-queue", engine.DefaultMaxQueue, "requests waiting beyond the batch; more get 503")
+		be         = fs.String("backend", "cpu", "compute backend: "+backendNames)
+		threads    = fs.Int("threads", 0, "CPU worker threads (default: all cores)")
+		apiKey     = fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on the API endpoints")
+		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it)")
+		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
+	)
+	if code, done := parseFlags(fs, io, args); done {
+		return code
+	}
+	switch {
+	case *dir == "":
+		fmt.Fprintln(io.err, "govinfer serve: --model is required (see govinfer serve --help)")
+		return exitUsage
+	case *port < 0 || *port > 65535:
+		fmt.Fprintf(io.err, "govinfer serve: --port %d is not a TCP port\n", *port)
+		return exitUsage
+	case *maxLen < 0 || *maxSeqs < 1 || *maxQueue < 1 || *threads < 0 || *maxBody < 1:
+		fmt.Fprintln(io.err, "govinfer serve: --max-model-len, --threads must be >= 0; --max-num-seqs, --max-queue, --max-body-bytes >= 1")
+		return exitUsage
+	}
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: -1})
+	if err != nil {
+		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
+		return exitUsage
+	}
+	defer backend.Close()
+
+	start := time.Now()
+	var mu sync.Mutex
+	lastPrint := time.Time{}
+	progress := func(p model.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p.Tensors < p.TotalTensors && time.Since(lastPrint) < time.Second {
+			return
+		}
+		lastPrint = time.Now()
+		fmt.Fprintf(io.err, "loading %s: %d/%d tensors, %.2f/%.2f GB, %.1fs\n", *dir, p.Tensors, p.TotalTensors,
+			float64(p.Bytes)/1e9, float64(p.TotalBytes)/1e9, time.Since(start).Seconds())
+	}
+	srv, err := httpapi.Start(ctx, httpapi.Config{
+		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
+		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
+		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
+	})
+	if err != nil {
+		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
+		return exitError
+	}
+	defer srv.Close()
+	if err := srv.WaitReady(ctx); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(io.err, "govinfer serve: interrupted while loading")
+			return exitError
+		}
+		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
+		return exitError
+	}
+	cfg := srv.Engine().Model().Config()
+	fmt.Fprintf(io.err, "loaded in %.1fs on %s: %d layers, vocab %d\n", time.Since(start).Seconds(), backend.Name(), cfg.NumLayers, cfg.VocabSize)
+	fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
+	<-ctx.Done()
+	fmt.Fprintln(io.err, "govinfer serve: shutting down")
+	if err := srv.Close(); err != nil {
+		fmt.Fprintf(io.err, "govinfer serve: shutdown: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
