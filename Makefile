@@ -33,5 +33,8 @@ fmt: ## gofmt every file
 bench: ## decode and prefill benchmarks of the model package
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./model/
 
+shaders: ## recompile the GLSL shaders to the committed SPIR-V (needs glslc)
+	sh shaders/build.sh
+
 clean: ## remove build outputs
 	rm -rf bin

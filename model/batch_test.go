@@ -16,28 +16,32 @@ const blockTol = 1e-5
 // tokens gives the logits of one block, on both test checkpoints.
 func TestBlockPrefill(t *testing.T) {
 	for _, name := range []string{"tiny", "small"} {
-		t.Run(name, func(t *testing.T) {
-			gm := loadGolden(t, name, Options{})
-			prompt := gm.g.Cases[len(gm.g.Cases)-2].Prompt // 130 tokens
-			if testing.Short() {
-				prompt = prompt[:70]
-			}
-			seq, want := prefill(t, gm.m, prompt, 0, false)
-			seq.Close()
-			for _, block := range []int{1, 7, 64, 65} {
-				seq, got := prefill(t, gm.m, prompt, block, false)
-				seq.Close()
-				checkClose(t, fmt.Sprintf("blocks of %d", block), got, want, blockTol)
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkBlockPrefill(t, name, Options{}) })
+	}
+}
+
+func checkBlockPrefill(t *testing.T, name string, opts Options) {
+	gm := loadGolden(t, name, opts)
+	prompt := gm.g.Cases[len(gm.g.Cases)-2].Prompt // 130 tokens
+	if testing.Short() {
+		prompt = prompt[:70]
+	}
+	seq, want := prefill(t, gm.m, prompt, 0, false)
+	seq.Close()
+	for _, block := range []int{1, 7, 64, 65} {
+		seq, got := prefill(t, gm.m, prompt, block, false)
+		seq.Close()
+		checkClose(t, fmt.Sprintf("blocks of %d", block), got, want, blockTol)
 	}
 }
 
 // TestBatchMatchesSolo runs several sequences at different lengths in one
 // step, some prefilling and some decoding, and checks each gets the logits
 // it gets alone.
-func TestBatchMatchesSolo(t *testing.T) {
-	gm := loadGolden(t, "small", Options{MaxStepTokens: 48})
+func TestBatchMatchesSolo(t *testing.T) { checkBatchMatchesSolo(t, Options{MaxStepTokens: 48}) }
+
+func checkBatchMatchesSolo(t *testing.T, opts Options) {
+	gm := loadGolden(t, "small", opts)
 	m := gm.m
 	vocab := m.Config().VocabSize
 	r := rand.New(rand.NewPCG(1, 2))

@@ -2,29 +2,48 @@ package main
 
 import (
 	"fmt"
+	goio "io"
 	"runtime"
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/compute/cpu"
+	"github.com/govinfer/govinfer/compute/vulkan"
 )
 
 // backendOptions selects and configures a compute backend.
 type backendOptions struct {
 	name    string // "cpu" or "vulkan"
 	threads int    // CPU worker goroutines; 0 = all cores
-	device  int    // Vulkan device index; -1 = best
+	device  int    // Vulkan device: 0 = best (discrete GPU first), N = the Nth listed
+	// log, when set, receives one line describing the backend and device.
+	log goio.Writer
 }
 
 // backendNames lists the values --backend accepts.
-const backendNames = "cpu"
+const backendNames = "cpu or vulkan"
 
 // newBackend creates the backend named in o.
 func newBackend(o backendOptions) (compute.Backend, error) {
+	var be compute.Backend
 	switch o.name {
 	case "cpu", "":
-		return cpu.New(cpu.Options{Threads: o.threads}), nil
+		be = cpu.New(cpu.Options{Threads: o.threads})
+		if o.log != nil {
+			fmt.Fprintf(o.log, "backend: %s\n", be.Name())
+		}
+	case "vulkan":
+		vk, err := vulkan.New(vulkan.Options{Device: o.device})
+		if err != nil {
+			return nil, fmt.Errorf("--backend vulkan cannot start: %w", err)
+		}
+		if o.log != nil {
+			fmt.Fprintf(o.log, "backend: %s\n", vk.Describe())
+		}
+		be = vk
+	default:
+		return nil, fmt.Errorf("unknown backend %q (want %s)", o.name, backendNames)
 	}
-	return nil, fmt.Errorf("unknown backend %q (want one of: %s)", o.name, backendNames)
+	return be, nil
 }
 
 // runtimeThreads is the default number of CPU worker threads.

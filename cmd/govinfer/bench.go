@@ -40,6 +40,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
+	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	repeat := fs.Int("repeat", 5, "runs; medians are reported")
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
@@ -60,7 +61,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		return fail(exitUsage, "--model %s: not a directory", *dir)
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: -1})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

@@ -23,6 +23,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits")
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
+	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -56,7 +57,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 			return fail(exitUsage, "--ids: token %d is outside the vocabulary [0, %d)", id, cfg.VocabSize)
 		}
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: -1})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
