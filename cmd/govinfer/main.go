@@ -44,6 +44,7 @@ func commands() []command {
 		{"bench", "measure prefill and decode speed of a checkpoint", runBench},
 		{"diag", "exercise an OpenAI-compatible server and write a JSON report", runDiag},
 		{"generate", "feed token ids to a checkpoint and generate", runGenerate},
+		{"tokenize", "encode or decode text with a checkpoint's tokenizer", runTokenize},
 		{"make-random", "write a random Qwen3.5 checkpoint for tests and benchmarks", runMakeRandom},
 	}
 }
