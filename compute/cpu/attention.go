@@ -15,6 +15,14 @@ const (
 	// attnSplitMin is the fewest cache positions worth a job of their own
 	// when a context is split.
 	attnSplitMin = 256
+	// attnBlockMin is the number of new tokens from which attention runs
+	// blocked, on the matrix kernels.
+	attnBlockMin = 16
+	// attnRows is the target number of query rows (tokens times the query
+	// heads of one KV head) of a block.
+	attnRows = 64
+	// attnKeys is the number of cache positions of a key block.
+	attnKeys = 64
 )
 
 // CausalAttention implements compute.Backend. The new keys and values go
@@ -22,12 +30,14 @@ const (
 //
 //	out = softmax(q · Kᵀ * Scale over positions 0..pos) · V
 //
-// with query head h reading KV head h / (Heads / KVHeads). Scores are dot
-// products and the weighted sum of values is a run of axpys, both on the
-// vector kernels. The pairs are shared out dynamically, longest first; when
-// there are too few of them for the workers (decode with few heads) the
-// positions of each pair are split into segments whose partial softmaxes
-// are merged afterwards.
+// with query head h reading KV head h / (Heads / KVHeads). Prompts of
+// attnBlockMin tokens or more run as blocks of matrix products (see
+// attendBlocked). Shorter inputs (decode) run one job per (token, KV head)
+// that serves all the query heads of that KV head, so each cached key and
+// value is read once per group: scores are dot products and the weighted
+// sum of values a run of axpys, on the vector kernels. When those jobs are
+// too few for the workers, the context of each is split into segments
+// whose partial softmaxes are merged afterwards.
 func (b *Backend) CausalAttention(p compute.Attention) {
 	kc, vc := Data(p.KCache), Data(p.VCache)
 	kb, vb := Data(p.KBuf), Data(p.VBuf)
@@ -43,24 +53,23 @@ func (b *Backend) CausalAttention(p compute.Attention) {
 	if p.N <= 0 || p.Q.Count <= 0 {
 		return
 	}
-	splits := attnSplits(b.pool.workers, p.N*p.Q.Count, p.Pos+p.N)
-	if splits == 1 {
-		b.attendWhole(p)
+	if p.N >= attnBlockMin {
+		b.attendBlocked(p)
 		return
 	}
-	b.attendSplit(p, splits)
+	b.attendGroups(p, attnSplits(b.pool.workers, p.N*nkv, p.Pos+p.N))
 }
 
 // attnSplits returns into how many segments to split the context of each of
-// pairs (token, head) pairs, with ctx cache positions at most, so that
-// workers workers have attnJobsPerWorker jobs each, without making
-// segments shorter than attnSplitMin.
-func attnSplits(workers, pairs, ctx int) int {
+// jobs jobs, with ctx cache positions at most, so that workers workers have
+// attnJobsPerWorker jobs each, without making segments shorter than
+// attnSplitMin.
+func attnSplits(workers, jobs, ctx int) int {
 	want := attnJobsPerWorker * workers
-	if pairs >= want {
+	if jobs >= want {
 		return 1
 	}
-	return max(1, min((want+pairs-1)/pairs, ctx/attnSplitMin))
+	return max(1, min((want+jobs-1)/jobs, ctx/attnSplitMin))
 }
 
 // attnView holds what an attention job reads and writes.
@@ -80,107 +89,256 @@ func (b *Backend) view(p compute.Attention) attnView {
 		dim: p.K.Dim, width: p.K.Count * p.K.Dim, group: p.Q.Count / p.K.Count, heads: p.Q.Count}
 }
 
-// partial computes, for query head h of token t over cache positions
-// [s0, s1), the running maximum m of the scaled scores, the sum l of
-// e^{score-m} and o = Σ e^{score-m} v (o is overwritten). scores has room
-// for s1-s0 values. An empty range gives m = -Inf, l = 0 and o = 0.
-func (b *Backend) partial(v *attnView, t, h, s0, s1 int, scores, o []float32) (m float32, l float64) {
-	k := b.k
-	dim := v.dim
-	kvOff := (h / v.group) * dim
-	q := v.qb[v.p.Q.Head(t, h) : v.p.Q.Head(t, h)+dim]
-	scores = scores[:s1-s0]
-	m = float32(math.Inf(-1))
-	for s := s0; s < s1; s++ {
-		off := s*v.width + kvOff
-		x := k.DotF32(v.kc[off:off+dim], q) * v.p.Scale
-		scores[s-s0] = x
-		m = max(m, x)
-	}
-	clear(o)
-	for s := s0; s < s1; s++ {
-		e := float32(math.Exp(float64(scores[s-s0] - m)))
-		if e == 0 {
-			continue
-		}
-		l += float64(e)
-		off := s*v.width + kvOff
-		k.Axpy(e, v.vc[off:off+dim], o)
-	}
-	return m, l
-}
-
 // outRow returns the output vector of query head h of token t.
 func (v *attnView) outRow(t, h int) []float32 {
 	lo := (v.p.OutRow+t)*v.heads*v.dim + h*v.dim
 	return v.out[lo : lo+v.dim]
 }
 
-// attendWhole runs one job per (token, head) pair over its whole context.
-// Jobs are numbered so that the longest (last tokens) come first and are
-// handed out one at a time.
-func (b *Backend) attendWhole(p compute.Attention) {
-	v := b.view(p)
-	jobs := p.N * v.heads
-	var next atomic.Int64
-	b.pool.parallelFor(min(b.pool.workers, jobs), 1, func(int, int) {
-		scores := make([]float32, p.Pos+p.N)
-		for {
-			j := int(next.Add(1)) - 1
-			if j >= jobs {
-				return
-			}
-			t, h := p.N-1-j/v.heads, j%v.heads
-			o := v.outRow(t, h)
-			_, l := b.partial(&v, t, h, 0, p.Pos+t+1, scores, o)
-			b.k.Scale(float32(1/l), o)
-		}
-	})
+// groupScratch is one worker's memory for attendGroups.
+type groupScratch struct {
+	q      [][]float32 // the group's query vectors
+	scores []float32   // [group, segment length]
 }
 
-// attendSplit runs each (token, head) pair as splits jobs over consecutive
-// segments of its context, then merges their partial softmaxes:
+// partialGroup computes, for the query heads of KV head kvh at token t over
+// cache positions [s0, s1), each head's maximum scaled score m[hh], the sum
+// l[hh] of e^{score-m} and o[hh*dim:] = Σ e^{score-m} v (o is overwritten).
+// An empty range gives m = -Inf, l = 0 and o = 0.
+func (b *Backend) partialGroup(v *attnView, sc *groupScratch, t, kvh, s0, s1 int, o, m []float32, l []float64) {
+	k, dim, group := b.k, v.dim, v.group
+	n := s1 - s0
+	q, scores := sc.q, sc.scores[:group*n]
+	for hh := range q {
+		off := v.p.Q.Head(t, kvh*group+hh)
+		q[hh] = v.qb[off : off+dim]
+	}
+	kvOff := kvh * dim
+	for s := s0; s < s1; s++ {
+		kr := v.kc[s*v.width+kvOff : s*v.width+kvOff+dim]
+		for hh, qh := range q {
+			scores[hh*n+s-s0] = k.DotF32(kr, qh) * v.p.Scale
+		}
+	}
+	for hh := range q {
+		mx := float32(math.Inf(-1))
+		for _, x := range scores[hh*n : (hh+1)*n] {
+			mx = max(mx, x)
+		}
+		m[hh], l[hh] = mx, 0
+		for i, x := range scores[hh*n : (hh+1)*n] {
+			e := float32(math.Exp(float64(x - mx)))
+			scores[hh*n+i] = e
+			l[hh] += float64(e)
+		}
+	}
+	clear(o[:group*dim])
+	for s := s0; s < s1; s++ {
+		vr := v.vc[s*v.width+kvOff : s*v.width+kvOff+dim]
+		for hh := range q {
+			if e := scores[hh*n+s-s0]; e != 0 {
+				k.Axpy(e, vr, o[hh*dim:(hh+1)*dim])
+			}
+		}
+	}
+}
+
+// attendGroups runs one job per (token, KV head, context segment), splits
+// segments per context. Jobs are handed out dynamically, longest first.
+// With one segment a job writes its outputs directly; otherwise the
+// partial results are merged:
 //
 //	M = max_i m_i,  out = Σ_i e^{m_i-M} o_i / Σ_i e^{m_i-M} l_i
-func (b *Backend) attendSplit(p compute.Attention, splits int) {
+func (b *Backend) attendGroups(p compute.Attention, splits int) {
 	v := b.view(p)
-	pairs := p.N * v.heads
+	nkv, group, dim := p.K.Count, v.group, v.dim
+	pairs := p.N * nkv
 	jobs := pairs * splits
-	ms := make([]float32, jobs)
-	ls := make([]float64, jobs)
-	os := make([]float32, jobs*v.dim)
+	// Per job and head: maximum, sum and (when split) the partial output.
+	ms := make([]float32, jobs*group)
+	ls := make([]float64, jobs*group)
+	var os []float32
+	if splits > 1 {
+		os = make([]float32, jobs*group*dim)
+	}
 	var next atomic.Int64
 	b.pool.parallelFor(min(b.pool.workers, jobs), 1, func(int, int) {
-		scores := make([]float32, (p.Pos+p.N+splits-1)/splits+1)
+		seg := (p.Pos+p.N+splits-1)/splits + 1
+		sc := &groupScratch{q: make([][]float32, group), scores: make([]float32, group*seg)}
 		for {
 			j := int(next.Add(1)) - 1
 			if j >= jobs {
 				return
 			}
 			pair, part := j/splits, j%splits
-			t, h := pair/v.heads, pair%v.heads
+			t, kvh := p.N-1-pair/nkv, pair%nkv
 			n := p.Pos + t + 1
 			s0, s1 := part*n/splits, (part+1)*n/splits
-			ms[j], ls[j] = b.partial(&v, t, h, s0, s1, scores, os[j*v.dim:(j+1)*v.dim])
-		}
-	})
-	for pair := 0; pair < pairs; pair++ {
-		t, h := pair/v.heads, pair%v.heads
-		m := float32(math.Inf(-1))
-		for j := pair * splits; j < (pair+1)*splits; j++ {
-			m = max(m, ms[j])
-		}
-		o := v.outRow(t, h)
-		clear(o)
-		var l float64
-		for j := pair * splits; j < (pair+1)*splits; j++ {
-			if ls[j] == 0 {
+			m, l := ms[j*group:(j+1)*group], ls[j*group:(j+1)*group]
+			if splits == 1 {
+				o := v.out[(p.OutRow+t)*v.heads*dim+kvh*group*dim:]
+				b.partialGroup(&v, sc, t, kvh, s0, s1, o, m, l)
+				for hh := range group {
+					b.k.Scale(float32(1/l[hh]), o[hh*dim:(hh+1)*dim])
+				}
 				continue
 			}
-			w := math.Exp(float64(ms[j] - m))
-			l += w * ls[j]
-			b.k.Axpy(float32(w), os[j*v.dim:(j+1)*v.dim], o)
+			b.partialGroup(&v, sc, t, kvh, s0, s1, os[j*group*dim:(j+1)*group*dim], m, l)
 		}
-		b.k.Scale(float32(1/l), o)
+	})
+	if splits == 1 {
+		return
+	}
+	for pair := 0; pair < pairs; pair++ {
+		t, kvh := p.N-1-pair/nkv, pair%nkv
+		for hh := 0; hh < group; hh++ {
+			mx := float32(math.Inf(-1))
+			for j := pair * splits; j < (pair+1)*splits; j++ {
+				mx = max(mx, ms[j*group+hh])
+			}
+			o := v.outRow(t, kvh*group+hh)
+			clear(o)
+			var l float64
+			for j := pair * splits; j < (pair+1)*splits; j++ {
+				if ls[j*group+hh] == 0 {
+					continue
+				}
+				w := math.Exp(float64(ms[j*group+hh] - mx))
+				l += w * ls[j*group+hh]
+				b.k.Axpy(float32(w), os[(j*group+hh)*dim:(j*group+hh+1)*dim], o)
+			}
+			b.k.Scale(float32(1/l), o)
+		}
+	}
+}
+
+// attnScratch is one worker's memory for blocked attention: rows query rows
+// of dim elements against key blocks of attnKeys positions.
+type attnScratch struct {
+	q, o, tmp []float32 // [rows, dim]: queries, output sums, block products
+	k         []float32 // [attnKeys, dim]: the key block
+	vt        []float32 // [dim, attnKeys]: the value block, transposed
+	s, p      []float32 // [rows, attnKeys]: scores, then softmax numerators
+	m, alpha  []float32 // [rows]: running maxima and their rescale factors
+	l         []float64 // [rows]: running sums of the numerators
+}
+
+func newAttnScratch(rows, dim int) *attnScratch {
+	sizes := []int{rows * dim, rows * dim, rows * dim, attnKeys * dim, dim * attnKeys, rows * attnKeys, rows * attnKeys, rows, rows}
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	mem := make([]float32, total)
+	sc := &attnScratch{l: make([]float64, rows)}
+	for i, f := range []*[]float32{&sc.q, &sc.o, &sc.tmp, &sc.k, &sc.vt, &sc.s, &sc.p, &sc.m, &sc.alpha} {
+		*f, mem = mem[:sizes[i]:sizes[i]], mem[sizes[i]:]
+	}
+	return sc
+}
+
+// attendBlocked runs attention as blocks of matrix products, flash-attention
+// style: a job takes the query heads of one KV head for a block of tokens
+// (about attnRows rows) and walks the cache in blocks of attnKeys positions,
+// keeping a running maximum, sum and weighted value sum per row:
+//
+//	S = Q Kᵀ·Scale (causally masked),  m' = max(m, rowmax S),  P = e^{S-m'}
+//	l = e^{m-m'} l + rowsum P,  O = e^{m-m'} O + P V
+//
+// and finally out = O / l. Jobs are handed out dynamically, the longest
+// (last tokens) first.
+func (b *Backend) attendBlocked(p compute.Attention) {
+	v := b.view(p)
+	nkv := p.K.Count
+	bq := max(1, attnRows/v.group) // tokens per block
+	blocks := (p.N + bq - 1) / bq
+	jobs := nkv * blocks
+	var next atomic.Int64
+	b.pool.parallelFor(min(b.pool.workers, jobs), 1, func(int, int) {
+		sc := newAttnScratch(bq*v.group, v.dim)
+		for {
+			j := int(next.Add(1)) - 1
+			if j >= jobs {
+				return
+			}
+			blk, kvh := blocks-1-j/nkv, j%nkv
+			b.attendBlock(&v, sc, kvh, blk*bq, min(p.N, (blk+1)*bq))
+		}
+	})
+}
+
+// attendBlock computes the outputs of tokens [t0, t1) for the query heads of
+// KV head kvh. Row r of the block is token t0 + r/group, head
+// kvh*group + r%group.
+func (b *Backend) attendBlock(v *attnView, sc *attnScratch, kvh, t0, t1 int) {
+	k, p, dim, group := b.k, v.p, v.dim, v.group
+	rows := (t1 - t0) * group
+	q, o, tmp := sc.q[:rows*dim], sc.o[:rows*dim], sc.tmp[:rows*dim]
+	for r := 0; r < rows; r++ {
+		qr := q[r*dim : (r+1)*dim]
+		off := p.Q.Head(t0+r/group, kvh*group+r%group)
+		copy(qr, v.qb[off:off+dim])
+		k.Scale(p.Scale, qr)
+	}
+	m, alpha, l := sc.m[:rows], sc.alpha[:rows], sc.l[:rows]
+	for r := range m {
+		m[r] = float32(math.Inf(-1))
+	}
+	clear(l)
+	clear(o)
+	kvOff := kvh * dim
+	end := p.Pos + t1 // one past the last position any row reads
+	for s0 := 0; s0 < end; s0 += attnKeys {
+		nb := min(attnKeys, end-s0)
+		nbp := alignUp(nb, chunkAlign)
+		kb, vt := sc.k[:nb*dim], sc.vt[:dim*nbp]
+		for s := 0; s < nb; s++ {
+			row := (s0+s)*v.width + kvOff
+			copy(kb[s*dim:(s+1)*dim], v.kc[row:row+dim])
+			for j, x := range v.vc[row : row+dim] {
+				vt[j*nbp+s] = x
+			}
+		}
+		for j := 0; j < dim; j++ {
+			clear(vt[j*nbp+nb : (j+1)*nbp])
+		}
+		sm, pm := sc.s[:rows*nb], sc.p[:rows*nbp]
+		mustKernel(k.MatMulF32(sm, nb, kb, nb, dim, q, rows))
+		for r := 0; r < rows; r++ {
+			prow := pm[r*nbp : (r+1)*nbp]
+			cnt := min(nb, p.Pos+t0+r/group-s0+1) // unmasked positions
+			if cnt <= 0 {
+				clear(prow)
+				alpha[r] = 1
+				continue
+			}
+			srow := sm[r*nb : r*nb+cnt]
+			mx := m[r]
+			for _, x := range srow {
+				mx = max(mx, x)
+			}
+			a := float32(math.Exp(float64(m[r] - mx)))
+			var sum float64
+			for c, x := range srow {
+				e := float32(math.Exp(float64(x - mx)))
+				prow[c] = e
+				sum += float64(e)
+			}
+			clear(prow[cnt:])
+			l[r] = l[r]*float64(a) + sum
+			m[r], alpha[r] = mx, a
+		}
+		mustKernel(k.MatMulF32(tmp, dim, vt, dim, nbp, pm, rows))
+		for r := 0; r < rows; r++ {
+			orow := o[r*dim : (r+1)*dim]
+			if alpha[r] != 1 {
+				k.Scale(alpha[r], orow)
+			}
+			k.Axpy(1, tmp[r*dim:(r+1)*dim], orow)
+		}
+	}
+	for r := 0; r < rows; r++ {
+		dst := v.outRow(t0+r/group, kvh*group+r%group)
+		scaleTo(dst, o[r*dim:(r+1)*dim], float32(1/l[r]))
 	}
 }

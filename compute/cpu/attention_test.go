@@ -12,8 +12,8 @@ import (
 
 // TestCausalAttention checks CausalAttention against a float64 reference on
 // random inputs, for whole-context jobs and for contexts split into segments
-// (few heads, many threads), with grouped KV heads, row offsets and strided
-// head layouts.
+// (few heads, many threads) and for prompts run blocked, with grouped KV
+// heads, row offsets and strided head layouts.
 func TestCausalAttention(t *testing.T) {
 	cases := []struct{ heads, kvHeads, dim, pos, n, threads int }{
 		{1, 1, 16, 0, 1, 1},
@@ -24,6 +24,13 @@ func TestCausalAttention(t *testing.T) {
 		{1, 1, 32, 700, 3, 5},   // several tokens, split, uneven segments
 		{4, 1, 64, 2000, 2, 16}, // split into many segments
 		{16, 4, 256, 300, 1, 2}, // 9B widths, decode
+		// Blocked prefill: several query and key blocks, ragged edges.
+		{3, 1, 40, 0, 65, 2},    // three heads per KV head, dim not a vector multiple
+		{4, 4, 16, 100, 16, 3},  // one head per KV head, shortest blocked prompt
+		{2, 1, 32, 0, 200, 2},   // many key blocks from position 0
+		{16, 4, 256, 70, 20, 2}, // 9B widths, continuing a prompt
+		{8, 2, 64, 130, 129, 4}, // blocks straddling key-block edges
+		{5, 5, 24, 1, 33, 1},    // one thread
 	}
 	kernels := map[string]*asm.Kernels{"best": asm.Detect(), "generic": asm.Generic()}
 	for name, ks := range kernels {
@@ -42,15 +49,16 @@ func TestCausalAttention(t *testing.T) {
 // where it should, so TestCausalAttention covers both.
 func TestAttentionSplits(t *testing.T) {
 	for _, c := range []struct {
-		threads, heads, pos, n int
-		split                  bool
+		threads, kvHeads, pos, n int
+		split                    bool
 	}{
-		{2, 16, 4096, 1, false}, // enough heads for two workers
-		{8, 2, 1100, 1, true},
-		{8, 2, 200, 1, false}, // too short to split
-		{2, 16, 0, 512, false},
+		{2, 4, 4096, 1, true},  // 9B decode: four jobs for two workers
+		{2, 8, 4096, 1, false}, // enough KV heads for two workers
+		{8, 1, 1100, 1, true},
+		{8, 1, 200, 1, false}, // too short to split
+		{2, 1, 4096, 8, false},
 	} {
-		splits := attnSplits(c.threads, c.n*c.heads, c.pos+c.n)
+		splits := attnSplits(c.threads, c.n*c.kvHeads, c.pos+c.n)
 		if (splits > 1) != c.split {
 			t.Errorf("%+v: %d splits", c, splits)
 		}
