@@ -20,7 +20,7 @@ const (
 	attnBlockMin = 16
 	// attnRows is the target number of query rows (tokens times the query
 	// heads of one KV head) of a block.
-	attnRows = 64
+	attnRows = 128
 	// attnKeys is the number of cache positions of a key block.
 	attnKeys = 64
 )
@@ -295,13 +295,8 @@ func (b *Backend) attendBlock(v *attnView, sc *attnScratch, kvh, t0, t1 int) {
 		for s := 0; s < nb; s++ {
 			row := (s0+s)*v.width + kvOff
 			copy(kb[s*dim:(s+1)*dim], v.kc[row:row+dim])
-			for j, x := range v.vc[row : row+dim] {
-				vt[j*nbp+s] = x
-			}
 		}
-		for j := 0; j < dim; j++ {
-			clear(vt[j*nbp+nb : (j+1)*nbp])
-		}
+		transposeStrided(vt, nbp, v.vc[s0*v.width+kvOff:], v.width, nb, dim)
 		sm, pm := sc.s[:rows*nb], sc.p[:rows*nbp]
 		mustKernel(k.MatMulF32(sm, nb, kb, nb, dim, q, rows))
 		for r := 0; r < rows; r++ {
