@@ -214,3 +214,33 @@ func TestValidationMessagesFail(t *testing.T) {
 		t.Fatalf("Sync after an invalid call = %v, want a validation error", err)
 	}
 }
+
+// TestMemoryBandwidth checks that the copy-bandwidth measurement runs,
+// reports a plausible rate and leaves the backend usable.
+func TestMemoryBandwidth(t *testing.T) {
+	b := newTestBackend(t, Options{})
+	defer b.Close()
+	ctx := context.Background()
+	x, _ := b.NewBuffer(4)
+	if err := b.Upload(x, 0, []float32{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	gbps, err := b.MemoryBandwidth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("copy bandwidth %.1f GB/s (read + write)", gbps)
+	if gbps < 0.1 || gbps > 100000 {
+		t.Errorf("bandwidth %.3g GB/s is implausible", gbps)
+	}
+	b.Add(x, x, 4)
+	got := make([]float32, 4)
+	if err := b.Download(ctx, got, x, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != float32(2*(i+1)) {
+			t.Fatalf("after MemoryBandwidth: got %v, want [2 4 6 8]", got)
+		}
+	}
+}
