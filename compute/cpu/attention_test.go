@@ -167,3 +167,31 @@ func checkAttention(t *testing.T, b *Backend, rng *rand.Rand, heads, kvHeads, di
 		}
 	}
 }
+
+// TestAttentionAllocs checks that a call allocates only per-call and
+// per-worker scratch, not per token, head or block.
+func TestAttentionAllocs(t *testing.T) {
+	for _, c := range []struct{ pos, n, threads int }{{600, 1, 1}, {600, 1, 8}, {0, 100, 2}} {
+		b := New(Options{Threads: c.threads})
+		mk := func(n int) compute.Buffer {
+			buf, err := b.NewBuffer(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return buf
+		}
+		const heads, kvHeads, dim = 8, 2, 64
+		p := compute.Attention{
+			Q: compute.DenseHeads(heads, dim), QBuf: mk(c.n * heads * dim),
+			K: compute.DenseHeads(kvHeads, dim), KBuf: mk(c.n * kvHeads * dim),
+			V: compute.DenseHeads(kvHeads, dim), VBuf: mk(c.n * kvHeads * dim),
+			KCache: mk((c.pos + c.n) * kvHeads * dim), VCache: mk((c.pos + c.n) * kvHeads * dim),
+			Out: mk(c.n * heads * dim), Pos: c.pos, N: c.n, Scale: 0.125,
+		}
+		limit := 6 + 3*float64(c.threads)
+		if allocs := testing.AllocsPerRun(5, func() { b.CausalAttention(p) }); allocs > limit {
+			t.Errorf("%+v: %v allocations per call, want at most %v", c, allocs, limit)
+		}
+		b.Close()
+	}
+}
