@@ -41,6 +41,7 @@ type command struct {
 // commands lists the subcommands in the order "govinfer help" shows them.
 func commands() []command {
 	return []command{
+		{"serve", "serve a checkpoint over an OpenAI-compatible HTTP API", runServe},
 		{"bench", "measure prefill and decode speed of a checkpoint", runBench},
 		{"diag", "exercise an OpenAI-compatible server and write a JSON report", runDiag},
 		{"generate", "feed token ids to a checkpoint and generate", runGenerate},
