@@ -162,28 +162,25 @@ func deltaTol(mag float64, dk, t int) float64 {
 }
 
 // checkDelta compares a float32 result with the float64 reference vector by
-// vector (dim elements each), with the tolerance scaled by the largest
-// element of each reference vector; tok returns the token count behind
-// vector i. It returns the worst error relative to its tolerance.
-func checkDelta(t *testing.T, what string, got []float32, want []float64, dim, dk int, tok func(i int) int) float64 {
+// vector (dim elements each), allowing slack times deltaTol scaled by the
+// largest element of each reference vector; tok returns the token count
+// behind vector i.
+func checkDelta(t *testing.T, what string, got []float32, want []float64, dim, dk int, tok func(i int) int, slack float64) {
 	t.Helper()
-	worst := 0.0
 	for v := 0; v*dim < len(want); v++ {
 		ref := want[v*dim : (v+1)*dim]
 		var mag float64
 		for _, x := range ref {
 			mag = max(mag, math.Abs(x))
 		}
-		tl := deltaTol(max(mag, 1e-3), dk, tok(v))
+		tl := slack * deltaTol(max(mag, 1e-3), dk, tok(v))
 		for j, x := range ref {
 			d := math.Abs(float64(got[v*dim+j]) - x)
 			if !(d <= tl) {
 				t.Fatalf("%s: vector %d element %d = %g, want %g (diff %.3g, tol %.3g)", what, v, j, got[v*dim+j], x, d, tl)
 			}
-			worst = max(worst, d/tl)
 		}
 	}
-	return worst
 }
 
 // TestDeltaRuleForms checks the recurrent and chunked forms, and the
@@ -225,8 +222,8 @@ func TestDeltaRuleForms(t *testing.T) {
 						}
 						for form, f := range forms {
 							out, st := pr.run(t, b, nil, f)
-							checkDelta(t, form+" out", out, wantOut, sh.dv, sh.dk, tokOut)
-							checkDelta(t, form+" state", st, wantState, sh.dv, sh.dk, tokState)
+							checkDelta(t, form+" out", out, wantOut, sh.dv, sh.dk, tokOut, 1)
+							checkDelta(t, form+" state", st, wantState, sh.dv, sh.dk, tokState, 1)
 						}
 						// Split into uneven blocks, some chunked and some
 						// recurrent under the dispatch.
@@ -237,8 +234,8 @@ func TestDeltaRuleForms(t *testing.T) {
 							left -= nb
 						}
 						out, st := pr.run(t, b, blocks, b.GatedDeltaRule)
-						checkDelta(t, fmt.Sprintf("blocks %v out", blocks), out, wantOut, sh.dv, sh.dk, tokOut)
-						checkDelta(t, fmt.Sprintf("blocks %v state", blocks), st, wantState, sh.dv, sh.dk, tokState)
+						checkDelta(t, fmt.Sprintf("blocks %v out", blocks), out, wantOut, sh.dv, sh.dk, tokOut, 1)
+						checkDelta(t, fmt.Sprintf("blocks %v state", blocks), st, wantState, sh.dv, sh.dk, tokState, 1)
 					})
 				}
 			}
@@ -259,8 +256,8 @@ func TestDeltaRuleDecays(t *testing.T) {
 			wantOut, wantState := pr.reference()
 			for form, f := range map[string]func(compute.DeltaRule){"recurrent": b.deltaRecurrent, "chunked": b.deltaChunked} {
 				out, st := pr.run(t, b, nil, f)
-				checkDelta(t, form+" out", out, wantOut, 32, 32, func(i int) int { return i / 4 })
-				checkDelta(t, form+" state", st, wantState, 32, 32, func(int) int { return 150 })
+				checkDelta(t, form+" out", out, wantOut, 32, 32, func(i int) int { return i / 4 }, 1)
+				checkDelta(t, form+" state", st, wantState, 32, 32, func(int) int { return 150 }, 1)
 			}
 		})
 	}
@@ -285,7 +282,7 @@ func TestDeltaRuleChunkedAgreesWithRecurrent(t *testing.T) {
 			want[i] = float64(x)
 		}
 		// Each side is within deltaTol of the exact result; allow both.
-		checkDelta(t, c.what, c.got, want, 128, 128*4, c.tok)
+		checkDelta(t, c.what, c.got, want, 128, 128, c.tok, 2)
 	}
 }
 
