@@ -3,6 +3,10 @@ GO      ?= go
 BIN     ?= bin/govinfer
 PKGS    := ./...
 
+# The demo's random checkpoint is made once, deterministically, here.
+DEMO_DIR    ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/govinfer/demo-qwen3.5-random
+DEMO_REPORT ?= demo-report.json
+
 .PHONY: help build test test-short vet fmt bench shaders demo clean
 
 help: ## list targets
@@ -29,6 +33,18 @@ vet: ## go vet
 
 fmt: ## gofmt every file
 	gofmt -w $$(git ls-files '*.go')
+
+demo: build ## serve a small random checkpoint in-process and run the diagnostic against it
+	@if [ ! -f "$(DEMO_DIR)/model.safetensors" ]; then \
+		echo "creating the demo checkpoint in $(DEMO_DIR) (once)"; \
+		$(BIN) make-random --out "$(DEMO_DIR)" --shape small --seed 1 \
+			--tokenizer testdata/tokenizer/qwen3 --chat-template testdata/chat/chat_template.jinja; \
+	fi
+	$(BIN) diag --model-dir "$(DEMO_DIR)" --report "$(DEMO_REPORT)"
+	@echo
+	@echo "The weights are random: the behaviour checks fail, as they must. The plumbing checks"
+	@echo "(identical greedy completions, request isolation, decode timing, long-context prefill) are real."
+	@echo "Report: $(DEMO_REPORT)"
 
 bench: ## decode and prefill benchmarks of the model package
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./model/

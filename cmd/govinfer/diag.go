@@ -5,9 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/govinfer/govinfer/diag"
+	"github.com/govinfer/govinfer/httpapi"
+	"github.com/govinfer/govinfer/model"
 )
 
 // exitRunBroken is diag's exit code when the server could not be reached or
@@ -38,6 +42,9 @@ func runDiag(ctx context.Context, io stdio, args []string) int {
 		failOnCheck = fs.Bool("fail-on-check", false, "exit 1 when a check fails")
 		seed        = fs.Uint64("seed", 1, "seed for the placement of the long-context fact")
 		compare     = fs.Bool("compare", false, "print the two report files given as arguments side by side")
+		backendName = fs.String("backend", "cpu", "with --model-dir: compute backend, "+backendNames)
+		threads     = fs.Int("threads", 0, "with --model-dir: CPU threads (0: all cores)")
+		device      = fs.Int("device", 0, "with --model-dir: Vulkan device (0: the best)")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -92,7 +99,7 @@ func runDiag(ctx context.Context, io stdio, args []string) int {
 		runErr error
 	)
 	if *modelDir != "" {
-		url, stop, err := startInProcessServer(ctx, *modelDir, io)
+		url, stop, err := startInProcessServer(ctx, *modelDir, backendOptions{name: *backendName, threads: *threads, device: *device, log: io.err}, io)
 		if err != nil {
 			runErr = fmt.Errorf("start the in-process server for %s: %w", *modelDir, err)
 			rep = &diag.Report{Status: diag.StatusFailed, Error: runErr.Error(), Scope: diag.Scope,
@@ -146,20 +153,41 @@ func diagCompare(io stdio, pathA, pathB string) int {
 	return exitOK
 }
 
-// errInProcessUnavailable is returned by startInProcessServer until
-// govinfer's server package is wired in.
-var errInProcessUnavailable = errors.New("in-process serving is not available yet in this build; " +
-	"start a server and use --base-url")
-
 // startInProcessServer loads the checkpoint in dir, serves it on a free
 // loopback port and returns the server's base URL and a function that shuts
 // it down. It is the one place where diag meets govinfer's own server.
-//
-// TODO(lead): wire in the server package when it lands: listen on
-// 127.0.0.1:0, serve the model from dir, wait for GET /health to answer 200
-// (honouring ctx), return "http://"+addr and a stop func that shuts the server
-// down gracefully.
-func startInProcessServer(ctx context.Context, dir string, io stdio) (baseURL string, stop func(), err error) {
-	_, _, _ = ctx, dir, io
-	return "", nil, errInProcessUnavailable
+func startInProcessServer(ctx context.Context, dir string, bo backendOptions, io stdio) (baseURL string, stop func(), err error) {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return "", nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	be, err := newBackend(bo)
+	if err != nil {
+		return "", nil, err
+	}
+	start := time.Now()
+	srv, err := httpapi.Start(ctx, httpapi.Config{
+		ModelDir: dir,
+		Addr:     "127.0.0.1:0",
+		Backend:  be,
+		Progress: func(p model.Progress) {
+			if p.Tensors == p.TotalTensors {
+				fmt.Fprintf(io.err, "loaded %d tensors (%.2f GB) in %.1fs\n", p.TotalTensors, float64(p.TotalBytes)/1e9, time.Since(start).Seconds())
+			}
+		},
+	})
+	if err != nil {
+		be.Close()
+		return "", nil, err
+	}
+	stop = func() {
+		srv.Close()
+		be.Close()
+	}
+	if err := srv.WaitReady(ctx); err != nil {
+		stop()
+		return "", nil, err
+	}
+	url := "http://" + srv.Addr()
+	fmt.Fprintf(io.err, "serving %s in-process at %s\n", dir, url)
+	return url, stop, nil
 }
