@@ -46,6 +46,7 @@ func commands() []command {
 		{"diag", "exercise an OpenAI-compatible server and write a JSON report", runDiag},
 		{"generate", "feed token ids to a checkpoint and generate", runGenerate},
 		{"tokenize", "encode or decode text with a checkpoint's tokenizer", runTokenize},
+		{"render", "render a chat conversation with the checkpoint's chat template", runRender},
 		{"make-random", "write a random Qwen3.5 checkpoint for tests and benchmarks", runMakeRandom},
 	}
 }
