@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# gpu-check.sh: the Vulkan backend on a real GPU in one command: correctness
+# tests on the device, a random checkpoint at the real Qwen3.5-9B shapes,
+# and decode/prefill timings against the device's copy bandwidth, ending
+# with a table (also written to $OUT/gpu-check.txt when $OUT is set).
+#
+# Two steps:
+#
+#   1. Here, on a machine with Go (the GPU machine has no Go toolchain):
+#
+#        scripts/gpu-check.sh prepare
+#
+#      builds govinfer and the test binaries of compute/vulkan and model
+#      into bin/gpucheck/ (gzipped, about 7 MB; bin/ is git-ignored) and
+#      downloads the Vulkan loader (libvulkan1 .deb) into .gl/ (listed in
+#      .git/info/exclude), which the GPU machine lacks.
+#
+#   2. On the GPU machine, through the device tool's `run`, from the repo
+#      root, with both folders carried:
+#
+#        run(command="bash scripts/gpu-check.sh", carry=[".gl", "bin/gpucheck"], timeout_s=590)
+#
+#      The script unpacks .gl/*.deb into / and runs ldconfig when no
+#      libvulkan.so.1 is installed, points the loader at the NVIDIA driver
+#      (VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json)
+#      when no driver list is set, then runs everything. Where `go` is on the
+#      PATH it builds from source instead of using bin/gpucheck.
+#
+# On an H200 (16 cores, 64 GiB disk) it is meant to finish in about 5
+# minutes: tests ~1 min, writing the ~18 GB checkpoint ~1-2 min, two bench
+# runs (each loads the checkpoint) ~2 min.
+#
+# Environment overrides (defaults in brackets):
+#   SHAPE [qwen3.5-9b]   make-random shape (tiny, small, qwen3.5-9b)
+#   LAYERS [32]          layers of the random checkpoint (lowered to fit the disk)
+#   PROMPTS ["512 8192"] prompt lengths; one bench run (and model load) each
+#   GEN [64]             decode steps per bench repeat
+#   REPEAT [3]           bench repeats (medians reported)
+#   SCRATCH [/tmp/govinfer-gpu-check]  where the checkpoint and binaries go
+#   SKIP_TESTS [0]       1 skips the correctness tests
+#   PREBUILT [auto]      1 uses bin/gpucheck even where go is installed
+#   BENCH_TIMEOUT [240]  seconds allowed per bench run
+#   DEVICE [0]           Vulkan device index for bench (0: best)
+#
+# Testing it without a GPU, on lavapipe (about 2 minutes on 2 cores):
+#   VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
+#     SHAPE=tiny LAYERS=4 PROMPTS="16 64" GEN=8 REPEAT=2 scripts/gpu-check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PREBUILT_DIR=bin/gpucheck
+NVIDIA_ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+
+prepare() {
+	set -e
+	command -v go >/dev/null || { echo "prepare needs the Go toolchain" >&2; exit 1; }
+	mkdir -p "$PREBUILT_DIR"
+	echo "building into $PREBUILT_DIR ..."
+	go build -ldflags='-s -w' -o "$PREBUILT_DIR/govinfer" ./cmd/govinfer
+	go test -c -ldflags='-s -w' -o "$PREBUILT_DIR/vulkan.test" ./compute/vulkan/
+	go test -c -ldflags='-s -w' -o "$PREBUILT_DIR/model.test" ./model/
+	gzip -9 -f "$PREBUILT_DIR/govinfer" "$PREBUILT_DIR/vulkan.test" "$PREBUILT_DIR/model.test"
+	{
+		echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) from commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+		if [ -n "$(git status --porcelain -- compute shaders model cmd 2>/dev/null)" ]; then
+			echo "with uncommitted changes in compute/ shaders/ model/ cmd/"
+		fi
+	} >"$PREBUILT_DIR/VERSION"
+	if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
+		echo "downloading the Vulkan loader into .gl/ ..."
+		grep -qx '/.gl/' .git/info/exclude 2>/dev/null || echo /.gl/ >>.git/info/exclude
+		mkdir -p .gl /tmp/amd64/partial
+		o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+		apt-get $o update -qq
+		(cd .gl && apt-get $o download libvulkan1)
+	fi
+	ls -la "$PREBUILT_DIR" .gl
+	cat "$PREBUILT_DIR/VERSION"
+	echo 'now: run(command="bash scripts/gpu-check.sh", carry=[".gl", "bin/gpucheck"], timeout_s=590)'
+}
+
+case "${1:-check}" in
+prepare)
+	prepare
+	exit 0
+	;;
+check) ;;
+*)
+	echo "usage: scripts/gpu-check.sh [prepare|check]" >&2
+	exit 2
+	;;
+esac
+
+SHAPE=${SHAPE:-qwen3.5-9b}
+LAYERS=${LAYERS:-32}
+PROMPTS=${PROMPTS:-512 8192}
+GEN=${GEN:-64}
+REPEAT=${REPEAT:-3}
+SCRATCH=${SCRATCH:-/tmp/govinfer-gpu-check}
+SKIP_TESTS=${SKIP_TESTS:-0}
+PREBUILT=${PREBUILT:-auto}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
+DEVICE=${DEVICE:-0}
+
+REPORT_DIR=${OUT:-$SCRATCH/report}
+mkdir -p "$SCRATCH/bin" "$REPORT_DIR" || exit 1
+LOG=$REPORT_DIR/gpu-check.log
+TABLE=$REPORT_DIR/gpu-check.txt
+: >"$LOG"
+exec > >(tee -a "$LOG") 2>&1
+
+T0=$(date +%s)
+say() { echo "[gpu-check +$(($(date +%s) - T0))s] $*"; }
+declare -a ROWS=()
+row() { ROWS+=("$(printf '%-34s %s' "$1" "$2")"); }
+
+# --- Vulkan loader and driver -------------------------------------------
+if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
+	if ls .gl/*.deb >/dev/null 2>&1; then
+		say "no libvulkan.so.1 installed: unpacking .gl/*.deb"
+		for f in .gl/*.deb; do dpkg -x "$f" /; done
+		ldconfig
+	else
+		say "WARNING: no libvulkan.so.1 and no .gl/*.deb carried (run 'scripts/gpu-check.sh prepare' and carry .gl)"
+	fi
+fi
+if [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] && [ -f "$NVIDIA_ICD" ]; then
+	export VK_DRIVER_FILES=$NVIDIA_ICD VK_ICD_FILENAMES=$NVIDIA_ICD
+	say "using the NVIDIA Vulkan driver $NVIDIA_ICD"
+fi
+if command -v nvidia-smi >/dev/null; then
+	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv || true
+fi
+
+# --- binaries ---------------------------------------------------------------
+BIN=$SCRATCH/bin
+if [ "$PREBUILT" != 1 ] && command -v go >/dev/null; then
+	say "building from source with $(go version)"
+	if ! go build -o "$BIN/govinfer" ./cmd/govinfer ||
+		! go test -c -o "$BIN/vulkan.test" ./compute/vulkan/ ||
+		! go test -c -o "$BIN/model.test" ./model/; then
+		say "FAIL: build"
+		exit 1
+	fi
+	BUILT="from source, $(git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown')"
+else
+	for f in govinfer vulkan.test model.test; do
+		if [ ! -f "$PREBUILT_DIR/$f.gz" ]; then
+			say "FAIL: no go toolchain and no $PREBUILT_DIR/$f.gz; run 'scripts/gpu-check.sh prepare' first and carry $PREBUILT_DIR"
+			exit 1
+		fi
+		gzip -dc "$PREBUILT_DIR/$f.gz" >"$BIN/$f" && chmod +x "$BIN/$f" || exit 1
+	done
+	BUILT="prebuilt: $(head -n 2 "$PREBUILT_DIR/VERSION" 2>/dev/null | tr '\n' ' ')"
+	say "using $BUILT"
+fi
+row "binaries" "$BUILT"
+
+# --- correctness on the device ------------------------------------------------
+# runtest NAME DIR BINARY ARGS...: runs a test binary in its package folder
+# (tests read ../testdata) and records PASS or FAIL.
+FAILED=0
+runtest() {
+	local name=$1 dir=$2 bin=$3
+	shift 3
+	local t=$(date +%s)
+	say "test: $name"
+	if (cd "$dir" && GOVINFER_REQUIRE_VULKAN=1 "$bin" "$@"); then
+		row "$name" "PASS ($(($(date +%s) - t)) s)"
+	else
+		row "$name" "FAIL ($(($(date +%s) - t)) s; see gpu-check.log)"
+		FAILED=1
+	fi
+}
+if [ "$SKIP_TESTS" != 1 ]; then
+	runtest "compute/vulkan tests" compute/vulkan "$BIN/vulkan.test" -test.count=1 -test.timeout=10m
+	runtest "model Vulkan goldens" model "$BIN/model.test" -test.run 'Vulkan' -test.count=1 -test.timeout=10m
+else
+	row "correctness tests" "skipped (SKIP_TESTS=1)"
+fi
+
+# --- random checkpoint ----------------------------------------------------------
+MODEL=$SCRATCH/model-$SHAPE-$LAYERS
+if [ "$SHAPE" = qwen3.5-9b ]; then
+	# ~4.07 GB of embeddings and lm_head, ~0.44 GB per layer; keep 3 GB spare.
+	free_mb=$(df -Pm "$SCRATCH" | awk 'NR==2 {print $4}')
+	if [ -f "$MODEL/.complete" ]; then
+		have=1
+	else
+		have=0
+		fit=$(((free_mb - 3000 - 4070) / 440))
+		if [ "$fit" -lt "$LAYERS" ]; then
+			if [ "$fit" -lt 4 ]; then
+				say "FAIL: only $free_mb MB free under $SCRATCH; a 4-layer 9B checkpoint needs ~5.8 GB"
+				exit 1
+			fi
+			say "WARNING: $free_mb MB free under $SCRATCH: $fit layers instead of $LAYERS"
+			LAYERS=$fit
+			MODEL=$SCRATCH/model-$SHAPE-$LAYERS
+		fi
+	fi
+fi
+if [ -f "$MODEL/.complete" ]; then
+	say "reusing $MODEL"
+	row "random checkpoint" "$SHAPE, $LAYERS layers, $(du -sh "$MODEL" | cut -f1) (reused)"
+else
+	rm -rf "$SCRATCH"/model-*
+	t=$(date +%s)
+	say "writing a random $SHAPE checkpoint with $LAYERS layers to $MODEL"
+	"$BIN/govinfer" make-random --shape "$SHAPE" --layers "$LAYERS" --out "$MODEL" >"$SCRATCH/make-random.log" 2>&1
+	rc=$?
+	tr '\r' '\n' <"$SCRATCH/make-random.log" | grep -v '^writing ' || true
+	if [ "$rc" != 0 ]; then
+		say "FAIL: make-random exited with $rc"
+		exit 1
+	fi
+	touch "$MODEL/.complete"
+	row "random checkpoint" "$SHAPE, $LAYERS layers, $(du -sh "$MODEL" | cut -f1) (written in $(($(date +%s) - t)) s)"
+fi
+
+# --- timings ------------------------------------------------------------------------
+BENCH_FILES=()
+for p in $PROMPTS; do
+	out=$REPORT_DIR/bench_$p.json
+	t=$(date +%s)
+	say "bench: prompt $p, $GEN decode steps, $REPEAT repeats"
+	if timeout "$BENCH_TIMEOUT" "$BIN/govinfer" bench --backend vulkan --device "$DEVICE" --model "$MODEL" \
+		--prompt "$p" --gen "$GEN" --repeat "$REPEAT" --json >"$out"; then
+		BENCH_FILES+=("$out")
+		say "bench prompt $p done in $(($(date +%s) - t)) s"
+	else
+		row "bench prompt $p" "FAIL or timeout (${BENCH_TIMEOUT}s; see gpu-check.log)"
+		rm -f "$out"
+		FAILED=1
+	fi
+done
+
+# --- table --------------------------------------------------------------------------
+{
+	echo
+	echo "== govinfer GPU check: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(($(date +%s) - T0)) s =="
+	for r in "${ROWS[@]}"; do echo "$r"; done
+	if [ ${#BENCH_FILES[@]} -gt 0 ]; then
+		if command -v python3 >/dev/null; then
+			python3 - "${BENCH_FILES[@]}" <<'EOF'
+import json, sys
+rs = [json.load(open(f)) for f in sys.argv[1:]]
+r0 = rs[0]
+print(f"{'backend':34} {r0['backend']}")
+print(f"{'copy bandwidth':34} {r0['memory_read_gb_per_second']:.1f} GB/s ({r0['memory_baseline']})")
+print(f"{'weight bytes per decode token':34} {r0['decode_bytes_per_token'] / 1e9:.3f} GB")
+print(f"{'bandwidth limit':34} {r0['memory_read_gb_per_second'] * 1e9 / r0['decode_bytes_per_token']:.1f} decode tokens/s")
+print()
+print(f"{'prompt':>7} {'prefill tok/s':>14} {'decode tok/s':>13} {'decode GB/s':>12} {'of bandwidth':>13}  (decode after the prompt; medians of {r0['repeat']}, {r0['gen_tokens']} steps)")
+for r in rs:
+    print(f"{r['prompt_tokens']:>7} {r['prefill_tokens_per_second']:>14.1f} {r['decode_tokens_per_second']:>13.2f} "
+          f"{r['decode_gb_per_second']:>12.1f} {100 * r['decode_bandwidth_fraction']:>12.1f}%")
+EOF
+		else
+			cat "${BENCH_FILES[@]}"
+		fi
+	fi
+	if [ "$FAILED" = 0 ]; then echo "result: PASS"; else echo "result: FAIL"; fi
+} | tee "$TABLE"
+exit "$FAILED"
