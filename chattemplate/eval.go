@@ -11,7 +11,7 @@ import (
 // Limits that keep a hostile template from running away; Jinja has no loop
 // without an end, but nested loops and big ranges can still take forever.
 const (
-	maxSteps       = 20_000_000
+	maxSteps       = 10_000_000
 	maxOutputBytes = 64 << 20
 	maxCallDepth   = 500
 	maxRange       = 100_000 // the sandbox's MAX_RANGE
@@ -48,15 +48,16 @@ const (
 
 // evaluator runs one render.
 type evaluator struct {
-	steps int
+	steps    int
+	maxSteps int
 	depth int
 	size  int // bytes written to the top-level output so far (approximate)
 }
 
 func (ev *evaluator) step() error {
 	ev.steps++
-	if ev.steps > maxSteps {
-		return runtimeErrorf("TemplateRuntimeError", "template exceeded %d evaluation steps", maxSteps)
+	if ev.steps > ev.maxSteps {
+		return runtimeErrorf("TemplateRuntimeError", "template exceeded %d evaluation steps", ev.maxSteps)
 	}
 	return nil
 }
@@ -210,6 +211,9 @@ func (ev *evaluator) execFor(n *forNode, fr *frame, out *strings.Builder) error 
 	}
 	li := &loopInfo{items: items}
 	for i, it := range items {
+		if err := ev.step(); err != nil {
+			return err
+		}
 		li.index = i
 		inner := newFrame(fr)
 		if err := ev.assign(n.target, it, inner); err != nil {

@@ -104,6 +104,9 @@ func builtinRange(_ *evaluator, a *callArgs) (any, error) {
 // parseIntBase parses an integer literal in base (0 means auto-detect a
 // 0x/0o/0b prefix) the way int(s, base) does.
 func parseIntBase(s string, base int) (any, error) {
+	if base != 0 && (base < 2 || base > 36) {
+		return nil, valueErrorf("int() base must be >= 2 and <= 36, or 0")
+	}
 	neg := false
 	if s != "" && (s[0] == '+' || s[0] == '-') {
 		neg, s = s[0] == '-', s[1:]

@@ -141,7 +141,7 @@ func DecodeJSON(data []byte) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chattemplate: decoding JSON: %w", err)
 	}
-	if _, err := dec.Token(); err == nil {
+	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return nil, fmt.Errorf("chattemplate: decoding JSON: trailing data after the value")
 	}
 	return v, nil

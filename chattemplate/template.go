@@ -14,8 +14,9 @@ import (
 // Template is a parsed chat template. It is immutable and safe for
 // concurrent use by multiple goroutines.
 type Template struct {
-	body []node
-	now  func() time.Time // clock for strftime_now
+	body     []node
+	now      func() time.Time // clock for strftime_now
+	maxSteps int              // evaluation budget of one render
 }
 
 // Parse compiles Jinja source. Syntax errors are *Error values of kind
@@ -30,7 +31,7 @@ func Parse(source string) (*Template, error) {
 		}
 		return nil, fmt.Errorf("chattemplate: %w", err)
 	}
-	return &Template{body: body, now: time.Now}, nil
+	return &Template{body: body, now: time.Now, maxSteps: maxSteps}, nil
 }
 
 // Load reads the chat template of a checkpoint directory: chat_template.jinja
@@ -121,7 +122,7 @@ func (t *Template) Render(vars map[string]any) (string, error) {
 		}
 		top.vars[k] = c
 	}
-	ev := &evaluator{}
+	ev := &evaluator{maxSteps: t.maxSteps}
 	var out strings.Builder
 	if _, err := ev.execBody(t.body, top, &out); err != nil {
 		var e *Error
