@@ -107,3 +107,43 @@ func BenchmarkPrefill(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeBatch measures decode steps of 1 and 16 sequences at once
+// on the small model and reports aggregate tokens/s: batching pays when the
+// 16-sequence figure is several times the single one, since each step reads
+// the weights once for the whole batch.
+func BenchmarkDecodeBatch(b *testing.B) {
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("small/seqs=%d", batch), func(b *testing.B) {
+			m, err := Open(benchModel(b, "small"), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			ctx := context.Background()
+			inputs := make([]Input, batch)
+			for i := range inputs {
+				seq, err := m.NewSequence()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer seq.Close()
+				prompt := make([]int, 32+i)
+				for j := range prompt {
+					prompt[j] = (j*7919 + i) % m.Config().VocabSize
+				}
+				if _, err := m.Step(ctx, []Input{{Seq: seq, Tokens: prompt, Logits: NoLogits}}); err != nil {
+					b.Fatal(err)
+				}
+				inputs[i] = Input{Seq: seq, Tokens: []int{i}}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := m.Step(ctx, inputs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}

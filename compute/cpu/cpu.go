@@ -79,8 +79,14 @@ type weight struct {
 	dt         compute.DType
 	rows, cols int
 	u16        []uint16 // BF16 or F16
-	f32        []float32
+	// f32 holds F32 weights, and a float32 copy of small BF16/F16 ones
+	// (norm weights, conv taps, gate parameters) read element by element.
+	f32 []float32
 }
+
+// smallWeight is the size, in elements, up to which a 16-bit weight also
+// keeps a float32 copy.
+const smallWeight = 1 << 16
 
 func (w *weight) Rows() int            { return w.rows }
 func (w *weight) Cols() int            { return w.cols }
@@ -89,14 +95,14 @@ func (w *weight) DType() compute.DType { return w.dt }
 // row returns row r converted to float32 in dst (len cols).
 func (w *weight) row(dst []float32, r int) {
 	lo := r * w.cols
-	switch w.dt {
-	case compute.F32:
+	switch {
+	case w.f32 != nil:
 		copy(dst, w.f32[lo:lo+w.cols])
-	case compute.BF16:
+	case w.dt == compute.BF16:
 		for i, v := range w.u16[lo : lo+w.cols] {
 			dst[i] = half.BF16ToF32(v)
 		}
-	case compute.F16:
+	default:
 		for i, v := range w.u16[lo : lo+w.cols] {
 			dst[i] = half.F16ToF32(v)
 		}
@@ -105,10 +111,10 @@ func (w *weight) row(dst []float32, r int) {
 
 // at returns element i of the flattened weight as float32.
 func (w *weight) at(i int) float32 {
-	switch w.dt {
-	case compute.F32:
+	switch {
+	case w.f32 != nil:
 		return w.f32[i]
-	case compute.BF16:
+	case w.dt == compute.BF16:
 		return half.BF16ToF32(w.u16[i])
 	default:
 		return half.F16ToF32(w.u16[i])
@@ -138,6 +144,13 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 		w.f32 = unsafe.Slice((*float32)(p), rows*cols)
 	default:
 		w.u16 = unsafe.Slice((*uint16)(p), rows*cols)
+		if rows*cols <= smallWeight {
+			f := make([]float32, rows*cols)
+			for r := 0; r < rows; r++ {
+				w.row(f[r*cols:(r+1)*cols], r) // converts from u16 while f32 is unset
+			}
+			w.f32 = f
+		}
 	}
 	return w, nil
 }
@@ -219,9 +232,29 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 // RMSNorm implements compute.Backend.
 func (b *Backend) RMSNorm(dst, x compute.Buffer, wt compute.Weight, n, dim int, eps float32) {
 	w, d, xs := wt.(*weight), Data(dst), Data(x)
-	for r := 0; r < n; r++ {
+	b.eachRow(n, dim, func(r int) {
 		rmsNorm1p(d[r*dim:(r+1)*dim], xs[r*dim:(r+1)*dim], w, eps)
-	}
+	})
+}
+
+// parallelGrain is the number of elements below which an elementwise
+// operation is not worth handing to another worker.
+const parallelGrain = 1 << 14
+
+// eachRow calls fn for rows 0..n-1 of width elements, split across workers
+// when there is enough work.
+func (b *Backend) eachRow(n, width int, fn func(r int)) {
+	b.pool.parallelFor(n, max(1, parallelGrain/max(width, 1)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			fn(r)
+		}
+	})
+}
+
+// eachRange calls fn on disjoint ranges covering [0, n), split across
+// workers when there is enough work.
+func (b *Backend) eachRange(n int, fn func(lo, hi int)) {
+	b.pool.parallelFor(n, parallelGrain, fn)
 }
 
 // rmsNorm1p computes y = x / sqrt(mean(x²) + eps) * (1 + w).
@@ -244,18 +277,18 @@ func invRMS(x []float32, eps float32) float32 {
 // HeadRMSNorm implements compute.Backend.
 func (b *Backend) HeadRMSNorm(x compute.Buffer, h compute.Heads, n int, wt compute.Weight, eps float32) {
 	w, xs := wt.(*weight), Data(x)
-	for r := 0; r < n; r++ {
+	b.eachRow(n, h.Count*h.Dim, func(r int) {
 		for hd := 0; hd < h.Count; hd++ {
 			v := xs[h.Head(r, hd) : h.Head(r, hd)+h.Dim]
 			rmsNorm1p(v, v, w, eps)
 		}
-	}
+	})
 }
 
 // GatedRMSNorm implements compute.Backend.
 func (b *Backend) GatedRMSNorm(x compute.Buffer, h compute.Heads, zBuf compute.Buffer, zh compute.Heads, n int, wt compute.Weight, eps float32) {
 	w, xs, zs := wt.(*weight), Data(x), Data(zBuf)
-	for r := 0; r < n; r++ {
+	b.eachRow(n, h.Count*h.Dim, func(r int) {
 		for hd := 0; hd < h.Count; hd++ {
 			v := xs[h.Head(r, hd) : h.Head(r, hd)+h.Dim]
 			z := zs[zh.Head(r, hd) : zh.Head(r, hd)+h.Dim]
@@ -264,17 +297,17 @@ func (b *Backend) GatedRMSNorm(x compute.Buffer, h compute.Heads, zBuf compute.B
 				v[i] = v[i] * inv * w.at(i) * silu(z[i])
 			}
 		}
-	}
+	})
 }
 
 // L2Norm implements compute.Backend.
 func (b *Backend) L2Norm(x compute.Buffer, h compute.Heads, n int, eps float32) {
 	xs := Data(x)
-	for r := 0; r < n; r++ {
+	b.eachRow(n, h.Count*h.Dim, func(r int) {
 		for hd := 0; hd < h.Count; hd++ {
 			l2Normalize(xs[h.Head(r, hd):h.Head(r, hd)+h.Dim], eps)
 		}
-	}
+	})
 }
 
 // l2Normalize scales v in place to x / sqrt(sum(x²) + eps).
@@ -312,9 +345,13 @@ func (b *Backend) Rope(x compute.Buffer, h compute.Heads, n int, table []float32
 func (b *Backend) CausalConv1D(x compute.Buffer, row, rowStride, n, channels int, wt compute.Weight, kernel int, state compute.Buffer) {
 	w, xs, st := wt.(*weight), Data(x), Data(state)
 	k1 := kernel - 1
-	b.pool.parallelFor(channels, 64, func(lo, hi int) {
-		win := make([]float32, kernel) // sliding window of raw inputs
-		taps := make([]float32, kernel)
+	b.pool.parallelFor(channels, 256, func(lo, hi int) {
+		var buf [2 * 16]float32 // window and taps without allocating, for kernels up to 16
+		scratch := buf[:]
+		if 2*kernel > len(buf) {
+			scratch = make([]float32, 2*kernel)
+		}
+		win, taps := scratch[:kernel], scratch[kernel:2*kernel] // sliding window of raw inputs
 		for c := lo; c < hi; c++ {
 			w.row(taps, c)
 			for j := 0; j < k1; j++ {
@@ -324,8 +361,8 @@ func (b *Backend) CausalConv1D(x compute.Buffer, row, rowStride, n, channels int
 				i := (row+t)*rowStride + c
 				win[k1] = xs[i]
 				var s float32
-				for j := 0; j < kernel; j++ {
-					s += taps[j] * win[j]
+				for j, tap := range taps {
+					s += tap * win[j]
 				}
 				xs[i] = silu(s)
 				copy(win, win[1:])
@@ -353,7 +390,7 @@ func (b *Backend) GDNGates(g, beta, a, bb compute.Buffer, aLog, dtBias compute.W
 // SigmoidMul implements compute.Backend.
 func (b *Backend) SigmoidMul(x compute.Buffer, xh compute.Heads, gate compute.Buffer, gh compute.Heads, n int) {
 	xs, gs := Data(x), Data(gate)
-	for r := 0; r < n; r++ {
+	b.eachRow(n, xh.Count*xh.Dim, func(r int) {
 		for h := 0; h < xh.Count; h++ {
 			v := xs[xh.Head(r, h) : xh.Head(r, h)+xh.Dim]
 			gv := gs[gh.Head(r, h) : gh.Head(r, h)+xh.Dim]
@@ -361,23 +398,27 @@ func (b *Backend) SigmoidMul(x compute.Buffer, xh compute.Heads, gate compute.Bu
 				v[i] *= sigmoid(gv[i])
 			}
 		}
-	}
+	})
 }
 
 // SiLUMul implements compute.Backend.
 func (b *Backend) SiLUMul(dst, gate, up compute.Buffer, n int) {
 	d, g, u := Data(dst)[:n], Data(gate)[:n], Data(up)[:n]
-	for i := range d {
-		d[i] = silu(g[i]) * u[i]
-	}
+	b.eachRange(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d[i] = silu(g[i]) * u[i]
+		}
+	})
 }
 
 // Add implements compute.Backend.
 func (b *Backend) Add(dst, x compute.Buffer, n int) {
 	d, s := Data(dst)[:n], Data(x)[:n]
-	for i := range d {
-		d[i] += s[i]
-	}
+	b.eachRange(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d[i] += s[i]
+		}
+	})
 }
 
 // Argmax implements compute.Backend.

@@ -1,0 +1,62 @@
+package cpu
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/internal/half"
+)
+
+// TestWeightReads checks that weights read back (through Embed) exactly as
+// stored, for each dtype, below and above the size that keeps a float32 copy.
+func TestWeightReads(t *testing.T) {
+	b := New(Options{Threads: 2})
+	defer b.Close()
+	for _, dt := range []compute.DType{compute.BF16, compute.F16, compute.F32} {
+		for _, rows := range []int{3, smallWeight/4 + 1} {
+			const cols = 4
+			want := make([]float32, rows*cols)
+			data := make([]byte, rows*cols*dt.Size())
+			for i := range want {
+				v := float32(i%977)/64 - 7
+				switch dt {
+				case compute.BF16:
+					u := half.F32ToBF16(v)
+					want[i] = half.BF16ToF32(u)
+					binary.LittleEndian.PutUint16(data[2*i:], u)
+				case compute.F16:
+					u := half.F32ToF16(v)
+					want[i] = half.F16ToF32(u)
+					binary.LittleEndian.PutUint16(data[2*i:], u)
+				default:
+					want[i] = v
+					binary.LittleEndian.PutUint32(data[4*i:], mathFloat32bits(v))
+				}
+			}
+			w, err := b.LoadWeight("w", dt, rows, cols, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := make([]int32, rows)
+			for i := range ids {
+				ids[i] = int32(i)
+			}
+			dst, _ := b.NewBuffer(rows * cols)
+			b.Embed(dst, w, ids)
+			got := make([]float32, rows*cols)
+			if err := b.Download(context.Background(), got, dst, 0); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%v %d rows: element %d = %v, stored %v", dt, rows, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+func mathFloat32bits(f float32) uint32 { return math.Float32bits(f) }
