@@ -50,8 +50,8 @@ const (
 type evaluator struct {
 	steps    int
 	maxSteps int
-	depth int
-	size  int // bytes written to the top-level output so far (approximate)
+	depth    int
+	size     int // bytes written to the top-level output so far (approximate)
 }
 
 func (ev *evaluator) step() error {

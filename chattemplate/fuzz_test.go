@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"time"
 	"testing"
+	"time"
 )
 
 // fuzzVars are the variables fuzzed templates render with.
