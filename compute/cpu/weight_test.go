@@ -33,7 +33,7 @@ func TestWeightReads(t *testing.T) {
 					binary.LittleEndian.PutUint16(data[2*i:], u)
 				default:
 					want[i] = v
-					binary.LittleEndian.PutUint32(data[4*i:], mathFloat32bits(v))
+					binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
 				}
 			}
 			w, err := b.LoadWeight("w", dt, rows, cols, data)
@@ -58,5 +58,3 @@ func TestWeightReads(t *testing.T) {
 		}
 	}
 }
-
-func mathFloat32bits(f float32) uint32 { return math.Float32bits(f) }
