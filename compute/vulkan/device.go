@@ -17,6 +17,14 @@ import (
 
 const validationLayer = "VK_LAYER_KHRONOS_validation"
 
+// Attention workgroups that keep a device busy: a few per multiprocessor on
+// a big GPU (Vulkan does not report their number), and a handful on a CPU
+// device, whose threads are few and where splitting only adds a merge.
+const (
+	attnTargetGPU = 512
+	attnTargetCPU = 1
+)
+
 // Backend runs the graph on a Vulkan device. Like the CPU backend it is for
 // use by one goroutine at a time.
 type Backend struct {
@@ -36,6 +44,11 @@ type Backend struct {
 	maxBinding uint64 // largest buffer binding in bytes
 	chunkBytes uint64 // largest weight chunk in bytes (maxBinding unless lowered)
 	tiledFrom  int    // batch size from which MatMul uses the tiled shader
+	// attnTarget is how many attention workgroups fill the device: the
+	// cache length is split until that many run. attnSplitLen, when
+	// positive (tests), fixes the split length instead.
+	attnTarget   int
+	attnSplitLen int
 	heapUsed   [vk.MaxMemoryHeaps]uint64
 	desc       string
 
@@ -46,6 +59,7 @@ type Backend struct {
 	readback  *rawBuf
 	argmaxBuf *rawBuf
 	dummy     *rawBuf
+	attnPart  *rawBuf              // attention partial results of split cache lengths
 	pending   []*rawBuf            // freed while still in use by recorded work
 	live      map[*rawBuf]struct{} // every buffer not yet destroyed, for Close
 
@@ -337,8 +351,10 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.tiledFrom = maxBatch + 1
+	b.attnTarget = attnTargetGPU
 	if b.props.DeviceType == vk.PhysicalDeviceTypeCpu {
 		b.tiledFrom = math.MaxInt
+		b.attnTarget = attnTargetCPU
 	}
 	b.desc = b.describe(name)
 	return nil
@@ -388,10 +404,10 @@ func (b *Backend) Close() error {
 		b.releasePending()
 		b.pipes.destroy(b)
 		b.ring.destroy(b)
-		for _, r := range []*rawBuf{b.readback, b.argmaxBuf, b.dummy} {
+		for _, r := range []*rawBuf{b.readback, b.argmaxBuf, b.dummy, b.attnPart} {
 			r.destroy(b)
 		}
-		b.readback, b.argmaxBuf, b.dummy = nil, nil, nil
+		b.readback, b.argmaxBuf, b.dummy, b.attnPart = nil, nil, nil, nil
 		// Weights and buffers the caller did not free.
 		for r := range b.live {
 			r.destroy(b)

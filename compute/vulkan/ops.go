@@ -478,9 +478,86 @@ func (b *Backend) CausalAttention(p compute.Attention) {
 		vk.CmdCopyBuffer(b.rec.cmd, c.src.raw.buf, c.dst.raw.buf, uint32(len(regions)), regions)
 	}
 	b.rec.barrier()
-	b.dispatch("attention", nil, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw},
-		[]uint32{u32(p.Q.Off), u32(p.Q.RowStride), u32(p.Q.HeadStride), u32(nh), u32(nkv), u32(dim), u32(p.Pos), u32(p.OutRow), f32(p.Scale)},
-		u32(nh), u32(p.N), 1)
+	b.attend(p, q, kc, vc, out)
+}
+
+// Tiling of attention.comp (its RB and BK).
+const (
+	attnRows  = 8  // query rows per workgroup
+	attnBlock = 16 // cache positions per block; split lengths are multiples
+	// attnMinSplit is the fewest cache positions a split covers when the
+	// backend chooses the split count itself.
+	attnMinSplit = 256
+)
+
+// attnSplits chooses how many splits of how many cache positions the
+// attention of p runs in: enough workgroups to fill the device
+// (b.attnTarget), splits of at least attnMinSplit positions, and a
+// partial-result buffer that fits one binding. b.attnSplitLen, when set
+// (tests), fixes the split length instead.
+func (b *Backend) attnSplits(p compute.Attention, groups int) (splitLen, nsplit int) {
+	limit := p.Pos + p.N // the longest row's cache length
+	roundUp := func(v int) int { return (v + attnBlock - 1) / attnBlock * attnBlock }
+	if b.attnSplitLen > 0 {
+		splitLen = roundUp(b.attnSplitLen)
+	} else {
+		nsplit = min((b.attnTarget+groups-1)/groups, (limit+attnMinSplit-1)/attnMinSplit)
+		splitLen = roundUp((limit + max(nsplit, 1) - 1) / max(nsplit, 1))
+	}
+	nsplit = (limit + splitLen - 1) / splitLen
+	// The partials take N*heads*nsplit*(dim+2) floats.
+	per := uint64(p.N*p.Q.Count*(p.Q.Dim+2)) * 4
+	for nsplit > 1 && uint64(nsplit)*per > b.maxBinding {
+		splitLen = roundUp(2 * splitLen)
+		nsplit = (limit + splitLen - 1) / splitLen
+	}
+	return splitLen, nsplit
+}
+
+// attend records attention.comp (and attnmerge.comp when the cache length
+// is split) for p, whose caches already hold the new keys and values.
+func (b *Backend) attend(p compute.Attention, q, kc, vc, out *buffer) {
+	nkv, dim, nh := p.K.Count, p.K.Dim, p.Q.Count
+	rowBlocks := (p.N*(nh/nkv) + attnRows - 1) / attnRows
+	groups := nkv * rowBlocks
+	splitLen, nsplit := b.attnSplits(p, groups)
+	part := b.dummy
+	partML := 0
+	if nsplit > 1 {
+		partML = p.N * nh * nsplit * dim
+		size := uint64(partML+2*p.N*nh*nsplit) * 4
+		if b.attnPart == nil || b.attnPart.size < size {
+			r, err := b.newRaw(size, memDevice)
+			if err != nil {
+				b.fail(fmt.Errorf("vulkan: attention partials: %w", err))
+				return
+			}
+			if b.attnPart != nil {
+				if b.rec.busy() {
+					b.pending = append(b.pending, b.attnPart)
+				} else {
+					b.attnPart.destroy(b)
+				}
+			}
+			b.attnPart = r
+		}
+		part = b.attnPart
+	}
+	if nsplit > 65535 {
+		b.failf("CausalAttention: %d splits of %d positions exceed the dispatch limit", nsplit, splitLen)
+		return
+	}
+	gx, gy := grid(groups)
+	b.dispatch("attention", nil, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw, part},
+		[]uint32{u32(p.Q.Off), u32(p.Q.RowStride), u32(p.Q.HeadStride), u32(nh), u32(nkv), u32(dim), u32(p.Pos), u32(p.OutRow), f32(p.Scale),
+			u32(p.N), u32(splitLen), u32(nsplit), u32(rowBlocks), u32(partML)},
+		gx, gy, u32(nsplit))
+	if nsplit > 1 {
+		gx, gy := grid(p.N * nh)
+		b.dispatch("attnmerge", nil, []*rawBuf{0: part, 3: out.raw},
+			[]uint32{u32(nh), u32(dim), u32(p.N), u32(p.Pos), u32(p.OutRow), u32(splitLen), u32(nsplit), u32(partML)},
+			gx, gy, 1)
+	}
 }
 
 // eltwise records d = f(a, b) over rows × count × dim with per-operand

@@ -244,3 +244,14 @@ func TestMemoryBandwidth(t *testing.T) {
 		}
 	}
 }
+
+// TestConformanceAttentionSplit runs the suite with the cache length split
+// into blocks of 16 positions, so attention runs as partial softmaxes over
+// many splits plus the merge pass even at the suite's short lengths.
+func TestConformanceAttentionSplit(t *testing.T) {
+	computetest.Run(t, func(t *testing.T) compute.Backend {
+		b := newTestBackend(t, Options{})
+		b.attnSplitLen = attnBlock
+		return b
+	})
+}
