@@ -49,8 +49,8 @@ type Backend struct {
 	// positive (tests), fixes the split length instead.
 	attnTarget   int
 	attnSplitLen int
-	heapUsed   [vk.MaxMemoryHeaps]uint64
-	desc       string
+	heapUsed     [vk.MaxMemoryHeaps]uint64
+	desc         string
 
 	rec       recorder
 	fast      fastPath
