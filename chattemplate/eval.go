@@ -51,7 +51,31 @@ type evaluator struct {
 	steps    int
 	maxSteps int
 	depth    int
-	size     int // bytes written to the top-level output so far (approximate)
+}
+
+// charge spends n steps of the budget on work done inside one operation
+// (a filter over a long list, a membership test), so that such work cannot
+// run unbounded either.
+func (ev *evaluator) charge(n int) error {
+	ev.steps += n
+	return ev.step()
+}
+
+// workSize estimates the work of handing v to a filter: its length.
+func workSize(v any) int {
+	switch x := v.(type) {
+	case []any:
+		return len(x)
+	case tuple:
+		return len(x)
+	case string:
+		return len(x) / 16
+	case *Object:
+		return x.Len()
+	case rangeVal:
+		return int(x.len())
+	}
+	return 0
 }
 
 func (ev *evaluator) step() error {
@@ -391,6 +415,9 @@ func (ev *evaluator) eval(e expr, fr *frame) (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := ev.charge(workSize(r)); err != nil {
+				return nil, err
+			}
 			ok, err := compareOp(op, l, r)
 			if err != nil {
 				return nil, withLine(err, e.line)
@@ -662,6 +689,9 @@ func (ev *evaluator) callMacro(m *macro, a *callArgs) (any, error) {
 }
 
 func (ev *evaluator) applyFilter(f *filterExpr, v any, fr *frame) (any, error) {
+	if err := ev.charge(workSize(v)); err != nil {
+		return nil, err
+	}
 	a, err := ev.evalArgs(f.args, f.kwNames, f.kwVals, fr)
 	if err != nil {
 		return nil, err

@@ -837,7 +837,7 @@ func filterTrim(_ *evaluator, v any, a *callArgs) (any, error) {
 	return out, nil
 }
 
-func filterUnique(_ *evaluator, v any, a *callArgs) (any, error) {
+func filterUnique(ev *evaluator, v any, a *callArgs) (any, error) {
 	p, err := a.bind("unique", []string{"case_sensitive", "attribute"}, []any{false, nil})
 	if err != nil {
 		return nil, err
@@ -856,6 +856,9 @@ func filterUnique(_ *evaluator, v any, a *callArgs) (any, error) {
 			}
 		}
 		k = sortKey(k, truthy(p[0]))
+		if err := ev.charge(len(seen)); err != nil {
+			return nil, err
+		}
 		dup := false
 		for _, s := range seen {
 			if pyEqual(s, k) {

@@ -248,6 +248,8 @@ func TestLimits(t *testing.T) {
 		`{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`,
 		`{{ 'x' * 1000000000 }}`,
 		`{{ 2 ** 100000000 }}`,
+		`{{ range(100000)|list|unique|list|length }}`,
+		`{% set l = range(100000)|list %}{% for i in l %}{{ i in l }}{% endfor %}`,
 		`{% set s = 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' * 100000 %}{% for i in range(100000) %}{{ s }}{% endfor %}`,
 	} {
 		tmpl, err := Parse(src)
