@@ -18,11 +18,20 @@ import (
 const validationLayer = "VK_LAYER_KHRONOS_validation"
 
 // Attention workgroups that keep a device busy: a few per multiprocessor on
-// a big GPU (Vulkan does not report their number), and a handful on a CPU
-// device, whose threads are few and where splitting only adds a merge.
+// a big GPU (Vulkan does not report their number), and one on a CPU device
+// (lavapipe), whose threads are few and where splitting only adds a merge
+// pass: it splits nothing.
 const (
 	attnTargetGPU = 512
 	attnTargetCPU = 1
+)
+
+// Upload ring sizes: weights are staged through the ring in copies of half
+// its size with a submission each time it fills, so a GPU loading tens of
+// GB wants a large one; on a CPU device every copy is a host memcpy anyway.
+const (
+	ringBytesGPU = 64 << 20
+	ringBytesCPU = 4 << 20
 )
 
 // Backend runs the graph on a Vulkan device. Like the CPU backend it is for
@@ -347,7 +356,11 @@ func (b *Backend) init() error {
 	if b.dummy, err = b.newRaw(16, memDevice); err != nil {
 		return err
 	}
-	if b.ring, err = newRing(b, min(4<<20, b.maxBinding)); err != nil {
+	ringBytes := uint64(ringBytesGPU)
+	if b.props.DeviceType == vk.PhysicalDeviceTypeCpu {
+		ringBytes = ringBytesCPU
+	}
+	if b.ring, err = newRing(b, min(ringBytes, b.maxBinding)); err != nil {
 		return err
 	}
 	b.tiledFrom = maxBatch + 1

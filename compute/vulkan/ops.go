@@ -430,8 +430,9 @@ func (b *Backend) GatedDeltaRule(p compute.DeltaRule) {
 		u32((p.Dv+wgDelta-1)/wgDelta), u32(p.Nv), 1)
 }
 
-// CausalAttention implements compute.Backend: the new keys and values are
-// copied into the caches, then one workgroup per (head, token) attends.
+// CausalAttention implements compute.Backend: kvstore.comp writes the new
+// keys and values into the caches, then attention.comp (and attnmerge.comp
+// for a split cache length) attends.
 func (b *Backend) CausalAttention(p compute.Attention) {
 	const op = "CausalAttention"
 	q, ok1 := b.buf(op, p.QBuf)
@@ -454,30 +455,10 @@ func (b *Backend) CausalAttention(p compute.Attention) {
 		!b.span(op, "out", out, p.OutRow*nh*dim, p.N*nh*dim) {
 		return
 	}
-	if b.err != nil {
-		return
-	}
-	if err := b.rec.begin(b); err != nil {
-		b.fail(err)
-		return
-	}
-	for _, c := range []struct {
-		src, dst *buffer
-		h        compute.Heads
-	}{{kb, kc, p.K}, {vb, vc, p.V}} {
-		regions := make([]vk.BufferCopy, 0, p.N*nkv)
-		for t := 0; t < p.N; t++ {
-			for h := 0; h < nkv; h++ {
-				regions = append(regions, vk.BufferCopy{
-					SrcOffset: vk.DeviceSize(c.h.Head(t, h) * 4),
-					DstOffset: vk.DeviceSize(((p.Pos+t)*width + h*dim) * 4),
-					Size:      vk.DeviceSize(dim * 4),
-				})
-			}
-		}
-		vk.CmdCopyBuffer(b.rec.cmd, c.src.raw.buf, c.dst.raw.buf, uint32(len(regions)), regions)
-	}
-	b.rec.barrier()
+	gx, gy := grid((p.N*width + wgElem - 1) / wgElem)
+	b.dispatch("kvstore", []uint32{wgElem}, []*rawBuf{kb.raw, vb.raw, kc.raw, vc.raw},
+		[]uint32{u32(p.K.Off), u32(p.K.RowStride), u32(p.K.HeadStride), u32(p.V.Off), u32(p.V.RowStride), u32(p.V.HeadStride),
+			u32(p.N), u32(nkv), u32(dim), u32(p.Pos)}, gx, gy, 1)
 	b.attend(p, q, kc, vc, out)
 }
 
