@@ -26,6 +26,12 @@ type impl struct {
 	axpy    func(a float32, x, y []float32)
 	scale   func(a float32, x []float32)
 
+	exp        func(dst, x []float32)
+	sigmoid    func(dst, x []float32)
+	silu       func(dst, x []float32)
+	siluMul    func(dst, gate, up []float32)
+	sigmoidMul func(dst, x, gate []float32)
+
 	matVecBF16 func(dst []float32, w []uint16, rows, cols int, x []float32)
 	matVecF16  func(dst []float32, w []uint16, rows, cols int, x []float32)
 	matVecF32  func(dst []float32, w []float32, rows, cols int, x []float32)
@@ -45,6 +51,11 @@ func goImpl() impl {
 		dotF32:     dotF32Go,
 		axpy:       axpyGo,
 		scale:      scaleGo,
+		exp:        expGo,
+		sigmoid:    sigmoidGo,
+		silu:       siluGo,
+		siluMul:    siluMulGo,
+		sigmoidMul: sigmoidMulGo,
 		matVecBF16: matVecBF16Go,
 		matVecF16:  matVecF16Go,
 		matVecF32:  matVecF32Go,
@@ -106,6 +117,45 @@ func (k *Kernels) Axpy(a float32, x, y []float32) {
 
 // Scale sets x[i] *= a for every i.
 func (k *Kernels) Scale(a float32, x []float32) { k.scale(a, x) }
+
+// Exp sets dst[i] = e^x[i] for i < min(len(dst), len(x)); dst may be x. The
+// relative error is below 4e-7 (about 1 ulp) for results in the normal range;
+// results beyond the float32 range are +Inf, results below it are correctly
+// rounded subnormals or 0, and NaN stays NaN.
+func (k *Kernels) Exp(dst, x []float32) {
+	n := min(len(dst), len(x))
+	k.exp(dst[:n], x[:n])
+}
+
+// Sigmoid sets dst[i] = 1/(1+e^-x[i]) for i < min(len(dst), len(x)); dst may
+// be x. The relative error is below 4e-7 (results in the subnormal range, for
+// x below about -87.3, are within one subnormal step); large inputs saturate
+// to exactly 0 and 1, and NaN stays NaN.
+func (k *Kernels) Sigmoid(dst, x []float32) {
+	n := min(len(dst), len(x))
+	k.sigmoid(dst[:n], x[:n])
+}
+
+// SiLU sets x[i] = x[i]*sigmoid(x[i]) (the swish activation) for every i,
+// with the accuracy of [Kernels.Sigmoid]; SiLU(-Inf) is -0, the limit.
+func (k *Kernels) SiLU(x []float32) { k.silu(x, x) }
+
+// SiLUMul sets dst[i] = silu(gate[i]) * up[i], the gated activation of a SwiGLU
+// MLP, for i < min(len(dst), len(gate), len(up)). dst may be gate or up but
+// must not otherwise overlap them. The relative error is below 4e-7 (plus one
+// subnormal step times |up[i]| for results that tiny).
+func (k *Kernels) SiLUMul(dst, gate, up []float32) {
+	n := min(len(dst), len(gate), len(up))
+	k.siluMul(dst[:n], gate[:n], up[:n])
+}
+
+// SigmoidMul sets x[i] *= sigmoid(gate[i]) for i < min(len(x), len(gate)),
+// the output gate of gated attention. The relative error is below 4e-7 (plus
+// one subnormal step times |x[i]| for results that tiny).
+func (k *Kernels) SigmoidMul(x, gate []float32) {
+	n := min(len(x), len(gate))
+	k.sigmoidMul(x[:n], x[:n], gate[:n])
+}
 
 // MatVecBF16 sets dst[r] = sum_c w[r*cols+c]*x[c] for r < rows, with w in bf16
 // (row-major, rows×cols). It needs len(dst) >= rows, len(w) >= rows*cols and
