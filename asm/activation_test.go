@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -268,6 +270,34 @@ func TestActivationNoAllocs(t *testing.T) {
 			if a := testing.AllocsPerRun(20, f); a != 0 {
 				t.Errorf("%s %s: %v allocations per call", k.Name(), name, a)
 			}
+		}
+	}
+}
+
+// TestActivationConstants checks that the constant table the generator writes
+// into the assembly holds the float32 values of the constants in exp.go.
+func TestActivationConstants(t *testing.T) {
+	text, err := os.ReadFile("exp_avx2_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(v float32) uint32 { return math.Float32bits(v) }
+	want := []uint32{signBit, f(expMin), f(expMax), f(expLog2e), f(-expLn2Hi), f(-expLn2Lo),
+		f(expC0), f(expC1), f(expC2), f(expC3), f(expC4), f(expC5), f(1), expBias}
+	var got []uint32
+	for _, line := range strings.Split(string(text), "\n") {
+		var off int
+		var bits uint32
+		if n, _ := fmt.Sscanf(line, "DATA actc<>+%d(SB)/4, $0x%x", &off, &bits); n == 2 && off%32 == 0 {
+			got = append(got, bits)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("table has %d constants, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("constant %d: table %#08x, exp.go %#08x", i, got[i], want[i])
 		}
 	}
 }

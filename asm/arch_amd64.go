@@ -74,6 +74,36 @@ func tileBF16BF16AVX512(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ld
 //go:noescape
 func tileBF16BF16AVX512BF16(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
 
+//go:noescape
+func expAVX2(dst, x *float32, n int)
+
+//go:noescape
+func sigmoidAVX2(dst, x *float32, n int)
+
+//go:noescape
+func siluAVX2(dst, x *float32, n int)
+
+//go:noescape
+func siluMulAVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func sigmoidMulAVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func expAVX512(dst, x *float32, n int)
+
+//go:noescape
+func sigmoidAVX512(dst, x *float32, n int)
+
+//go:noescape
+func siluAVX512(dst, x *float32, n int)
+
+//go:noescape
+func siluMulAVX512(dst, a, b *float32, n int)
+
+//go:noescape
+func sigmoidMulAVX512(dst, a, b *float32, n int)
+
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
 	lanes                 int
@@ -111,7 +141,27 @@ func archImpl(k *impl, f Features) Features {
 	}
 	f.NEON = false
 	install(k, s)
+	installAct(k, f.AVX512)
 	return f
+}
+
+// installAct installs the AVX2 activation kernels, run on 16 values at a
+// time first when avx512 is set; the Go twins finish the last few values.
+func installAct(k *impl, avx512 bool) {
+	k.exp = func(dst, x []float32) { unaryTail(expAVX2, 8, expGo, dst, x) }
+	k.sigmoid = func(dst, x []float32) { unaryTail(sigmoidAVX2, 8, sigmoidGo, dst, x) }
+	k.silu = func(dst, x []float32) { unaryTail(siluAVX2, 8, siluGo, dst, x) }
+	k.siluMul = func(dst, a, b []float32) { binaryTail(siluMulAVX2, 8, siluMulGo, dst, a, b) }
+	k.sigmoidMul = func(dst, a, b []float32) { binaryTail(sigmoidMulAVX2, 8, sigmoidMulGo, dst, a, b) }
+	if !avx512 {
+		return
+	}
+	exp, sigmoid, silu, siluMul, sigmoidMul := k.exp, k.sigmoid, k.silu, k.siluMul, k.sigmoidMul
+	k.exp = func(dst, x []float32) { unaryTail(expAVX512, 16, exp, dst, x) }
+	k.sigmoid = func(dst, x []float32) { unaryTail(sigmoidAVX512, 16, sigmoid, dst, x) }
+	k.silu = func(dst, x []float32) { unaryTail(siluAVX512, 16, silu, dst, x) }
+	k.siluMul = func(dst, a, b []float32) { binaryTail(siluMulAVX512, 16, siluMul, dst, a, b) }
+	k.sigmoidMul = func(dst, a, b []float32) { binaryTail(sigmoidMulAVX512, 16, sigmoidMul, dst, a, b) }
 }
 
 // install fills k from the routines in s.

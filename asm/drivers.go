@@ -126,3 +126,30 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []
 		}
 	}
 }
+
+// unaryTail runs the assembly routine f over the longest prefix of x whose
+// length is a multiple of align and rest over the remainder. It needs
+// len(x) >= len(dst).
+func unaryTail(f func(dst, x *float32, n int), align int, rest func(dst, x []float32), dst, x []float32) {
+	n := len(dst)
+	m := n - n%align
+	if m > 0 {
+		f(&dst[0], &x[0], m)
+	}
+	if m < n {
+		rest(dst[m:], x[m:n])
+	}
+}
+
+// binaryTail is unaryTail for routines with two inputs. It needs len(a),
+// len(b) >= len(dst).
+func binaryTail(f func(dst, a, b *float32, n int), align int, rest func(dst, a, b []float32), dst, a, b []float32) {
+	n := len(dst)
+	m := n - n%align
+	if m > 0 {
+		f(&dst[0], &a[0], &b[0], m)
+	}
+	if m < n {
+		rest(dst[m:], a[m:n], b[m:n])
+	}
+}

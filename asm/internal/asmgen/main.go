@@ -76,6 +76,9 @@ func files() map[string]string {
 			add(fmt.Sprintf("tile_%s_%s_amd64.s", lower, sfx), func(g *gen) { x86Tile(g, isa, e, f32) })
 		}
 		add(fmt.Sprintf("tile_bf16bf16_%s_amd64.s", sfx), func(g *gen) { x86Tile(g, isa, bf16, bf16) })
+		for _, k := range acts {
+			add(fmt.Sprintf("%s_%s_amd64.s", k.file, sfx), func(g *gen) { x86Act(g, isa, k) })
+		}
 	}
 	add("tile_bf16bf16_avx512bf16_amd64.s", x86TileDPBF16)
 	add("axpy_avx2_amd64.s", x86Axpy)
