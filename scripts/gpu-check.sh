@@ -175,6 +175,16 @@ runtest() {
 if [ "$SKIP_TESTS" != 1 ]; then
 	runtest "compute/vulkan tests" compute/vulkan "$BIN/vulkan.test" -test.count=1 -test.timeout=10m
 	runtest "model Vulkan goldens" model "$BIN/model.test" -test.run 'Vulkan' -test.count=1 -test.timeout=10m
+	# Kernel timings (informative): attention at 9B head shapes, matvec/matmul.
+	say "kernel benchmarks"
+	(cd compute/vulkan && "$BIN/vulkan.test" -test.run '^$' -test.bench 'Attention|MatMul/.*/vulkan' -test.benchtime 20x) |
+		tee "$SCRATCH/kernels.txt" || true
+	while IFS= read -r line; do
+		ROWS+=("$line")
+	done < <(awk '/^Benchmark/ {
+		name = substr($1, 10); sub(/-[0-9]+$/, "", name); rest = ""
+		for (i = 5; i < NF; i += 2) rest = rest sprintf(", %s %s", $i, $(i + 1))
+		printf "%-34s %.3f ms%s\n", name, $3 / 1e6, rest }' "$SCRATCH/kernels.txt")
 else
 	row "correctness tests" "skipped (SKIP_TESTS=1)"
 fi

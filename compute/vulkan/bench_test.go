@@ -113,3 +113,41 @@ func BenchmarkRecord(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkAttention times CausalAttention at the 9B head layout (16 query
+// heads over 4 KV heads of 256): one decode token after a long context,
+// and a prefill block. Each iteration is one op plus a Sync.
+func BenchmarkAttention(b *testing.B) {
+	const heads, kvHeads, dim = 16, 4, 256
+	for _, c := range []struct{ pos, n int }{{4095, 1}, {0, 256}} {
+		b.Run(fmt.Sprintf("pos%d_n%d", c.pos, c.n), func(b *testing.B) {
+			bk, err := New(Options{})
+			if err != nil {
+				b.Skipf("no Vulkan device: %v", err)
+			}
+			defer bk.Close()
+			width := kvHeads * dim
+			bufs := make([]compute.Buffer, 6)
+			for i, n := range []int{c.n * heads * dim, c.n * width, c.n * width, (c.pos + c.n) * width, (c.pos + c.n) * width, c.n * heads * dim} {
+				if bufs[i], err = bk.NewBuffer(n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := compute.Attention{Q: compute.DenseHeads(heads, dim), QBuf: bufs[0], K: compute.DenseHeads(kvHeads, dim), KBuf: bufs[1],
+				V: compute.DenseHeads(kvHeads, dim), VBuf: bufs[2], KCache: bufs[3], VCache: bufs[4], Out: bufs[5], Pos: c.pos, N: c.n, Scale: 0.0625}
+			ctx := context.Background()
+			bk.CausalAttention(p)
+			if err := bk.Sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				bk.CausalAttention(p)
+				if err := bk.Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			kv := float64(c.pos+c.n) * float64(width) * 8 // K and V bytes read at least once
+			b.ReportMetric(kv/(b.Elapsed().Seconds()/float64(b.N))/1e9, "kvGB/s")
+		})
+	}
+}

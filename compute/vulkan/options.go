@@ -10,6 +10,15 @@
 // slices an operation takes (token ids, rope tables) and Upload data go
 // through a host-visible upload ring.
 //
+// Attention writes the new keys and values into the caches with one
+// dispatch, then runs tiled over 8 query rows per workgroup (the query
+// heads of a GQA group and neighbouring tokens share every K and V read)
+// with an online softmax; when too few workgroups would run (decode on a
+// long context), the cache length is split and a merge pass combines the
+// partial softmaxes (flash-decoding). MemoryBandwidth measures the
+// device's copy bandwidth, the baseline "govinfer bench" compares decode
+// with; scripts/gpu-check.sh runs the tests and benchmarks on a real GPU.
+//
 // The package needs cgo and the Vulkan loader (libvulkan.so.1, Debian
 // package libvulkan1) at run time; without cgo, New returns an error that
 // says so. On machines without a GPU, Mesa's lavapipe (Debian
