@@ -127,9 +127,9 @@ func actCases() []actCase {
 // the float64 reference over dense grids, the regime boundaries and special
 // values, and logs the largest relative error seen.
 func TestActivationAccuracy(t *testing.T) {
-	grid := 1 << 20
+	grid := 1 << 19
 	if testing.Short() {
-		grid = 1 << 16
+		grid = 1 << 15
 	}
 	for _, c := range actCases() {
 		r := rand.New(rand.NewPCG(11, 12))

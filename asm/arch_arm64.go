@@ -28,6 +28,21 @@ func matVec4F16NEON(dst *float32, w *uint16, x *float32, groups, cols, n int)
 //go:noescape
 func matVec4F32NEON(dst *float32, w *float32, x *float32, groups, cols, n int)
 
+//go:noescape
+func expNEON(dst, x *float32, n int)
+
+//go:noescape
+func sigmoidNEON(dst, x *float32, n int)
+
+//go:noescape
+func siluNEON(dst, x *float32, n int)
+
+//go:noescape
+func siluMulNEON(dst, a, b *float32, n int)
+
+//go:noescape
+func sigmoidMulNEON(dst, a, b *float32, n int)
+
 // archImpl installs the NEON kernels when f allows them and returns the
 // features actually used. The matrix-matrix products run one NEON
 // matrix-vector product per input (no register tiling yet on arm64).
@@ -56,6 +71,11 @@ func archImpl(k *impl, f Features) Features {
 		}
 		scaleGo(a, x[m:])
 	}
+	k.exp = func(dst, x []float32) { unaryTail(expNEON, 4, expGo, dst, x) }
+	k.sigmoid = func(dst, x []float32) { unaryTail(sigmoidNEON, 4, sigmoidGo, dst, x) }
+	k.silu = func(dst, x []float32) { unaryTail(siluNEON, 4, siluGo, dst, x) }
+	k.siluMul = func(dst, a, b []float32) { binaryTail(siluMulNEON, 4, siluMulGo, dst, a, b) }
+	k.sigmoidMul = func(dst, a, b []float32) { binaryTail(sigmoidMulNEON, 4, sigmoidMulGo, dst, a, b) }
 	k.matVecBF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
 		matVec4(matVec4BF16NEON, L, k.dotBF16, dst, w, rows, cols, x)
 	}

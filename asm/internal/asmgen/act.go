@@ -220,3 +220,149 @@ func x86Act(g *gen, a x86, k act) {
 	g.l("VZEROUPPER")
 	g.l("RET")
 }
+
+// NEON encodings the Go assembler lacks, on four single-precision lanes
+// (checked against llvm-mc in asmgen_test.go). Each takes Rd, Rn and Rm
+// register numbers; the unary ones ignore m.
+var neonOps = map[string]uint32{
+	"FMAX":    0x4E20F400,
+	"FMIN":    0x4EA0F400,
+	"FADD":    0x4E20D400,
+	"FMUL":    0x6E20DC00,
+	"FDIV":    0x6E20FC00,
+	"FMLA":    0x4E20CC00, // Vd += Vn*Vm
+	"FCVTNS":  0x4E21A800, // float to int32, round to nearest even
+	"SCVTF":   0x4E21D800, // int32 to float
+	"ADD":     0x4EA08400, // int32
+	"SUB":     0x6EA08400, // int32
+	"ORR":     0x4EA01C00, // 16B
+	"BSL":     0x6E601C00, // 16B: Vd = Vd&Vn | ^Vd&Vm
+	"SSHR#1":  0x4F3F0400,
+	"SSHR#31": 0x4F210400,
+	"SHL#23":  0x4F375400,
+	"MOV":     0x4EA01C00, // ORR Vd, Vn, Vn (Rm set to n below)
+}
+
+// neonEnc returns the encoding of op with registers d, n, m.
+func neonEnc(op string, d, n, m int) uint32 {
+	base, ok := neonOps[op]
+	if !ok {
+		panic("asmgen: unknown NEON op " + op)
+	}
+	if op == "MOV" {
+		m = n
+	}
+	switch op {
+	case "FCVTNS", "SCVTF", "SSHR#1", "SSHR#31", "SHL#23":
+		m = 0
+	}
+	return base | uint32(m)<<16 | uint32(n)<<5 | uint32(d)
+}
+
+// neon emits op Vd, Vn, Vm as a WORD.
+func neon(g *gen, op string, d, n, m int) {
+	name, imm, shift := strings.Cut(op, "#")
+	text := fmt.Sprintf("%s V%d.4S, V%d.4S, V%d.4S", name, d, n, m)
+	switch {
+	case shift:
+		text = fmt.Sprintf("%s V%d.4S, V%d.4S, #%s", name, d, n, imm)
+	case op == "FCVTNS" || op == "SCVTF" || op == "MOV":
+		text = fmt.Sprintf("%s V%d.4S, V%d.4S", name, d, n)
+	}
+	g.l("WORD $0x%08x // %s", neonEnc(op, d, n, m), text)
+}
+
+// armAct emits the NEON activation kernel k, four values per iteration: R1
+// points at the activation input, R2 at the multiplier, R0 at dst. Constants
+// are in V16-V29, the input in V0 and the result in V9.
+func armAct(g *gen, k act) {
+	fn := k.name + "NEON"
+	frame := "$0-24"
+	if k.binary {
+		frame = "$0-32"
+	}
+	g.text(fn, frame, actSig(k, fn)+"\n"+k.doc+"\n"+
+		"Requires n a positive multiple of 4; dst may equal an input.")
+	g.l("MOVD dst+0(FP), R0")
+	switch {
+	case k.name == "sigmoidMul":
+		g.l("MOVD a+8(FP), R2")
+		g.l("MOVD b+16(FP), R1")
+		g.l("MOVD n+24(FP), R3")
+	case k.binary:
+		g.l("MOVD a+8(FP), R1")
+		g.l("MOVD b+16(FP), R2")
+		g.l("MOVD n+24(FP), R3")
+	default:
+		g.l("MOVD x+8(FP), R1")
+		g.l("MOVD n+16(FP), R3")
+	}
+	regs := map[string]int{}
+	for i, c := range actConst {
+		reg := 16 + i
+		regs[c.name] = reg
+		g.l("MOVW $0x%08x, R4", c.bits)
+		g.l("VDUP R4, V%d.S4", reg)
+	}
+	cr := func(name string) int { return regs[name] }
+	g.l("LSR $2, R3, R3")
+	g.label("loop")
+	g.l("VLD1.P 16(R1), [V0.S4]")
+	if k.name == "exp" {
+		neon(g, "FMAX", 1, 0, cr("min"))
+		neon(g, "FMIN", 1, 1, cr("max"))
+	} else {
+		neon(g, "ORR", 1, 0, cr("sign"))
+		neon(g, "FMAX", 1, 1, cr("min"))
+	}
+	neon(g, "FMUL", 2, 1, cr("log2e"))
+	neon(g, "FCVTNS", 2, 2, 0)
+	neon(g, "SCVTF", 3, 2, 0)
+	neon(g, "FMLA", 1, 3, cr("negLn2Hi"))
+	neon(g, "FMLA", 1, 3, cr("negLn2Lo"))
+	// Horner's rule, alternating V4 and V5: q = q*r + c.
+	neon(g, "MOV", 4, cr("c0"), 0)
+	q := 4
+	for _, c := range []string{"c1", "c2", "c3", "c4", "c5"} {
+		nq := 9 - q
+		neon(g, "MOV", nq, cr(c), 0)
+		neon(g, "FMLA", nq, q, 1)
+		q = nq
+	}
+	neon(g, "FMUL", 6, 1, 1)         // r²
+	neon(g, "MOV", 7, 1, 0)          // r
+	neon(g, "FMLA", 7, q, 6)         // r + r²*q
+	neon(g, "FADD", 4, 7, cr("one")) // p
+	neon(g, "SSHR#1", 5, 2, 0)       // n1
+	neon(g, "SUB", 6, 2, 5)          // n2
+	neon(g, "ADD", 5, 5, cr("bias"))
+	neon(g, "SHL#23", 5, 5, 0) // s1
+	neon(g, "ADD", 6, 6, cr("bias"))
+	neon(g, "SHL#23", 6, 6, 0) // s2
+	neon(g, "FMUL", 4, 4, 5)   // q1 = p*s1
+	neon(g, "FMUL", 7, 4, 6)   // e
+	res := 9
+	if k.name == "exp" {
+		res = 7
+	} else {
+		neon(g, "FADD", 8, 7, cr("one")) // d
+		neon(g, "SSHR#31", 9, 0, 0)      // all ones where the sign of x is set
+		if strings.HasPrefix(k.name, "sigmoid") {
+			neon(g, "BSL", 9, 7, cr("one"))
+		} else {
+			neon(g, "FMAX", 5, 0, cr("min"))
+			neon(g, "FMUL", 5, 5, 4)
+			neon(g, "FMUL", 5, 5, 6)
+			neon(g, "BSL", 9, 5, 0)
+		}
+		neon(g, "FDIV", 9, 9, 8)
+		if k.binary {
+			g.l("VLD1.P 16(R2), [V10.S4]")
+			neon(g, "FMUL", 9, 9, 10)
+		}
+	}
+	g.l("VST1.P [V%d.S4], 16(R0)", res)
+	g.l("SUB $1, R3, R3")
+	g.l("CBNZ R3, loop")
+	g.l("RET")
+}

@@ -23,3 +23,34 @@ func TestDPBF16PS(t *testing.T) {
 		}
 	}
 }
+
+// TestNEONEncodings checks the NEON WORD encodings against llvm-mc's output
+// for the same instructions on v1, v2, v3 (llvm-mc -triple=aarch64 -show-encoding).
+func TestNEONEncodings(t *testing.T) {
+	want := map[string]uint32{
+		"FMAX":    0x4e23f441, // fmax v1.4s, v2.4s, v3.4s
+		"FMIN":    0x4ea3f441, // fmin v1.4s, v2.4s, v3.4s
+		"FADD":    0x4e23d441, // fadd v1.4s, v2.4s, v3.4s
+		"FMUL":    0x6e23dc41, // fmul v1.4s, v2.4s, v3.4s
+		"FDIV":    0x6e23fc41, // fdiv v1.4s, v2.4s, v3.4s
+		"FMLA":    0x4e23cc41, // fmla v1.4s, v2.4s, v3.4s
+		"FCVTNS":  0x4e21a841, // fcvtns v1.4s, v2.4s
+		"SCVTF":   0x4e21d841, // scvtf v1.4s, v2.4s
+		"ADD":     0x4ea38441, // add v1.4s, v2.4s, v3.4s
+		"SUB":     0x6ea38441, // sub v1.4s, v2.4s, v3.4s
+		"ORR":     0x4ea31c41, // orr v1.16b, v2.16b, v3.16b
+		"BSL":     0x6e631c41, // bsl v1.16b, v2.16b, v3.16b
+		"SSHR#1":  0x4f3f0441, // sshr v1.4s, v2.4s, #1
+		"SSHR#31": 0x4f210441, // sshr v1.4s, v2.4s, #31
+		"SHL#23":  0x4f375441, // shl v1.4s, v2.4s, #23
+		"MOV":     0x4ea21c41, // mov v1.16b, v2.16b (orr v1, v2, v2)
+	}
+	if len(want) != len(neonOps) {
+		t.Errorf("%d NEON ops, %d checked", len(neonOps), len(want))
+	}
+	for op, w := range want {
+		if got := neonEnc(op, 1, 2, 3); got != w {
+			t.Errorf("%s v1, v2, v3: got %#08x, want %#08x", op, got, w)
+		}
+	}
+}
