@@ -11,7 +11,9 @@
 #        scripts/gpu-check.sh prepare
 #
 #      builds govinfer and the test binaries of compute/vulkan and model
-#      into bin/gpucheck/ (gzipped, about 7 MB; bin/ is git-ignored) and
+#      from a clean export of HEAD (commit first; PREPARE_FROM=tree builds
+#      the working tree instead) into bin/gpucheck/ (gzipped, about 7 MB;
+#      bin/ is git-ignored) and
 #      downloads the Vulkan loader (libvulkan1 .deb) into .gl/ (listed in
 #      .git/info/exclude), which the GPU machine lacks.
 #
@@ -35,7 +37,8 @@
 #   LAYERS [32]          layers of the random checkpoint (lowered to fit the disk)
 #   PROMPTS ["512 8192"] prompt lengths; one bench run (and model load) each
 #   GEN [64]             decode steps per bench repeat
-#   REPEAT [3]           bench repeats (medians reported)
+#   REPEAT [3]           bench repeats (medians reported) for prompts under 4096
+#   REPEAT_LONG [1]      bench repeats for prompts of 4096 tokens and more
 #   SCRATCH [/tmp/govinfer-gpu-check]  where the checkpoint and binaries go
 #   SKIP_TESTS [0]       1 skips the correctness tests
 #   PREBUILT [auto]      1 uses bin/gpucheck even where go is installed
@@ -55,17 +58,30 @@ prepare() {
 	set -e
 	command -v go >/dev/null || { echo "prepare needs the Go toolchain" >&2; exit 1; }
 	mkdir -p "$PREBUILT_DIR"
-	echo "building into $PREBUILT_DIR ..."
-	go build -ldflags='-s -w' -o "$PREBUILT_DIR/govinfer" ./cmd/govinfer
-	go test -c -ldflags='-s -w' -o "$PREBUILT_DIR/vulkan.test" ./compute/vulkan/
-	go test -c -ldflags='-s -w' -o "$PREBUILT_DIR/model.test" ./model/
-	gzip -9 -f "$PREBUILT_DIR/govinfer" "$PREBUILT_DIR/vulkan.test" "$PREBUILT_DIR/model.test"
-	{
-		echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) from commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-		if [ -n "$(git status --porcelain -- compute shaders model cmd 2>/dev/null)" ]; then
-			echo "with uncommitted changes in compute/ shaders/ model/ cmd/"
-		fi
-	} >"$PREBUILT_DIR/VERSION"
+	local dest src
+	dest=$(cd "$PREBUILT_DIR" && pwd)
+	# Build from a clean export of HEAD, so work in progress in the tree
+	# (ours or anyone's) does not end up in the binaries; PREPARE_FROM=tree
+	# builds the working tree as it is.
+	if [ "${PREPARE_FROM:-head}" = tree ]; then
+		src=$PWD
+		echo "working tree at $(git rev-parse --short HEAD) plus uncommitted changes" >"$dest/VERSION.tmp"
+	else
+		src=$(mktemp -d)
+		trap 'rm -rf "$src"' EXIT
+		git archive HEAD | tar -x -C "$src"
+		echo "commit $(git rev-parse --short HEAD)" >"$dest/VERSION.tmp"
+	fi
+	echo "building $(cat "$dest/VERSION.tmp") into $PREBUILT_DIR ..."
+	(
+		cd "$src"
+		go build -ldflags='-s -w' -o "$dest/govinfer" ./cmd/govinfer
+		go test -c -ldflags='-s -w' -o "$dest/vulkan.test" ./compute/vulkan/
+		go test -c -ldflags='-s -w' -o "$dest/model.test" ./model/
+	)
+	gzip -9 -f "$dest/govinfer" "$dest/vulkan.test" "$dest/model.test"
+	echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(cat "$dest/VERSION.tmp")" >"$dest/VERSION"
+	rm -f "$dest/VERSION.tmp"
 	if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
 		echo "downloading the Vulkan loader into .gl/ ..."
 		grep -qx '/.gl/' .git/info/exclude 2>/dev/null || echo /.gl/ >>.git/info/exclude
@@ -96,6 +112,7 @@ LAYERS=${LAYERS:-32}
 PROMPTS=${PROMPTS:-512 8192}
 GEN=${GEN:-64}
 REPEAT=${REPEAT:-3}
+REPEAT_LONG=${REPEAT_LONG:-1}
 SCRATCH=${SCRATCH:-/tmp/govinfer-gpu-check}
 SKIP_TESTS=${SKIP_TESTS:-0}
 PREBUILT=${PREBUILT:-auto}
@@ -233,9 +250,11 @@ BENCH_FILES=()
 for p in $PROMPTS; do
 	out=$REPORT_DIR/bench_$p.json
 	t=$(date +%s)
-	say "bench: prompt $p, $GEN decode steps, $REPEAT repeats"
+	reps=$REPEAT
+	if [ "$p" -ge 4096 ]; then reps=$REPEAT_LONG; fi
+	say "bench: prompt $p, $GEN decode steps, $reps repeats"
 	if timeout "$BENCH_TIMEOUT" "$BIN/govinfer" bench --backend vulkan --device "$DEVICE" --model "$MODEL" \
-		--prompt "$p" --gen "$GEN" --repeat "$REPEAT" --json >"$out"; then
+		--prompt "$p" --gen "$GEN" --repeat "$reps" --json >"$out"; then
 		BENCH_FILES+=("$out")
 		say "bench prompt $p done in $(($(date +%s) - t)) s"
 	else
@@ -261,10 +280,10 @@ print(f"{'copy bandwidth':34} {r0['memory_read_gb_per_second']:.1f} GB/s ({r0['m
 print(f"{'weight bytes per decode token':34} {r0['decode_bytes_per_token'] / 1e9:.3f} GB")
 print(f"{'bandwidth limit':34} {r0['memory_read_gb_per_second'] * 1e9 / r0['decode_bytes_per_token']:.1f} decode tokens/s")
 print()
-print(f"{'prompt':>7} {'prefill tok/s':>14} {'decode tok/s':>13} {'decode GB/s':>12} {'of bandwidth':>13}  (decode after the prompt; medians of {r0['repeat']}, {r0['gen_tokens']} steps)")
+print(f"{'prompt':>7} {'prefill tok/s':>14} {'decode tok/s':>13} {'decode GB/s':>12} {'of bandwidth':>13} {'runs':>5}  (decode: {r0['gen_tokens']} steps after the prompt; medians)")
 for r in rs:
     print(f"{r['prompt_tokens']:>7} {r['prefill_tokens_per_second']:>14.1f} {r['decode_tokens_per_second']:>13.2f} "
-          f"{r['decode_gb_per_second']:>12.1f} {100 * r['decode_bandwidth_fraction']:>12.1f}%")
+          f"{r['decode_gb_per_second']:>12.1f} {100 * r['decode_bandwidth_fraction']:>12.1f}% {r['repeat']:>5}")
 EOF
 		else
 			cat "${BENCH_FILES[@]}"
