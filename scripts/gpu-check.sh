@@ -68,7 +68,7 @@ prepare() {
 		echo "working tree at $(git rev-parse --short HEAD) plus uncommitted changes" >"$dest/VERSION.tmp"
 	else
 		src=$(mktemp -d)
-		trap 'rm -rf "$src"' EXIT
+		trap "rm -rf '$src'" EXIT
 		git archive HEAD | tar -x -C "$src"
 		echo "commit $(git rev-parse --short HEAD)" >"$dest/VERSION.tmp"
 	fi
