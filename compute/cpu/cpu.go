@@ -294,8 +294,9 @@ func (b *Backend) GatedRMSNorm(x compute.Buffer, h compute.Heads, zBuf compute.B
 			z := zs[zh.Head(r, hd) : zh.Head(r, hd)+h.Dim]
 			inv := invRMS(v, eps)
 			for i := range v {
-				v[i] = v[i] * inv * w.at(i) * silu(z[i])
+				v[i] = v[i] * inv * w.at(i)
 			}
+			b.k.SiLUMul(v, z, v) // v = silu(z) * v
 		}
 	})
 }
@@ -364,12 +365,16 @@ func (b *Backend) CausalConv1D(x compute.Buffer, row, rowStride, n, channels int
 				for j, tap := range taps {
 					s += tap * win[j]
 				}
-				xs[i] = silu(s)
+				xs[i] = s
 				copy(win, win[1:])
 			}
 			for j := 0; j < k1; j++ {
 				st[j*channels+c] = win[j]
 			}
+		}
+		for t := 0; t < n; t++ {
+			r := (row + t) * rowStride
+			b.k.SiLU(xs[r+lo : r+hi])
 		}
 	})
 }
@@ -394,9 +399,7 @@ func (b *Backend) SigmoidMul(x compute.Buffer, xh compute.Heads, gate compute.Bu
 		for h := 0; h < xh.Count; h++ {
 			v := xs[xh.Head(r, h) : xh.Head(r, h)+xh.Dim]
 			gv := gs[gh.Head(r, h) : gh.Head(r, h)+xh.Dim]
-			for i := range v {
-				v[i] *= sigmoid(gv[i])
-			}
+			b.k.SigmoidMul(v, gv)
 		}
 	})
 }
@@ -405,9 +408,7 @@ func (b *Backend) SigmoidMul(x compute.Buffer, xh compute.Heads, gate compute.Bu
 func (b *Backend) SiLUMul(dst, gate, up compute.Buffer, n int) {
 	d, g, u := Data(dst)[:n], Data(gate)[:n], Data(up)[:n]
 	b.eachRange(n, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			d[i] = silu(g[i]) * u[i]
-		}
+		b.k.SiLUMul(d[lo:hi], g[lo:hi], u[lo:hi])
 	})
 }
 
@@ -431,7 +432,6 @@ func (b *Backend) Argmax(ctx context.Context, dst []int32, x compute.Buffer, dim
 }
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
-func silu(x float32) float32    { return x * sigmoid(x) }
 
 // softplus is log(1 + e^x), with PyTorch's threshold of 20 above which it
 // returns x.
