@@ -671,9 +671,12 @@ func TestToolCallsAndReasoning(t *testing.T) {
 
 // LoadTest runs clients concurrent streaming and non-streaming requests for
 // a while and checks that only intended 503s fail and no goroutines leak.
+//
+// GOVINFER_LOADTEST_MODEL names another checkpoint to load instead of the
+// test one (for measurements on a bigger model).
 func runLoad(t *testing.T, clients, queue int, dur time.Duration) {
 	before := countGoroutines()
-	s := startServer(t, Config{MaxNumSeqs: 16, MaxQueue: queue})
+	s := startServer(t, Config{MaxNumSeqs: 16, MaxQueue: queue, ModelDir: os.Getenv("GOVINFER_LOADTEST_MODEL")})
 	heapBefore := heapAlloc()
 	deadline := time.Now().Add(dur)
 	var mu sync.Mutex
@@ -792,6 +795,18 @@ func TestLoadTest(t *testing.T) {
 		t.Skip("set GOVINFER_LOADTEST=1 to run the 60 s load test")
 	}
 	runLoad(t, 64, 32, 60*time.Second)
+}
+
+// TestLoadStreams measures one client alone and 16 concurrent clients, 20 s
+// each, for the figures of requests/s, time to first token and aggregate
+// tokens/s; run only with GOVINFER_LOADTEST=1.
+func TestLoadStreams(t *testing.T) {
+	if os.Getenv("GOVINFER_LOADTEST") != "1" {
+		t.Skip("set GOVINFER_LOADTEST=1 to run the load measurements")
+	}
+	for _, clients := range []int{1, 16} {
+		t.Run(fmt.Sprintf("clients=%d", clients), func(t *testing.T) { runLoad(t, clients, 4, 20*time.Second) })
+	}
 }
 
 // mustParseCalls parses a Qwen3.5 tool call as the server would.
