@@ -11,7 +11,14 @@
 // whole step into one command buffer); Download and Sync are the points where
 // results become visible to the caller and where errors surface. Operations
 // that take Go slices (token ids, rope tables) copy what they need before
-// returning, so the caller may reuse the slice.
+// returning, so the caller may reuse the slice (including the slices of
+// per-sequence descriptions).
+//
+// The per-sequence operations of a step (CausalConv1D, GatedDeltaRule,
+// CausalAttention) take all of the step's sequences at once, so a backend can
+// spread them over its cores or into one dispatch. A sequence's results must
+// be bit for bit the same whatever other sequences share the call: that is
+// what makes greedy output identical alone and in a batch.
 //
 // Shapes are row-major. "n rows of dim" means a [n, dim] matrix starting at
 // element 0 of a buffer unless an offset is given. Heads describes head vectors
@@ -97,7 +104,8 @@ func DenseHeads(count, dim int) Heads {
 // rows starting at row GateRow of G and Beta. Out receives the [n, Nv*Dv]
 // outputs starting at row OutRow. Value head h reads key head h/(Nv/Nk).
 // State is the sequence's recurrent state, [Nv, Dk, Dv] float32, updated in
-// place. QScale multiplies q after its L2 normalisation (dk^-0.5).
+// place. QScale multiplies q after its L2 normalisation (dk^-0.5). A
+// sequence with N <= 0 is skipped: nothing is read or written.
 type DeltaRule struct {
 	Q, K, V Heads
 	QKV     Buffer
@@ -117,7 +125,8 @@ type DeltaRule struct {
 // heads in VBuf) are first written to the caches at those positions; then each query head
 // attends over cache positions 0..its own position. KCache and VCache are
 // [capacity, KVHeads*HeadDim]. Out receives [N, Heads*HeadDim] rows starting
-// at row OutRow.
+// at row OutRow. A sequence with N <= 0 is skipped: nothing is read or
+// written.
 type Attention struct {
 	Q              Heads
 	QBuf           Buffer
@@ -130,6 +139,15 @@ type Attention struct {
 	OutRow         int
 	Pos, N         int
 	Scale          float32
+}
+
+// ConvSeq is one sequence's slice of a causal convolution step: N tokens in
+// rows Row..Row+N-1 of the convolved buffer, and State, the sequence's last
+// kernel-1 raw inputs [kernel-1, channels], read and updated. A sequence with
+// N <= 0 is skipped: its state is left as it is.
+type ConvSeq struct {
+	Row, N int
+	State  Buffer
 }
 
 // Backend executes the operations of the Qwen3.5 graph.
@@ -181,20 +199,26 @@ type Backend interface {
 	// table holds n rows of [cos(rotaryDim/2) | sin(rotaryDim/2)] values, one
 	// row per token.
 	Rope(x Buffer, h Heads, n int, table []float32, rotaryDim int)
-	// CausalConv1D runs the depthwise causal convolution with SiLU over n
-	// tokens of channels channels, in place on x rows [row, row+n) of a
-	// buffer with rowStride elements per row (the first channels elements of
-	// each row are convolved). w is [channels, kernel]; state holds the last
-	// kernel-1 raw inputs [kernel-1, channels] of the sequence and is updated.
-	CausalConv1D(x Buffer, row, rowStride, n, channels int, w Weight, kernel int, state Buffer)
+	// CausalConv1D runs the depthwise causal convolution with SiLU, in
+	// place, for every sequence of seqs: the first channels elements of rows
+	// [Row, Row+N) of x (rowStride elements per row) are convolved with w,
+	// [channels, kernel], continuing from the sequence's State. The
+	// sequences must not share rows or states.
+	CausalConv1D(x Buffer, rowStride, channels int, w Weight, kernel int, seqs []ConvSeq)
 	// GDNGates computes, for n rows of heads: g = -exp(aLog) * softplus(a +
 	// dtBias) into g and beta = sigmoid(b) into beta. a and b are [n, heads];
 	// aLog and dtBias are [heads] weights.
 	GDNGates(g, beta, a, b Buffer, aLog, dtBias Weight, n, heads int)
-	// GatedDeltaRule runs the gated delta rule for one sequence.
-	GatedDeltaRule(p DeltaRule)
-	// CausalAttention runs causal grouped-query attention for one sequence.
-	CausalAttention(p Attention)
+	// GatedDeltaRule runs the gated delta rule for every sequence of ps, the
+	// linear-attention layer's sequences of one step. The sequences may
+	// differ in every field but must not share a State or overlapping output
+	// rows.
+	GatedDeltaRule(ps []DeltaRule)
+	// CausalAttention runs causal grouped-query attention for every sequence
+	// of ps, the attention layer's sequences of one step. The sequences may
+	// differ in every field but must not share caches or overlapping output
+	// rows.
+	CausalAttention(ps []Attention)
 	// SigmoidMul computes x *= sigmoid(gate) elementwise, in place, for
 	// every head of n rows (gate with its own layout).
 	SigmoidMul(x Buffer, xh Heads, gate Buffer, gh Heads, n int)

@@ -22,6 +22,11 @@ type scratch struct {
 	qg, k, v       compute.Buffer // attention: [rows, 2*heads*head_dim], [rows, kv*head_dim] x2
 	logitRows      int
 	normed, logits compute.Buffer // [logitRows, hidden], [logitRows, vocab]
+
+	// Per-sequence descriptions of a layer's mixer, reused between layers.
+	convs  []compute.ConvSeq
+	deltas []compute.DeltaRule
+	attns  []compute.Attention
 }
 
 func (m *Model) newScratch(rows int) (*scratch, error) {
@@ -227,9 +232,11 @@ func (m *Model) gatedDeltaNet(l int, lw *layerWeights, pass []piece, rows int) {
 	be.MatMul(sc.z, sc.xn, lw.inProjZ, rows)
 	be.MatMul(sc.b, sc.xn, lw.inProjB, rows)
 	be.MatMul(sc.a, sc.xn, lw.inProjA, rows)
+	sc.convs = sc.convs[:0]
 	for _, p := range pass {
-		be.CausalConv1D(sc.qkv, p.row, convDim, len(p.tokens), convDim, lw.conv1d, c.LinearConvKernel, p.seq.conv[l])
+		sc.convs = append(sc.convs, compute.ConvSeq{Row: p.row, N: len(p.tokens), State: p.seq.conv[l]})
 	}
+	be.CausalConv1D(sc.qkv, convDim, convDim, lw.conv1d, c.LinearConvKernel, sc.convs)
 	// q, k and v heads inside each [q | k | v] row of qkv.
 	qh := compute.Heads{Off: 0, RowStride: convDim, HeadStride: dk, Count: nk, Dim: dk}
 	kh := compute.Heads{Off: nk * dk, RowStride: convDim, HeadStride: dk, Count: nk, Dim: dk}
@@ -237,8 +244,9 @@ func (m *Model) gatedDeltaNet(l int, lw *layerWeights, pass []piece, rows int) {
 	be.L2Norm(sc.qkv, qh, rows, l2NormEps)
 	be.L2Norm(sc.qkv, kh, rows, l2NormEps)
 	be.GDNGates(sc.g, sc.beta, sc.a, sc.b, lw.aLog, lw.dtBias, rows, nv)
+	sc.deltas = sc.deltas[:0]
 	for _, p := range pass {
-		be.GatedDeltaRule(compute.DeltaRule{
+		sc.deltas = append(sc.deltas, compute.DeltaRule{
 			Q: qh.Rows(p.row), K: kh.Rows(p.row), V: vh.Rows(p.row), QKV: sc.qkv,
 			G: sc.g, Beta: sc.beta, GateRow: p.row,
 			Out: sc.core, OutRow: p.row,
@@ -247,6 +255,7 @@ func (m *Model) gatedDeltaNet(l int, lw *layerWeights, pass []piece, rows int) {
 			Nk:     nk, Nv: nv, Dk: dk, Dv: dv,
 		})
 	}
+	be.GatedDeltaRule(sc.deltas)
 	oh := compute.DenseHeads(nv, dv)
 	be.GatedRMSNorm(sc.core, oh, sc.z, oh, rows, lw.gatedNorm, float32(c.RMSNormEps))
 	be.MatMul(sc.tmp, sc.core, lw.outProj, rows)
@@ -274,8 +283,9 @@ func (m *Model) gatedAttention(l int, lw *layerWeights, pass []piece, rows int, 
 	be.HeadRMSNorm(sc.k, kvh, rows, lw.kNorm, eps)
 	be.Rope(sc.qg, qh, rows, ropeTable, c.RotaryDim())
 	be.Rope(sc.k, kvh, rows, ropeTable, c.RotaryDim())
+	sc.attns = sc.attns[:0]
 	for _, p := range pass {
-		be.CausalAttention(compute.Attention{
+		sc.attns = append(sc.attns, compute.Attention{
 			Q: qh.Rows(p.row), QBuf: sc.qg,
 			K: kvh.Rows(p.row), KBuf: sc.k,
 			V: kvh.Rows(p.row), VBuf: sc.v,
@@ -285,6 +295,7 @@ func (m *Model) gatedAttention(l int, lw *layerWeights, pass []piece, rows int, 
 			Scale: float32(1 / math.Sqrt(float64(hd))),
 		})
 	}
+	be.CausalAttention(sc.attns)
 	be.SigmoidMul(sc.core, compute.DenseHeads(nh, hd), sc.qg, gh, rows)
 	be.MatMul(sc.tmp, sc.core, lw.oProj, rows)
 }

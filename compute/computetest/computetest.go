@@ -162,6 +162,53 @@ func (e *Env) free(ps ...pair) {
 	}
 }
 
+// pick returns the backend under test's side of p when dut is set, else
+// the reference's.
+func (p pair) pick(dut bool) compute.Buffer {
+	if dut {
+		return p.dut
+	}
+	return p.ref
+}
+
+// dutBuf allocates a buffer holding vals on the backend under test only.
+func (e *Env) dutBuf(vals []float32) (compute.Buffer, error) {
+	b, err := e.DUT.NewBuffer(len(vals))
+	if err != nil {
+		return nil, fmt.Errorf("NewBuffer(%d): %w", len(vals), err)
+	}
+	if err := e.DUT.Upload(b, 0, vals); err != nil {
+		return nil, fmt.Errorf("Upload of %d elements: %w", len(vals), err)
+	}
+	return b, nil
+}
+
+// freeDUT releases buffers of the backend under test.
+func (e *Env) freeDUT(bs ...compute.Buffer) {
+	for _, b := range bs {
+		e.DUT.Free(b)
+	}
+}
+
+// sameBits checks that two buffers of the backend under test hold the same
+// bits: a sequence's results must not depend on the other sequences of a
+// call.
+func (e *Env) sameBits(what string, got, want compute.Buffer) error {
+	g, w := make([]float32, got.Len()), make([]float32, want.Len())
+	if err := e.DUT.Download(e.Ctx, g, got, 0); err != nil {
+		return fmt.Errorf("%s: Download: %w", what, err)
+	}
+	if err := e.DUT.Download(e.Ctx, w, want, 0); err != nil {
+		return fmt.Errorf("%s: Download: %w", what, err)
+	}
+	for i := range g {
+		if math.Float32bits(g[i]) != math.Float32bits(w[i]) {
+			return fmt.Errorf("%s: element %d = %g, want %g bit for bit", what, i, g[i], w[i])
+		}
+	}
+	return nil
+}
+
 // weight makes a [rows, cols] weight of dtype dt with values drawn from
 // gen (rounded to the dtype), on both backends.
 func (e *Env) weight(name string, dt compute.DType, rows, cols int, gen func() float64) (wpair, error) {
@@ -670,62 +717,132 @@ func testConv(e *Env) error {
 	}
 	for k, c := range cases {
 		dt := dtypes[k%len(dtypes)]
-		w, err := e.weight("conv", dt, c.channels, c.kernel, e.normal(0.5))
-		if err != nil {
+		// Run twice so the second call uses the state the first produced.
+		if err := e.convBatch(dt, c.rowStride, c.channels, c.kernel, []convSeq{{c.row, c.n}}, 2); err != nil {
 			return err
 		}
-		x, err := e.randBuf((c.row+c.n+1)*c.rowStride, 1)
-		if err != nil {
+	}
+	// Several sequences in one call: different lengths, one empty, rows
+	// apart and adjacent.
+	batches := []struct {
+		rowStride, channels, kernel int
+		seqs                        []convSeq
+	}{
+		{610, 600, 4, []convSeq{{0, 3}, {3, 0}, {4, 1}, {5, 17}, {30, 2}}},
+		{65, 65, 3, []convSeq{{7, 1}, {0, 5}, {5, 1}, {6, 1}}},
+	}
+	for k, c := range batches {
+		if err := e.convBatch(dtypes[k%len(dtypes)], c.rowStride, c.channels, c.kernel, c.seqs, 2); err != nil {
 			return err
 		}
-		st, err := e.randBuf((c.kernel-1)*c.channels, 1) // prior state
-		if err != nil {
+	}
+	return nil
+}
+
+// convSeq places one sequence of a batched convolution.
+type convSeq struct{ row, n int }
+
+// convBatch runs CausalConv1D over the sequences seqs of a shared buffer,
+// calls times in a row with fresh inputs (so later calls continue from the
+// states the earlier ones produced), checks every result against the
+// reference, and checks that calling the backend under test once per
+// sequence gives the same bits as the batched call.
+func (e *Env) convBatch(dt compute.DType, rowStride, channels, kernel int, seqs []convSeq, calls int) error {
+	w, err := e.weight("conv", dt, channels, kernel, e.normal(0.5))
+	if err != nil {
+		return err
+	}
+	rows := 0
+	for _, s := range seqs {
+		rows = max(rows, s.row+s.n+1)
+	}
+	x, err := e.randBuf(rows*rowStride, 1)
+	if err != nil {
+		return err
+	}
+	sts := make([]pair, len(seqs))
+	soloSts := make([]compute.Buffer, len(seqs))
+	for i := range seqs {
+		if sts[i], err = e.randBuf((kernel-1)*channels, 1); err != nil { // prior state
 			return err
 		}
-		// Run twice so the second call uses the state the first produced
-		// (exactly equal on both backends: it holds raw inputs). Fresh
-		// inputs each time, since the first call rewrote x in place.
-		for rep := 0; rep < 2; rep++ {
-			before := e.randVals(len(x.vals), 1)
-			if err := e.Ref.Upload(x.ref, 0, before); err != nil {
-				return err
-			}
-			if err := e.DUT.Upload(x.dut, 0, before); err != nil {
+		if soloSts[i], err = e.dutBuf(sts[i].vals); err != nil {
+			return err
+		}
+	}
+	soloX, err := e.dutBuf(x.vals)
+	if err != nil {
+		return err
+	}
+	args := func(dut bool) []compute.ConvSeq {
+		cs := make([]compute.ConvSeq, len(seqs))
+		for i, s := range seqs {
+			cs[i] = compute.ConvSeq{Row: s.row, N: s.n, State: sts[i].pick(dut)}
+		}
+		return cs
+	}
+	for rep := 0; rep < calls; rep++ {
+		// Fresh inputs each time, since the previous call rewrote x.
+		before := e.randVals(len(x.vals), 1)
+		if err := e.Ref.Upload(x.ref, 0, before); err != nil {
+			return err
+		}
+		for _, b := range []compute.Buffer{x.dut, soloX} {
+			if err := e.DUT.Upload(b, 0, before); err != nil {
 				return fmt.Errorf("Upload: %w", err)
 			}
-			stBefore, _, err := e.download(st)
-			if err != nil {
-				return err
-			}
-			e.Ref.CausalConv1D(x.ref, c.row, c.rowStride, c.n, c.channels, w.ref, c.kernel, st.ref)
-			e.DUT.CausalConv1D(x.dut, c.row, c.rowStride, c.n, c.channels, w.dut, c.kernel, st.dut)
-			m := map[int]float64{}
-			for t := 0; t < c.n; t++ {
-				for ch := 0; ch < c.channels; ch++ {
-					var mag float64
-					for j := 0; j < c.kernel; j++ {
-						src := t - (c.kernel - 1) + j
-						var in float64
-						if src < 0 {
-							in = float64(stBefore[(c.kernel-1+src)*c.channels+ch])
-						} else {
-							in = float64(before[(c.row+src)*c.rowStride+ch])
-						}
-						mag += math.Abs(w.vals[ch*c.kernel+j] * in)
-					}
-					m[(c.row+t)*c.rowStride+ch] = tol(2*mag, c.kernel)
-				}
-			}
-			what := fmt.Sprintf("CausalConv1D %v %+v call %d", dt, c, rep)
-			if err := e.check(what, x, regionTol(m)); err != nil {
-				return err
-			}
-			if err := e.check(what+" state", st, nil); err != nil {
+		}
+		stBefore := make([][]float32, len(seqs))
+		for i := range seqs {
+			if stBefore[i], _, err = e.download(sts[i]); err != nil {
 				return err
 			}
 		}
-		e.free(x, st)
+		e.Ref.CausalConv1D(x.ref, rowStride, channels, w.ref, kernel, args(false))
+		e.DUT.CausalConv1D(x.dut, rowStride, channels, w.dut, kernel, args(true))
+		for i, s := range seqs {
+			e.DUT.CausalConv1D(soloX, rowStride, channels, w.dut, kernel, []compute.ConvSeq{{Row: s.row, N: s.n, State: soloSts[i]}})
+		}
+		m := map[int]float64{}
+		for i, s := range seqs {
+			for t := 0; t < s.n; t++ {
+				for ch := 0; ch < channels; ch++ {
+					var mag float64
+					for j := 0; j < kernel; j++ {
+						src := t - (kernel - 1) + j
+						var in float64
+						if src < 0 {
+							in = float64(stBefore[i][(kernel-1+src)*channels+ch])
+						} else {
+							in = float64(before[(s.row+src)*rowStride+ch])
+						}
+						mag += math.Abs(w.vals[ch*kernel+j] * in)
+					}
+					m[(s.row+t)*rowStride+ch] = tol(2*mag, kernel)
+				}
+			}
+		}
+		what := fmt.Sprintf("CausalConv1D %v rowStride %d channels %d kernel %d seqs %v call %d", dt, rowStride, channels, kernel, seqs, rep)
+		if err := e.check(what, x, regionTol(m)); err != nil {
+			return err
+		}
+		// The state holds raw inputs: exactly equal on both backends.
+		for i := range seqs {
+			if err := e.check(fmt.Sprintf("%s state %d", what, i), sts[i], nil); err != nil {
+				return err
+			}
+		}
+		if err := e.sameBits(what+": one call per sequence vs one call", soloX, x.dut); err != nil {
+			return err
+		}
+		for i := range seqs {
+			if err := e.sameBits(fmt.Sprintf("%s: one call per sequence vs one call, state %d", what, i), soloSts[i], sts[i].dut); err != nil {
+				return err
+			}
+		}
 	}
+	e.free(append(sts, x)...)
+	e.freeDUT(append(soloSts, soloX)...)
 	return nil
 }
 
@@ -795,7 +912,9 @@ func testGates(e *Env) error {
 	return nil
 }
 
-// deltaCase is one gated delta rule configuration.
+// deltaCase is one gated delta rule configuration: the shape, the number
+// of tokens, and where its gate and output rows start relative to its qkv
+// rows.
 type deltaCase struct {
 	nk, nv, dk, dv, n int
 	gateRow, outRow   int
@@ -811,26 +930,51 @@ func testDeltaRule(e *Env) error {
 		{2, 4, 128, 128, 17, 1, 1},
 	}
 	for _, c := range cases {
-		if err := e.deltaOne(c); err != nil {
+		if err := e.deltaBatch([]deltaCase{c}); err != nil {
+			return err
+		}
+	}
+	// Several sequences of one layer in one call: decode steps, an empty
+	// one and prompt chunks (which a backend may evaluate differently).
+	batches := [][]deltaCase{
+		{{2, 4, 32, 16, 3, 1, 2}, {2, 4, 32, 16, 0, 0, 0}, {2, 4, 32, 16, 1, 0, 0}, {2, 4, 32, 16, 17, 2, 1}, {2, 4, 32, 16, 1, 1, 1}, {2, 4, 32, 16, 40, 0, 0}},
+		{{2, 4, 128, 128, 1, 0, 0}, {2, 4, 128, 128, 1, 0, 0}, {2, 4, 128, 128, 2, 0, 0}, {2, 4, 128, 128, 16, 0, 0}},
+	}
+	for _, b := range batches {
+		if err := e.deltaBatch(b); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (e *Env) deltaOne(c deltaCase) error {
+// deltaBatch runs the delta rule for the sequences cs (one shape) in one
+// call, their q, k and v rows one after another in a shared fused buffer
+// and their gates and outputs in shared buffers, checks the results against
+// the reference, and checks that calling the backend under test once per
+// sequence gives the same bits.
+func (e *Env) deltaBatch(cs []deltaCase) error {
+	c0 := cs[0]
 	// Fused qkv rows as in the model: [q heads | k heads | v heads | pad].
-	qOff, kOff, vOff := 0, c.nk*c.dk, 2*c.nk*c.dk
-	rowStride := 2*c.nk*c.dk + c.nv*c.dv + 3
-	q := compute.Heads{Off: qOff + 1, RowStride: rowStride, HeadStride: c.dk, Count: c.nk, Dim: c.dk}
-	k := compute.Heads{Off: kOff + 1, RowStride: rowStride, HeadStride: c.dk, Count: c.nk, Dim: c.dk}
-	v := compute.Heads{Off: vOff + 1, RowStride: rowStride, HeadStride: c.dv, Count: c.nv, Dim: c.dv}
-	qkvVals := e.randVals(c.n*rowStride+2, 1)
+	qOff, kOff, vOff := 0, c0.nk*c0.dk, 2*c0.nk*c0.dk
+	rowStride := 2*c0.nk*c0.dk + c0.nv*c0.dv + 3
+	q := compute.Heads{Off: qOff + 1, RowStride: rowStride, HeadStride: c0.dk, Count: c0.nk, Dim: c0.dk}
+	k := compute.Heads{Off: kOff + 1, RowStride: rowStride, HeadStride: c0.dk, Count: c0.nk, Dim: c0.dk}
+	v := compute.Heads{Off: vOff + 1, RowStride: rowStride, HeadStride: c0.dv, Count: c0.nv, Dim: c0.dv}
+	base := make([]int, len(cs)) // each sequence's first qkv row
+	rows, gateRows, outRows := 0, 0, 0
+	for i, c := range cs {
+		base[i] = rows
+		rows += c.n + 1
+		gateRows = max(gateRows, base[i]+c.gateRow+c.n)
+		outRows = max(outRows, base[i]+c.outRow+c.n)
+	}
+	qkvVals := e.randVals(rows*rowStride+2, 1)
 	// q and k are L2-normalised in the model; keep them at that scale.
-	for t := 0; t < c.n; t++ {
-		for h := 0; h < c.nk; h++ {
+	for t := 0; t < rows; t++ {
+		for h := 0; h < c0.nk; h++ {
 			for _, hs := range []compute.Heads{q, k} {
-				seg := qkvVals[hs.Head(t, h) : hs.Head(t, h)+c.dk]
+				seg := qkvVals[hs.Head(t, h) : hs.Head(t, h)+c0.dk]
 				var ss float64
 				for _, x := range seg {
 					ss += float64(x) * float64(x)
@@ -845,7 +989,7 @@ func (e *Env) deltaOne(c deltaCase) error {
 	if err != nil {
 		return err
 	}
-	gv := make([]float32, (c.gateRow+c.n)*c.nv)
+	gv := make([]float32, gateRows*c0.nv)
 	bv := make([]float32, len(gv))
 	for i := range gv {
 		gv[i] = float32(-e.Rng.Float64() * 2)
@@ -859,73 +1003,111 @@ func (e *Env) deltaOne(c deltaCase) error {
 	if err != nil {
 		return err
 	}
-	out, err := e.randBuf((c.outRow+c.n)*c.nv*c.dv+1, 1)
+	out, err := e.randBuf(outRows*c0.nv*c0.dv+1, 1)
 	if err != nil {
 		return err
 	}
-	st, err := e.randBuf(c.nv*c.dk*c.dv, 0.5) // prior state
+	soloOut, err := e.dutBuf(out.vals)
 	if err != nil {
 		return err
 	}
-	scale := float32(1 / math.Sqrt(float64(c.dk)))
-	p := func(dut bool) compute.DeltaRule {
-		pick := func(pp pair) compute.Buffer {
-			if dut {
-				return pp.dut
-			}
-			return pp.ref
+	sts := make([]pair, len(cs))
+	soloSts := make([]compute.Buffer, len(cs))
+	for i := range cs {
+		if sts[i], err = e.randBuf(c0.nv*c0.dk*c0.dv, 0.5); err != nil { // prior state
+			return err
 		}
-		return compute.DeltaRule{Q: q, K: k, V: v, QKV: pick(qkv), G: pick(g), Beta: pick(beta), GateRow: c.gateRow,
-			Out: pick(out), OutRow: c.outRow, State: pick(st), N: c.n, QScale: scale, Nk: c.nk, Nv: c.nv, Dk: c.dk, Dv: c.dv}
+		if soloSts[i], err = e.dutBuf(sts[i].vals); err != nil {
+			return err
+		}
 	}
-	e.Ref.GatedDeltaRule(p(false))
-	e.DUT.GatedDeltaRule(p(true))
+	scale := float32(1 / math.Sqrt(float64(c0.dk)))
+	arg := func(i int, dut bool, o, st compute.Buffer) compute.DeltaRule {
+		c := cs[i]
+		return compute.DeltaRule{Q: q.Rows(base[i]), K: k.Rows(base[i]), V: v.Rows(base[i]), QKV: qkv.pick(dut),
+			G: g.pick(dut), Beta: beta.pick(dut), GateRow: base[i] + c.gateRow,
+			Out: o, OutRow: base[i] + c.outRow, State: st, N: c.n, QScale: scale, Nk: c.nk, Nv: c.nv, Dk: c.dk, Dv: c.dv}
+	}
+	var refArgs, dutArgs []compute.DeltaRule
+	for i := range cs {
+		refArgs = append(refArgs, arg(i, false, out.ref, sts[i].ref))
+		dutArgs = append(dutArgs, arg(i, true, out.dut, sts[i].dut))
+	}
+	e.Ref.GatedDeltaRule(refArgs)
+	e.DUT.GatedDeltaRule(dutArgs)
+	for i := range cs {
+		e.DUT.GatedDeltaRule([]compute.DeltaRule{arg(i, true, soloOut, soloSts[i])})
+	}
 
 	// Magnitudes: the same recurrence on absolute values, in float64.
-	group := c.nv / c.nk
-	sAbs := make([]float64, len(st.vals))
-	for i, x := range st.vals {
-		sAbs[i] = math.Abs(float64(x))
-	}
 	outTol := map[int]float64{}
-	for h := 0; h < c.nv; h++ {
-		kh := h / group
-		s := sAbs[h*c.dk*c.dv : (h+1)*c.dk*c.dv]
-		for t := 0; t < c.n; t++ {
-			gi := (c.gateRow+t)*c.nv + h
-			decay := math.Exp(float64(gv[gi]))
-			b := float64(bv[gi])
-			kv := qkvVals[k.Head(t, kh) : k.Head(t, kh)+c.dk]
-			qv := qkvVals[q.Head(t, kh) : q.Head(t, kh)+c.dk]
-			vv := qkvVals[v.Head(t, h) : v.Head(t, h)+c.dv]
-			for j := 0; j < c.dv; j++ {
-				var u float64
-				for i := 0; i < c.dk; i++ {
-					s[i*c.dv+j] *= decay
-					u += s[i*c.dv+j] * math.Abs(float64(kv[i]))
+	stTols := make([][]float64, len(cs))
+	group := c0.nv / c0.nk
+	for ci, c := range cs {
+		sAbs := make([]float64, len(sts[ci].vals))
+		for i, x := range sts[ci].vals {
+			sAbs[i] = math.Abs(float64(x))
+		}
+		for h := 0; h < c.nv; h++ {
+			kh := h / group
+			s := sAbs[h*c.dk*c.dv : (h+1)*c.dk*c.dv]
+			for t := 0; t < c.n; t++ {
+				gi := (base[ci]+c.gateRow+t)*c.nv + h
+				decay := math.Exp(float64(gv[gi]))
+				b := float64(bv[gi])
+				row := base[ci] + t
+				kv := qkvVals[k.Head(row, kh) : k.Head(row, kh)+c.dk]
+				qv := qkvVals[q.Head(row, kh) : q.Head(row, kh)+c.dk]
+				vv := qkvVals[v.Head(row, h) : v.Head(row, h)+c.dv]
+				for j := 0; j < c.dv; j++ {
+					var u float64
+					for i := 0; i < c.dk; i++ {
+						s[i*c.dv+j] *= decay
+						u += s[i*c.dv+j] * math.Abs(float64(kv[i]))
+					}
+					u = b * (math.Abs(float64(vv[j])) + u)
+					var o float64
+					for i := 0; i < c.dk; i++ {
+						s[i*c.dv+j] += math.Abs(float64(kv[i])) * u
+						o += s[i*c.dv+j] * math.Abs(float64(qv[i])*float64(scale))
+					}
+					outTol[(base[ci]+c.outRow+t)*c.nv*c.dv+h*c.dv+j] = tol(o, c.dk) * float64(t+2)
 				}
-				u = b * (math.Abs(float64(vv[j])) + u)
-				var o float64
-				for i := 0; i < c.dk; i++ {
-					s[i*c.dv+j] += math.Abs(float64(kv[i])) * u
-					o += s[i*c.dv+j] * math.Abs(float64(qv[i])*float64(scale))
-				}
-				outTol[(c.outRow+t)*c.nv*c.dv+h*c.dv+j] = tol(o, c.dk) * float64(t+2)
 			}
 		}
+		for i := range sAbs {
+			sAbs[i] = tol(sAbs[i], c.dk) * float64(c.n+1)
+			if c.n <= 0 {
+				sAbs[i] = 0 // skipped: left exactly as it was
+			}
+		}
+		stTols[ci] = sAbs
 	}
-	what := fmt.Sprintf("GatedDeltaRule %+v", c)
+	what := fmt.Sprintf("GatedDeltaRule %+v", cs)
 	if err := e.check(what+" out", out, regionTol(outTol)); err != nil {
 		return err
 	}
-	if err := e.check(what+" state", st, func(i int) float64 { return tol(sAbs[i], c.dk) * float64(c.n+1) }); err != nil {
+	for i := range cs {
+		st := stTols[i]
+		if err := e.check(fmt.Sprintf("%s state %d", what, i), sts[i], func(j int) float64 { return st[j] }); err != nil {
+			return err
+		}
+	}
+	if err := e.sameBits(what+": one call per sequence vs one call, out", soloOut, out.dut); err != nil {
 		return err
 	}
-	e.free(qkv, g, beta, out, st)
+	for i := range cs {
+		if err := e.sameBits(fmt.Sprintf("%s: one call per sequence vs one call, state %d", what, i), soloSts[i], sts[i].dut); err != nil {
+			return err
+		}
+	}
+	e.free(append(sts, qkv, g, beta, out)...)
+	e.freeDUT(append(soloSts, soloOut)...)
 	return nil
 }
 
-// attnCase is one attention configuration.
+// attnCase is one attention configuration: the shape, the sequence's
+// position, new tokens, first output row and cache capacity.
 type attnCase struct {
 	heads, kvHeads, dim, pos, n, outRow, capacity int
 }
@@ -942,114 +1124,169 @@ func testAttention(e *Env) error {
 		{3, 1, 16, 0, 65, 0, 65},
 	}
 	for _, c := range cases {
-		if err := e.attnOne(c); err != nil {
+		if err := e.attnBatch([]attnCase{c}); err != nil {
+			return err
+		}
+	}
+	// Several sequences of one layer in one call: decode steps at
+	// different positions (one long enough for a backend to split), an
+	// empty one, and prompt chunks.
+	batches := [][]attnCase{
+		{{8, 2, 64, 5, 1, 0, 9}, {8, 2, 64, 600, 1, 1, 601}, {8, 2, 64, 0, 0, 0, 4}, {8, 2, 64, 0, 20, 2, 20}, {8, 2, 64, 40, 3, 22, 50}, {8, 2, 64, 0, 1, 25, 1}},
+		{{4, 1, 32, 300, 1, 0, 301}, {4, 1, 32, 17, 1, 1, 18}, {4, 1, 32, 9, 16, 2, 25}},
+	}
+	for _, b := range batches {
+		if err := e.attnBatch(b); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (e *Env) attnOne(c attnCase) error {
+// attnBatch runs attention for the sequences cs (one shape) in one call,
+// their q, k and v rows one after another in shared buffers, each with its
+// own caches, outputs at their OutRow of a shared buffer; checks the results
+// against the reference; and checks that calling the backend under test once
+// per sequence gives the same bits.
+func (e *Env) attnBatch(cs []attnCase) error {
+	c0 := cs[0]
 	// Fused q/gate rows for q, separate k and v with padding, as in the model.
-	q := compute.Heads{Off: 2, RowStride: 2*c.heads*c.dim + 1, HeadStride: 2 * c.dim, Count: c.heads, Dim: c.dim}
-	k := compute.Heads{Off: 0, RowStride: c.kvHeads*c.dim + 5, HeadStride: c.dim, Count: c.kvHeads, Dim: c.dim}
-	v := compute.Heads{Off: 3, RowStride: c.kvHeads * c.dim, HeadStride: c.dim, Count: c.kvHeads, Dim: c.dim}
-	qb, err := e.randBuf(headsLen(q, c.n), 1)
+	q := compute.Heads{Off: 2, RowStride: 2*c0.heads*c0.dim + 1, HeadStride: 2 * c0.dim, Count: c0.heads, Dim: c0.dim}
+	k := compute.Heads{Off: 0, RowStride: c0.kvHeads*c0.dim + 5, HeadStride: c0.dim, Count: c0.kvHeads, Dim: c0.dim}
+	v := compute.Heads{Off: 3, RowStride: c0.kvHeads * c0.dim, HeadStride: c0.dim, Count: c0.kvHeads, Dim: c0.dim}
+	base := make([]int, len(cs)) // each sequence's first q, k and v row
+	rows, outRows := 0, 0
+	for i, c := range cs {
+		base[i] = rows
+		rows += c.n
+		outRows = max(outRows, c.outRow+c.n)
+	}
+	rows = max(rows, 1)
+	qb, err := e.randBuf(headsLen(q, rows), 1)
 	if err != nil {
 		return err
 	}
-	kb, err := e.randBuf(headsLen(k, c.n), 1)
+	kb, err := e.randBuf(headsLen(k, rows), 1)
 	if err != nil {
 		return err
 	}
-	vb, err := e.randBuf(headsLen(v, c.n), 1)
+	vb, err := e.randBuf(headsLen(v, rows), 1)
 	if err != nil {
 		return err
 	}
-	width := c.kvHeads * c.dim
+	width := c0.kvHeads * c0.dim
 	// Earlier positions already in the caches; later ones are garbage the
 	// op must neither read nor write.
-	kc, err := e.randBuf(c.capacity*width, 1)
-	if err != nil {
-		return err
-	}
-	vc, err := e.randBuf(c.capacity*width, 1)
-	if err != nil {
-		return err
-	}
-	out, err := e.randBuf((c.outRow+c.n)*c.heads*c.dim+1, 1)
-	if err != nil {
-		return err
-	}
-	scale := float32(1 / math.Sqrt(float64(c.dim)))
-	p := func(dut bool) compute.Attention {
-		pick := func(pp pair) compute.Buffer {
-			if dut {
-				return pp.dut
-			}
-			return pp.ref
+	kcs, vcs := make([]pair, len(cs)), make([]pair, len(cs))
+	soloKC, soloVC := make([]compute.Buffer, len(cs)), make([]compute.Buffer, len(cs))
+	for i, c := range cs {
+		if kcs[i], err = e.randBuf(c.capacity*width, 1); err != nil {
+			return err
 		}
-		return compute.Attention{Q: q, QBuf: pick(qb), K: k, KBuf: pick(kb), V: v, VBuf: pick(vb),
-			KCache: pick(kc), VCache: pick(vc), Out: pick(out), OutRow: c.outRow, Pos: c.pos, N: c.n, Scale: scale}
+		if vcs[i], err = e.randBuf(c.capacity*width, 1); err != nil {
+			return err
+		}
+		if soloKC[i], err = e.dutBuf(kcs[i].vals); err != nil {
+			return err
+		}
+		if soloVC[i], err = e.dutBuf(vcs[i].vals); err != nil {
+			return err
+		}
 	}
-	e.Ref.CausalAttention(p(false))
-	e.DUT.CausalAttention(p(true))
-	what := fmt.Sprintf("CausalAttention %+v", c)
-	if err := e.check(what+" kcache", kc, nil); err != nil {
-		return err
-	}
-	if err := e.check(what+" vcache", vc, nil); err != nil {
-		return err
-	}
-	kcv, _, err := e.download(kc)
+	out, err := e.randBuf(outRows*c0.heads*c0.dim+1, 1)
 	if err != nil {
 		return err
 	}
-	vcv, _, err := e.download(vc)
+	soloOut, err := e.dutBuf(out.vals)
 	if err != nil {
 		return err
 	}
-	group := c.heads / c.kvHeads
+	scale := float32(1 / math.Sqrt(float64(c0.dim)))
+	arg := func(i int, dut bool, kc, vc, o compute.Buffer) compute.Attention {
+		c := cs[i]
+		return compute.Attention{Q: q.Rows(base[i]), QBuf: qb.pick(dut), K: k.Rows(base[i]), KBuf: kb.pick(dut), V: v.Rows(base[i]), VBuf: vb.pick(dut),
+			KCache: kc, VCache: vc, Out: o, OutRow: c.outRow, Pos: c.pos, N: c.n, Scale: scale}
+	}
+	var refArgs, dutArgs []compute.Attention
+	for i := range cs {
+		refArgs = append(refArgs, arg(i, false, kcs[i].ref, vcs[i].ref, out.ref))
+		dutArgs = append(dutArgs, arg(i, true, kcs[i].dut, vcs[i].dut, out.dut))
+	}
+	e.Ref.CausalAttention(refArgs)
+	e.DUT.CausalAttention(dutArgs)
+	for i := range cs {
+		e.DUT.CausalAttention([]compute.Attention{arg(i, true, soloKC[i], soloVC[i], soloOut)})
+	}
+	what := fmt.Sprintf("CausalAttention %+v", cs)
 	m := map[int]float64{}
-	for t := 0; t < c.n; t++ {
-		for h := 0; h < c.heads; h++ {
-			kvh := h / group
-			qv := qb.vals[q.Head(t, h) : q.Head(t, h)+c.dim]
-			L := c.pos + t + 1
-			sc := make([]float64, L)
-			absSc := make([]float64, L)
-			mx := math.Inf(-1)
-			for s := 0; s < L; s++ {
-				for d := 0; d < c.dim; d++ {
-					x := float64(qv[d]) * float64(kcv[s*width+kvh*c.dim+d])
-					sc[s] += x
-					absSc[s] += math.Abs(x)
-				}
-				sc[s] *= float64(scale)
-				absSc[s] *= float64(scale)
-				mx = max(mx, sc[s])
-			}
-			var sum, worstScore float64
-			for s := range sc {
-				sc[s] = math.Exp(sc[s] - mx)
-				sum += sc[s]
-				worstScore = max(worstScore, absSc[s])
-			}
-			for d := 0; d < c.dim; d++ {
-				var mag float64
+	group := c0.heads / c0.kvHeads
+	for i, c := range cs {
+		if err := e.check(fmt.Sprintf("%s kcache %d", what, i), kcs[i], nil); err != nil {
+			return err
+		}
+		if err := e.check(fmt.Sprintf("%s vcache %d", what, i), vcs[i], nil); err != nil {
+			return err
+		}
+		kcv, _, err := e.download(kcs[i])
+		if err != nil {
+			return err
+		}
+		vcv, _, err := e.download(vcs[i])
+		if err != nil {
+			return err
+		}
+		for t := 0; t < c.n; t++ {
+			for h := 0; h < c.heads; h++ {
+				kvh := h / group
+				qv := qb.vals[q.Head(base[i]+t, h) : q.Head(base[i]+t, h)+c.dim]
+				L := c.pos + t + 1
+				sc := make([]float64, L)
+				absSc := make([]float64, L)
+				mx := math.Inf(-1)
 				for s := 0; s < L; s++ {
-					mag += sc[s] / sum * math.Abs(float64(vcv[s*width+kvh*c.dim+d]))
+					for d := 0; d < c.dim; d++ {
+						x := float64(qv[d]) * float64(kcv[s*width+kvh*c.dim+d])
+						sc[s] += x
+						absSc[s] += math.Abs(x)
+					}
+					sc[s] *= float64(scale)
+					absSc[s] *= float64(scale)
+					mx = max(mx, sc[s])
 				}
-				// Score errors of u·√dim·Σ|q·k| perturb the weights; the
-				// weighted sum adds its own √L rounding.
-				m[(c.outRow+t)*c.heads*c.dim+h*c.dim+d] = tol(mag, L) + tol(mag*(2+2*worstScore), c.dim)
+				var sum, worstScore float64
+				for s := range sc {
+					sc[s] = math.Exp(sc[s] - mx)
+					sum += sc[s]
+					worstScore = max(worstScore, absSc[s])
+				}
+				for d := 0; d < c.dim; d++ {
+					var mag float64
+					for s := 0; s < L; s++ {
+						mag += sc[s] / sum * math.Abs(float64(vcv[s*width+kvh*c.dim+d]))
+					}
+					// Score errors of u·√dim·Σ|q·k| perturb the weights; the
+					// weighted sum adds its own √L rounding.
+					m[(c.outRow+t)*c.heads*c.dim+h*c.dim+d] = tol(mag, L) + tol(mag*(2+2*worstScore), c.dim)
+				}
 			}
 		}
 	}
 	if err := e.check(what+" out", out, regionTol(m)); err != nil {
 		return err
 	}
-	e.free(qb, kb, vb, kc, vc, out)
+	if err := e.sameBits(what+": one call per sequence vs one call, out", soloOut, out.dut); err != nil {
+		return err
+	}
+	for i := range cs {
+		if err := e.sameBits(fmt.Sprintf("%s: one call per sequence vs one call, kcache %d", what, i), soloKC[i], kcs[i].dut); err != nil {
+			return err
+		}
+		if err := e.sameBits(fmt.Sprintf("%s: one call per sequence vs one call, vcache %d", what, i), soloVC[i], vcs[i].dut); err != nil {
+			return err
+		}
+	}
+	e.free(append(append(kcs, vcs...), qb, kb, vb, out)...)
+	e.freeDUT(append(append(soloKC, soloVC...), soloOut)...)
 	return nil
 }
 

@@ -1,8 +1,9 @@
 package cpu
 
 import (
+	"cmp"
 	"math"
-	"sync/atomic"
+	"slices"
 
 	"github.com/govinfer/govinfer/compute"
 )
@@ -30,15 +31,93 @@ const (
 //
 //	out = softmax(q · Kᵀ * Scale over positions 0..pos) · V
 //
-// with query head h reading KV head h / (Heads / KVHeads). Prompts of
-// attnBlockMin tokens or more run as blocks of matrix products (see
-// attendBlocked). Shorter inputs (decode) run one job per (token, KV head)
+// with query head h reading KV head h / (Heads / KVHeads). Sequences of
+// attnBlockMin new tokens or more (prompts) run as blocks of matrix products
+// (see attendBlock). Shorter ones (decode) run one job per (token, KV head)
 // that serves all the query heads of that KV head, so each cached key and
 // value is read once per group: scores are dot products and the weighted
-// sum of values a run of axpys, on the vector kernels. When those jobs are
-// too few for the workers, the context of each is split into segments
-// whose partial softmaxes are merged afterwards.
-func (b *Backend) CausalAttention(p compute.Attention) {
+// sum of values a run of axpys, on the vector kernels. When a sequence has
+// too few such jobs for the workers, its context is split into segments
+// whose partial softmaxes are merged afterwards; that choice depends only
+// on the sequence and the number of workers, so a sequence's results do
+// not depend on the other sequences of the call. The jobs of all sequences
+// form one list, longest first, shared by the workers.
+func (b *Backend) CausalAttention(ps []compute.Attention) {
+	for i := range ps {
+		storeKV(&ps[i])
+	}
+	jobs, seqs := b.attnJobs[:0], b.attnSeqs[:0]
+	var total int64
+	ml, od := 0, 0 // heads of group jobs so far, and of split ones
+	for i := range ps {
+		p := &ps[i]
+		if p.N <= 0 || p.Q.Count <= 0 {
+			continue
+		}
+		v := b.view(*p)
+		nkv, group, dim := p.K.Count, v.group, v.dim
+		if p.N >= attnBlockMin {
+			bq := max(1, attnRows/group) // tokens per block
+			for t0 := 0; t0 < p.N; t0 += bq {
+				t1 := min(p.N, t0+bq)
+				cost := 2 * int64((t1-t0)*group) * int64(p.Pos+t1) * int64(dim)
+				for kvh := 0; kvh < nkv; kvh++ {
+					jobs = append(jobs, attnJob{seq: len(seqs), blocked: true, kvh: kvh, t: t0, t1: t1, cost: cost})
+					total += cost
+				}
+			}
+			seqs = append(seqs, attnSeq{v: v})
+			continue
+		}
+		splits := attnSplits(b.pool.workers, p.N*nkv, p.Pos+p.N)
+		sq := attnSeq{v: v, splits: splits, ml: ml, od: od}
+		for t := 0; t < p.N; t++ {
+			n := p.Pos + t + 1
+			for kvh := 0; kvh < nkv; kvh++ {
+				for part := 0; part < splits; part++ {
+					s0, s1 := part*n/splits, (part+1)*n/splits
+					cost := 2 * int64(s1-s0) * int64(group*dim)
+					jobs = append(jobs, attnJob{seq: len(seqs), kvh: kvh, t: t, s0: s0, s1: s1, ml: ml, od: od, cost: cost})
+					total += cost
+					ml += group
+					if splits > 1 {
+						od += group * dim
+					}
+				}
+			}
+		}
+		seqs = append(seqs, sq)
+	}
+	b.attnJobs, b.attnSeqs = jobs, seqs
+	if len(jobs) == 0 {
+		return
+	}
+	b.attnM, b.attnL, b.attnO = grow(b.attnM, ml), grow(b.attnL, ml), grow(b.attnO, od)
+	slices.SortStableFunc(jobs, func(x, y attnJob) int { return cmp.Compare(y.cost, x.cost) })
+	b.q.reset(len(jobs))
+	b.pool.run(b.pool.partsFor(len(jobs), total), func(slot int) {
+		ws := &b.ws[slot]
+		for {
+			j, ok := b.q.take()
+			if !ok {
+				return
+			}
+			job := &jobs[j]
+			sq := &seqs[job.seq]
+			if job.blocked {
+				v := &sq.v
+				sc := ws.attnScratch(max(1, attnRows/v.group)*v.group, v.dim)
+				b.attendBlock(v, sc, job.kvh, job.t, job.t1)
+				continue
+			}
+			b.attendGroup(sq, &ws.group, job)
+		}
+	})
+	b.mergeSplits()
+}
+
+// storeKV writes the new keys and values of p into its caches.
+func storeKV(p *compute.Attention) {
 	kc, vc := Data(p.KCache), Data(p.VCache)
 	kb, vb := Data(p.KBuf), Data(p.VBuf)
 	nkv, dim := p.K.Count, p.K.Dim
@@ -50,15 +129,30 @@ func (b *Backend) CausalAttention(p compute.Attention) {
 			copy(vc[row+h*dim:row+(h+1)*dim], vb[p.V.Head(t, h):p.V.Head(t, h)+dim])
 		}
 	}
-	if p.N <= 0 || p.Q.Count <= 0 {
-		return
-	}
-	if p.N >= attnBlockMin {
-		b.attendBlocked(p)
-		return
-	}
-	b.attendGroups(p, attnSplits(b.pool.workers, p.N*nkv, p.Pos+p.N))
 }
+
+// attnSeq is one sequence of a CausalAttention call.
+type attnSeq struct {
+	v      attnView
+	splits int // context segments per (token, KV head); 0 when blocked
+	ml, od int // its first group job's head in attnM/attnL, and in attnO (elements)
+}
+
+// attnJob is one job of a CausalAttention call. A group job computes the
+// query heads of KV head kvh at token t over cache positions [s0, s1); a
+// blocked job those of tokens [t, t1).
+type attnJob struct {
+	seq, kvh, t int
+	blocked     bool
+	t1          int
+	s0, s1      int
+	ml, od      int   // group jobs: the job's first head in attnM/attnL, and in attnO
+	cost        int64 // multiply-adds, roughly
+}
+
+// attnMerge is one (sequence, token, KV head) whose split partial results
+// are merged.
+type attnMerge struct{ seq, t, kvh, ml, od int }
 
 // attnSplits returns into how many segments to split the context of each of
 // jobs jobs, with ctx cache positions at most, so that workers workers have
@@ -95,10 +189,21 @@ func (v *attnView) outRow(t, h int) []float32 {
 	return v.out[lo : lo+v.dim]
 }
 
-// groupScratch is one worker's memory for attendGroups.
+// groupScratch is one worker's memory for group jobs.
 type groupScratch struct {
 	q      [][]float32 // the group's query vectors
 	scores []float32   // [group, segment length]
+}
+
+// size makes room for a group of group heads over n positions.
+func (sc *groupScratch) size(group, n int) {
+	if cap(sc.q) < group {
+		sc.q = make([][]float32, group)
+	}
+	sc.q = sc.q[:group]
+	if cap(sc.scores) < group*n {
+		sc.scores = make([]float32, group*n)
+	}
 }
 
 // partialGroup computes, for the query heads of KV head kvh at token t over
@@ -143,72 +248,88 @@ func (b *Backend) partialGroup(v *attnView, sc *groupScratch, t, kvh, s0, s1 int
 	}
 }
 
-// attendGroups runs one job per (token, KV head, context segment), splits
-// segments per context. Jobs are handed out dynamically, longest first.
-// With one segment a job writes its outputs directly; otherwise the
-// partial results are merged:
-//
-//	M = max_i m_i,  out = Σ_i e^{m_i-M} o_i / Σ_i e^{m_i-M} l_i
-func (b *Backend) attendGroups(p compute.Attention, splits int) {
-	v := b.view(p)
-	nkv, group, dim := p.K.Count, v.group, v.dim
-	pairs := p.N * nkv
-	jobs := pairs * splits
-	// Per job and head: maximum, sum and (when split) the partial output.
-	ms := make([]float32, jobs*group)
-	ls := make([]float64, jobs*group)
-	var os []float32
-	if splits > 1 {
-		os = make([]float32, jobs*group*dim)
-	}
-	var next atomic.Int64
-	b.pool.parallelFor(min(b.pool.workers, jobs), 1, func(int, int) {
-		seg := (p.Pos+p.N+splits-1)/splits + 1
-		sc := &groupScratch{q: make([][]float32, group), scores: make([]float32, group*seg)}
-		for {
-			j := int(next.Add(1)) - 1
-			if j >= jobs {
-				return
-			}
-			pair, part := j/splits, j%splits
-			t, kvh := p.N-1-pair/nkv, pair%nkv
-			n := p.Pos + t + 1
-			s0, s1 := part*n/splits, (part+1)*n/splits
-			m, l := ms[j*group:(j+1)*group], ls[j*group:(j+1)*group]
-			if splits == 1 {
-				o := v.out[(p.OutRow+t)*v.heads*dim+kvh*group*dim:]
-				b.partialGroup(&v, sc, t, kvh, s0, s1, o, m, l)
-				for hh := range group {
-					b.k.Scale(float32(1/l[hh]), o[hh*dim:(hh+1)*dim])
-				}
-				continue
-			}
-			b.partialGroup(&v, sc, t, kvh, s0, s1, os[j*group*dim:(j+1)*group*dim], m, l)
+// attendGroup runs a group job of sq. With one segment it writes its
+// outputs directly; otherwise it leaves partial results for mergeSplits.
+func (b *Backend) attendGroup(sq *attnSeq, sc *groupScratch, job *attnJob) {
+	v := &sq.v
+	group, dim := v.group, v.dim
+	sc.size(group, job.s1-job.s0)
+	m, l := b.attnM[job.ml:job.ml+group], b.attnL[job.ml:job.ml+group]
+	if sq.splits == 1 {
+		o := v.out[(v.p.OutRow+job.t)*v.heads*dim+job.kvh*group*dim:]
+		b.partialGroup(v, sc, job.t, job.kvh, job.s0, job.s1, o, m, l)
+		for hh := range group {
+			b.k.Scale(float32(1/l[hh]), o[hh*dim:(hh+1)*dim])
 		}
-	})
-	if splits == 1 {
 		return
 	}
-	for pair := 0; pair < pairs; pair++ {
-		t, kvh := p.N-1-pair/nkv, pair%nkv
-		for hh := 0; hh < group; hh++ {
-			mx := float32(math.Inf(-1))
-			for j := pair * splits; j < (pair+1)*splits; j++ {
-				mx = max(mx, ms[j*group+hh])
-			}
-			o := v.outRow(t, kvh*group+hh)
-			clear(o)
-			var l float64
-			for j := pair * splits; j < (pair+1)*splits; j++ {
-				if ls[j*group+hh] == 0 {
-					continue
-				}
-				w := math.Exp(float64(ms[j*group+hh] - mx))
-				l += w * ls[j*group+hh]
-				b.k.Axpy(float32(w), os[(j*group+hh)*dim:(j*group+hh+1)*dim], o)
-			}
-			b.k.Scale(float32(1/l), o)
+	b.partialGroup(v, sc, job.t, job.kvh, job.s0, job.s1, b.attnO[job.od:job.od+group*dim], m, l)
+}
+
+// mergeSplits combines the partial results of every split sequence of the
+// call:
+//
+//	M = max_i m_i,  out = Σ_i e^{m_i-M} o_i / Σ_i e^{m_i-M} l_i
+//
+// one job per (sequence, token, KV head).
+func (b *Backend) mergeSplits() {
+	merges := b.attnMerges[:0]
+	var total int64
+	for i := range b.attnSeqs {
+		sq := &b.attnSeqs[i]
+		if sq.splits <= 1 {
+			continue
 		}
+		p, group, dim := &sq.v.p, sq.v.group, sq.v.dim
+		nkv := p.K.Count
+		for t := 0; t < p.N; t++ {
+			for kvh := 0; kvh < nkv; kvh++ {
+				pair := t*nkv + kvh
+				merges = append(merges, attnMerge{seq: i, t: t, kvh: kvh,
+					ml: sq.ml + pair*sq.splits*group, od: sq.od + pair*sq.splits*group*dim})
+				total += int64(sq.splits * group * dim)
+			}
+		}
+	}
+	b.attnMerges = merges
+	if len(merges) == 0 {
+		return
+	}
+	b.q.reset(len(merges))
+	b.pool.run(b.pool.partsFor(len(merges), total), func(int) {
+		for {
+			j, ok := b.q.take()
+			if !ok {
+				return
+			}
+			b.merge(&merges[j])
+		}
+	})
+}
+
+// merge combines the partial results of one (sequence, token, KV head).
+func (b *Backend) merge(mg *attnMerge) {
+	sq := &b.attnSeqs[mg.seq]
+	v, splits := &sq.v, sq.splits
+	group, dim := v.group, v.dim
+	ms, ls, os := b.attnM[mg.ml:], b.attnL[mg.ml:], b.attnO[mg.od:]
+	for hh := 0; hh < group; hh++ {
+		mx := float32(math.Inf(-1))
+		for j := 0; j < splits; j++ {
+			mx = max(mx, ms[j*group+hh])
+		}
+		o := v.outRow(mg.t, mg.kvh*group+hh)
+		clear(o)
+		var l float64
+		for j := 0; j < splits; j++ {
+			if ls[j*group+hh] == 0 {
+				continue
+			}
+			w := math.Exp(float64(ms[j*group+hh] - mx))
+			l += w * ls[j*group+hh]
+			b.k.Axpy(float32(w), os[(j*group+hh)*dim:(j*group+hh+1)*dim], o)
+		}
+		b.k.Scale(float32(1/l), o)
 	}
 }
 
@@ -237,38 +358,15 @@ func newAttnScratch(rows, dim int) *attnScratch {
 	return sc
 }
 
-// attendBlocked runs attention as blocks of matrix products, flash-attention
-// style: a job takes the query heads of one KV head for a block of tokens
-// (about attnRows rows) and walks the cache in blocks of attnKeys positions,
-// keeping a running maximum, sum and weighted value sum per row:
+// attendBlock computes the outputs of tokens [t0, t1) for the query heads of
+// KV head kvh as blocks of matrix products, flash-attention style: the block
+// of query rows walks the cache in blocks of attnKeys positions, keeping a
+// running maximum, sum and weighted value sum per row:
 //
 //	S = Q Kᵀ·Scale (causally masked),  m' = max(m, rowmax S),  P = e^{S-m'}
 //	l = e^{m-m'} l + rowsum P,  O = e^{m-m'} O + P V
 //
-// and finally out = O / l. Jobs are handed out dynamically, the longest
-// (last tokens) first.
-func (b *Backend) attendBlocked(p compute.Attention) {
-	v := b.view(p)
-	nkv := p.K.Count
-	bq := max(1, attnRows/v.group) // tokens per block
-	blocks := (p.N + bq - 1) / bq
-	jobs := nkv * blocks
-	var next atomic.Int64
-	b.pool.parallelFor(min(b.pool.workers, jobs), 1, func(int, int) {
-		sc := newAttnScratch(bq*v.group, v.dim)
-		for {
-			j := int(next.Add(1)) - 1
-			if j >= jobs {
-				return
-			}
-			blk, kvh := blocks-1-j/nkv, j%nkv
-			b.attendBlock(&v, sc, kvh, blk*bq, min(p.N, (blk+1)*bq))
-		}
-	})
-}
-
-// attendBlock computes the outputs of tokens [t0, t1) for the query heads of
-// KV head kvh. Row r of the block is token t0 + r/group, head
+// and finally out = O / l. Row r of the block is token t0 + r/group, head
 // kvh*group + r%group.
 func (b *Backend) attendBlock(v *attnView, sc *attnScratch, kvh, t0, t1 int) {
 	k, p, dim, group := b.k, v.p, v.dim, v.group

@@ -37,7 +37,7 @@ func BenchmarkCausalAttention(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				be.CausalAttention(p)
+				be.CausalAttention([]compute.Attention{p})
 			}
 			b.ReportMetric(float64(b.N*c.n)/b.Elapsed().Seconds(), "tokens/s")
 		})

@@ -98,8 +98,8 @@ func checkAttention(t *testing.T, b *Backend, rng *rand.Rand, heads, kvHeads, di
 		Data(out)[i] = float32(math.NaN())
 	}
 	scale := float32(1 / math.Sqrt(float64(dim)))
-	b.CausalAttention(compute.Attention{Q: q, QBuf: mk(qv), K: k, KBuf: mk(kv), V: v, VBuf: mk(vv),
-		KCache: kc, VCache: vc, Out: out, OutRow: outRow, Pos: pos, N: n, Scale: scale})
+	b.CausalAttention([]compute.Attention{{Q: q, QBuf: mk(qv), K: k, KBuf: mk(kv), V: v, VBuf: mk(vv),
+		KCache: kc, VCache: vc, Out: out, OutRow: outRow, Pos: pos, N: n, Scale: scale}})
 
 	// The caches: new rows written, the rest untouched.
 	for tk := 0; tk < n; tk++ {
@@ -189,7 +189,7 @@ func TestAttentionAllocs(t *testing.T) {
 			Out: mk(c.n * heads * dim), Pos: c.pos, N: c.n, Scale: 0.125,
 		}
 		limit := 6 + 3*float64(c.threads)
-		if allocs := testing.AllocsPerRun(5, func() { b.CausalAttention(p) }); allocs > limit {
+		if allocs := testing.AllocsPerRun(5, func() { b.CausalAttention([]compute.Attention{p}) }); allocs > limit {
 			t.Errorf("%+v: %v allocations per call, want at most %v", c, allocs, limit)
 		}
 		b.Close()

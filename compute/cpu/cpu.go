@@ -7,10 +7,12 @@
 package cpu
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/govinfer/govinfer/asm"
@@ -23,6 +25,18 @@ import (
 type Backend struct {
 	pool *pool
 	k    *asm.Kernels
+
+	// Reused between calls of the per-sequence operations.
+	ws         []workerScratch // one per worker slot
+	q          queue           // the current operation's job queue
+	deltaJobs  []deltaJob
+	attnJobs   []attnJob
+	attnSeqs   []attnSeq
+	attnMerges []attnMerge
+	attnM      []float32 // per group job and head: running maximum
+	attnL      []float64 // per group job and head: sum of numerators
+	attnO      []float32 // per split job and head: partial output
+	convJobs   []convJob
 }
 
 // Options configures a CPU backend.
@@ -44,7 +58,7 @@ func New(o Options) *Backend {
 	if k == nil {
 		k = asm.Detect()
 	}
-	return &Backend{pool: newPool(n), k: k}
+	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n)}
 }
 
 // Name implements compute.Backend.
@@ -342,41 +356,90 @@ func (b *Backend) Rope(x compute.Buffer, h compute.Heads, n int, table []float32
 
 // CausalConv1D implements compute.Backend:
 // out[t, c] = silu(sum_j w[c, j] * in[t-(K-1)+j, c]), with inputs before the
-// first token taken from state.
-func (b *Backend) CausalConv1D(x compute.Buffer, row, rowStride, n, channels int, wt compute.Weight, kernel int, state compute.Buffer) {
-	w, xs, st := wt.(*weight), Data(x), Data(state)
-	k1 := kernel - 1
-	b.pool.parallelFor(channels, 256, func(lo, hi int) {
-		var buf [2 * 16]float32 // window and taps without allocating, for kernels up to 16
-		scratch := buf[:]
-		if 2*kernel > len(buf) {
-			scratch = make([]float32, 2*kernel)
+// first token taken from the sequence's state. Jobs are (sequence, block of
+// channels), longest first; the blocks depend only on channels and the
+// number of workers, so a sequence's results do not depend on the other
+// sequences of the call.
+func (b *Backend) CausalConv1D(x compute.Buffer, rowStride, channels int, wt compute.Weight, kernel int, seqs []compute.ConvSeq) {
+	if channels <= 0 {
+		return
+	}
+	w, xs := wt.(*weight), Data(x)
+	parts := min(b.pool.workers, (channels+convBlockMin-1)/convBlockMin)
+	chunk := (channels + parts - 1) / parts
+	jobs := b.convJobs[:0]
+	var total int64
+	for i, s := range seqs {
+		if s.N <= 0 {
+			continue
 		}
-		win, taps := scratch[:kernel], scratch[kernel:2*kernel] // sliding window of raw inputs
-		for c := lo; c < hi; c++ {
-			w.row(taps, c)
-			for j := 0; j < k1; j++ {
-				win[j] = st[j*channels+c]
-			}
-			for t := 0; t < n; t++ {
-				i := (row+t)*rowStride + c
-				win[k1] = xs[i]
-				var s float32
-				for j, tap := range taps {
-					s += tap * win[j]
-				}
-				xs[i] = s
-				copy(win, win[1:])
-			}
-			for j := 0; j < k1; j++ {
-				st[j*channels+c] = win[j]
-			}
+		for lo := 0; lo < channels; lo += chunk {
+			hi := min(lo+chunk, channels)
+			cost := int64(s.N) * int64(hi-lo) * int64(kernel)
+			jobs = append(jobs, convJob{seq: i, lo: lo, hi: hi, cost: cost})
+			total += cost
 		}
-		for t := 0; t < n; t++ {
-			r := (row + t) * rowStride
-			b.k.SiLU(xs[r+lo : r+hi])
+	}
+	b.convJobs = jobs
+	if len(jobs) == 0 {
+		return
+	}
+	slices.SortStableFunc(jobs, func(x, y convJob) int { return cmp.Compare(y.cost, x.cost) })
+	b.q.reset(len(jobs))
+	b.pool.run(b.pool.partsFor(len(jobs), total), func(slot int) {
+		scratch := b.ws[slot].floats(2 * kernel)
+		for {
+			j, ok := b.q.take()
+			if !ok {
+				return
+			}
+			job := &jobs[j]
+			s := &seqs[job.seq]
+			b.convBlock(xs, Data(s.State), s.Row, rowStride, s.N, channels, w, kernel, job.lo, job.hi, scratch)
 		}
 	})
+}
+
+// convBlockMin is the fewest channels of a conv job when a sequence's
+// channels are split over the workers.
+const convBlockMin = 256
+
+// convJob is one job of a CausalConv1D call: channels [lo, hi) of sequence
+// seq.
+type convJob struct {
+	seq, lo, hi int
+	cost        int64
+}
+
+// convBlock runs the convolution for channels [lo, hi) of the n rows of xs
+// starting at row, with st the sequence's state and scratch 2*kernel
+// elements.
+func (b *Backend) convBlock(xs, st []float32, row, rowStride, n, channels int, w *weight, kernel, lo, hi int, scratch []float32) {
+	k1 := kernel - 1
+	win, taps := scratch[:kernel], scratch[kernel:2*kernel] // sliding window of raw inputs
+	for c := lo; c < hi; c++ {
+		w.row(taps, c)
+		for j := 0; j < k1; j++ {
+			win[j] = st[j*channels+c]
+		}
+		for t := 0; t < n; t++ {
+			i := (row+t)*rowStride + c
+			win[k1] = xs[i]
+			var s float32
+			for j, tap := range taps {
+				s += tap * win[j]
+			}
+			xs[i] = s
+			copy(win, win[1:])
+		}
+		for j := 0; j < k1; j++ {
+			st[j*channels+c] = win[j]
+		}
+	}
+	for t := 0; t < n; t++ {
+		r := (row + t) * rowStride
+		b.k.SiLU(xs[r+lo : r+hi])
+	}
 }
 
 // GDNGates implements compute.Backend.

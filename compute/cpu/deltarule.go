@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/govinfer/govinfer/compute"
 )
@@ -28,70 +30,151 @@ const (
 //	S = S + k_t uᵀ
 //	o_t = Sᵀ (q_t * QScale)
 //
-// Inputs of at least deltaChunkMin tokens run the equivalent chunked form
-// (see deltaChunked); shorter ones run the recurrence token by token. Value
-// heads are spread over the workers in both cases.
-func (b *Backend) GatedDeltaRule(p compute.DeltaRule) {
-	if p.N <= 0 || p.Nv <= 0 {
-		return
-	}
-	if p.N >= deltaChunkMin {
-		b.deltaChunked(p)
-		return
-	}
-	b.deltaRecurrent(p)
+// Sequences of at least deltaChunkMin tokens run the equivalent chunked form
+// (see deltaChunked); shorter ones run the recurrence token by token. The
+// work of all sequences is one list of jobs, longest first, shared by the
+// workers: one job per (sequence, value head) for the recurrence, one per
+// (sequence, key head) for the chunked form (split over the key head's value
+// heads when there are few). Each value head's arithmetic is the same
+// whichever job runs it, so a sequence's results do not depend on the other
+// sequences of the call.
+func (b *Backend) GatedDeltaRule(ps []compute.DeltaRule) { b.deltaRule(ps, deltaAuto) }
+
+// deltaForm selects how deltaRule evaluates the sequences.
+type deltaForm uint8
+
+const (
+	deltaAuto      deltaForm = iota // chunked from deltaChunkMin tokens
+	deltaRecurrent                  // token by token
+	deltaChunked                    // chunked form at any length
+)
+
+// chunked reports whether p runs in the chunked form under f.
+func (f deltaForm) chunked(p *compute.DeltaRule) bool {
+	return f == deltaChunked || f == deltaAuto && p.N >= deltaChunkMin
 }
 
-// deltaRecurrent runs the delta rule one token at a time. With S the state
-// before the token and d = exp(g_t), the step is rewritten so that S is read
-// once and then updated once, row by row with the vector kernels:
+// deltaJob is one job of a GatedDeltaRule call: value heads [h0, h1) of
+// sequence seq, all of which read the same key head.
+type deltaJob struct {
+	seq, h0, h1 int
+	chunked     bool
+	cost        int64 // multiply-adds, roughly
+}
+
+// deltaRule runs the delta rule for every sequence of ps in the form f.
+func (b *Backend) deltaRule(ps []compute.DeltaRule, f deltaForm) {
+	// Chunked jobs are per key head; when those are few, split each key
+	// head's value heads so that the workers have enough jobs.
+	keyHeads := 0
+	for i := range ps {
+		if p := &ps[i]; p.N > 0 && p.Nv > 0 && f.chunked(p) {
+			keyHeads += p.Nk
+		}
+	}
+	want := 2 * b.pool.workers
+	jobs := b.deltaJobs[:0]
+	var total int64
+	for i := range ps {
+		p := &ps[i]
+		if p.N <= 0 || p.Nv <= 0 {
+			continue
+		}
+		n, dk, dv := int64(p.N), int64(p.Dk), int64(p.Dv)
+		if !f.chunked(p) {
+			for h := 0; h < p.Nv; h++ {
+				jobs = append(jobs, deltaJob{seq: i, h0: h, h1: h + 1, cost: 4 * n * dk * dv})
+				total += 4 * n * dk * dv
+			}
+			continue
+		}
+		group := p.Nv / p.Nk
+		parts := 1
+		if keyHeads < want {
+			parts = min(group, (want+keyHeads-1)/keyHeads)
+		}
+		for kh := 0; kh < p.Nk; kh++ {
+			for part := 0; part < parts; part++ {
+				h0, h1 := kh*group+part*group/parts, kh*group+(part+1)*group/parts
+				if h0 == h1 {
+					continue
+				}
+				cost := n * (4*int64(h1-h0)*dk*dv + 2*int64(min(p.N, deltaChunk))*dk)
+				jobs = append(jobs, deltaJob{seq: i, h0: h0, h1: h1, chunked: true, cost: cost})
+				total += cost
+			}
+		}
+	}
+	b.deltaJobs = jobs
+	if len(jobs) == 0 {
+		return
+	}
+	slices.SortStableFunc(jobs, func(x, y deltaJob) int { return cmp.Compare(y.cost, x.cost) })
+	b.q.reset(len(jobs))
+	b.pool.run(b.pool.partsFor(len(jobs), total), func(slot int) {
+		ws := &b.ws[slot]
+		for {
+			j, ok := b.q.take()
+			if !ok {
+				return
+			}
+			job := &jobs[j]
+			p := &ps[job.seq]
+			if job.chunked {
+				sc := ws.deltaScratch(min(deltaChunk, p.N), p.Dk, p.Dv, p.Nv/p.Nk)
+				b.deltaKeyHead(p, sc, job.h0/(p.Nv/p.Nk), job.h0, job.h1)
+			} else {
+				b.deltaHead(p, ws.floats(2*p.Dv), job.h0)
+			}
+		}
+	})
+}
+
+// deltaHead runs the delta rule for value head h of p one token at a time,
+// with scratch of 2*Dv elements. With S the state before the token and
+// d = exp(g_t), the step is rewritten so that S is read once and then
+// updated once, row by row with the vector kernels:
 //
 //	a = Sᵀ k,  c = Sᵀ q
 //	u = beta (v - d a)
 //	o = QScale (d c + (k·q) u)
 //	S = d S + k uᵀ
-func (b *Backend) deltaRecurrent(p compute.DeltaRule) {
+func (b *Backend) deltaHead(p *compute.DeltaRule, scratch []float32, h int) {
 	qkv, gs, bs, out, st := Data(p.QKV), Data(p.G), Data(p.Beta), Data(p.Out), Data(p.State)
-	group := p.Nv / p.Nk
 	dk, dv := p.Dk, p.Dv
 	k := b.k
-	b.pool.parallelFor(p.Nv, 1, func(lo, hi int) {
-		scratch := make([]float32, 2*dv)
-		a, c := scratch[:dv], scratch[dv:]
-		for h := lo; h < hi; h++ {
-			kh := h / group
-			s := st[h*dk*dv : (h+1)*dk*dv]
-			for t := 0; t < p.N; t++ {
-				qv := qkv[p.Q.Head(t, kh) : p.Q.Head(t, kh)+dk]
-				kv := qkv[p.K.Head(t, kh) : p.K.Head(t, kh)+dk]
-				vv := qkv[p.V.Head(t, h) : p.V.Head(t, h)+dv]
-				gi := (p.GateRow+t)*p.Nv + h
-				decay := float32(math.Exp(float64(gs[gi])))
-				beta := bs[gi]
-				clear(a)
-				clear(c)
-				for i := 0; i < dk; i++ {
-					row := s[i*dv : (i+1)*dv]
-					k.Axpy(kv[i], row, a)
-					k.Axpy(qv[i], row, c)
-				}
-				kq := k.DotF32(kv, qv)
-				o := out[(p.OutRow+t)*p.Nv*dv+h*dv : (p.OutRow+t)*p.Nv*dv+(h+1)*dv]
-				for j := range a {
-					u := beta * (vv[j] - decay*a[j])
-					a[j] = u
-					o[j] = p.QScale * (decay*c[j] + kq*u)
-				}
-				for i := 0; i < dk; i++ {
-					row := s[i*dv : (i+1)*dv]
-					if decay != 1 {
-						k.Scale(decay, row)
-					}
-					k.Axpy(kv[i], a, row)
-				}
-			}
+	a, c := scratch[:dv], scratch[dv:2*dv]
+	kh := h / (p.Nv / p.Nk)
+	s := st[h*dk*dv : (h+1)*dk*dv]
+	for t := 0; t < p.N; t++ {
+		qv := qkv[p.Q.Head(t, kh) : p.Q.Head(t, kh)+dk]
+		kv := qkv[p.K.Head(t, kh) : p.K.Head(t, kh)+dk]
+		vv := qkv[p.V.Head(t, h) : p.V.Head(t, h)+dv]
+		gi := (p.GateRow+t)*p.Nv + h
+		decay := float32(math.Exp(float64(gs[gi])))
+		beta := bs[gi]
+		clear(a)
+		clear(c)
+		for i := 0; i < dk; i++ {
+			row := s[i*dv : (i+1)*dv]
+			k.Axpy(kv[i], row, a)
+			k.Axpy(qv[i], row, c)
 		}
-	})
+		kq := k.DotF32(kv, qv)
+		o := out[(p.OutRow+t)*p.Nv*dv+h*dv : (p.OutRow+t)*p.Nv*dv+(h+1)*dv]
+		for j := range a {
+			u := beta * (vv[j] - decay*a[j])
+			a[j] = u
+			o[j] = p.QScale * (decay*c[j] + kq*u)
+		}
+		for i := 0; i < dk; i++ {
+			row := s[i*dv : (i+1)*dv]
+			if decay != 1 {
+				k.Scale(decay, row)
+			}
+			k.Axpy(kv[i], a, row)
+		}
+	}
 }
 
 // deltaScratch is one worker's memory for the chunked delta rule, sized for
@@ -131,8 +214,9 @@ func newDeltaScratch(c, dk, dv, group int) *deltaScratch {
 	return sc
 }
 
-// deltaChunked runs the delta rule on blocks of up to deltaChunk tokens with
-// matrix products (the WY form of HF's torch_chunk_gated_delta_rule). For a
+// deltaKeyHead runs the chunked form of the delta rule for value heads
+// [h0, h1) of p, which all read key head kh: blocks of up to deltaChunk
+// tokens evaluated with matrix products (the WY form of HF's torch_chunk_gated_delta_rule). For a
 // chunk of L tokens starting from state S0, with G_r the cumulative sum of
 // g over the chunk up to token r:
 //
@@ -143,23 +227,10 @@ func newDeltaScratch(c, dk, dv, group int) *deltaScratch {
 // (q already scaled by QScale). The first line is a unit lower-triangular
 // system solved by forward substitution; everything else is a product of
 // small matrices. The last chunk is simply shorter: HF's zero padding (g = 0,
-// beta = 0) adds nothing. Work is split over value heads; a worker keeps the
-// states of its heads transposed ([Dv, Dk]) while it runs, and computes the
-// key products once per key head for all its value heads of that group.
-func (b *Backend) deltaChunked(p compute.DeltaRule) {
-	group := p.Nv / p.Nk
-	c := min(deltaChunk, p.N)
-	b.pool.parallelFor(p.Nv, 1, func(lo, hi int) {
-		sc := newDeltaScratch(c, p.Dk, p.Dv, group)
-		for kh := lo / group; kh*group < hi; kh++ {
-			b.deltaKeyHead(p, sc, kh, max(lo, kh*group), min(hi, (kh+1)*group))
-		}
-	})
-}
-
-// deltaKeyHead runs the chunked delta rule for value heads [h0, h1), which
-// all read key head kh.
-func (b *Backend) deltaKeyHead(p compute.DeltaRule, sc *deltaScratch, kh, h0, h1 int) {
+// beta = 0) adds nothing. The states of the value heads are kept transposed
+// ([Dv, Dk]) while it runs, and the key products are computed once for all
+// of them.
+func (b *Backend) deltaKeyHead(p *compute.DeltaRule, sc *deltaScratch, kh, h0, h1 int) {
 	k := b.k
 	qkv, gs, bs, out, st := Data(p.QKV), Data(p.G), Data(p.Beta), Data(p.Out), Data(p.State)
 	dk, dv := p.Dk, p.Dv
@@ -193,7 +264,7 @@ func (b *Backend) deltaKeyHead(p compute.DeltaRule, sc *deltaScratch, kh, h0, h1
 // advanceChunk advances value head h over the l tokens starting at t0, with
 // sc.kq and sc.kkqk already holding the chunk's keys, queries and their
 // products, and st the head's transposed state.
-func (b *Backend) advanceChunk(p compute.DeltaRule, sc *deltaScratch, h, t0, l int, st, gs, bs, qkv, out []float32) {
+func (b *Backend) advanceChunk(p *compute.DeltaRule, sc *deltaScratch, h, t0, l int, st, gs, bs, qkv, out []float32) {
 	k := b.k
 	dk, dv := p.Dk, p.Dv
 	kq, kkqk := sc.kq[:2*l*dk], sc.kkqk[:2*l*l]

@@ -67,7 +67,7 @@ func BenchmarkGatedDeltaRule(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				be.GatedDeltaRule(p)
+				be.GatedDeltaRule([]compute.DeltaRule{p})
 			}
 			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tokens/s")
 		})

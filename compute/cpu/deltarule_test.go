@@ -216,9 +216,9 @@ func TestDeltaRuleForms(t *testing.T) {
 						tokOut := func(i int) int { return i / sh.nv }
 						tokState := func(int) int { return n }
 						forms := map[string]func(compute.DeltaRule){
-							"recurrent": b.deltaRecurrent,
-							"chunked":   b.deltaChunked,
-							"dispatch":  b.GatedDeltaRule,
+							"recurrent": deltaFn(b, deltaRecurrent),
+							"chunked":   deltaFn(b, deltaChunked),
+							"dispatch":  deltaFn(b, deltaAuto),
 						}
 						for form, f := range forms {
 							out, st := pr.run(t, b, nil, f)
@@ -233,7 +233,7 @@ func TestDeltaRuleForms(t *testing.T) {
 							blocks = append(blocks, nb)
 							left -= nb
 						}
-						out, st := pr.run(t, b, blocks, b.GatedDeltaRule)
+						out, st := pr.run(t, b, blocks, deltaFn(b, deltaAuto))
 						checkDelta(t, fmt.Sprintf("blocks %v out", blocks), out, wantOut, sh.dv, sh.dk, tokOut, 1)
 						checkDelta(t, fmt.Sprintf("blocks %v state", blocks), st, wantState, sh.dv, sh.dk, tokState, 1)
 					})
@@ -254,7 +254,7 @@ func TestDeltaRuleDecays(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(-gMin)))
 			pr := newDeltaProblem(rng, 2, 4, 32, 32, 150, gMin)
 			wantOut, wantState := pr.reference()
-			for form, f := range map[string]func(compute.DeltaRule){"recurrent": b.deltaRecurrent, "chunked": b.deltaChunked} {
+			for form, f := range map[string]func(compute.DeltaRule){"recurrent": deltaFn(b, deltaRecurrent), "chunked": deltaFn(b, deltaChunked)} {
 				out, st := pr.run(t, b, nil, f)
 				checkDelta(t, form+" out", out, wantOut, 32, 32, func(i int) int { return i / 4 }, 1)
 				checkDelta(t, form+" state", st, wantState, 32, 32, func(int) int { return 150 }, 1)
@@ -270,8 +270,8 @@ func TestDeltaRuleChunkedAgreesWithRecurrent(t *testing.T) {
 	defer b.Close()
 	rng := rand.New(rand.NewPCG(11, 12))
 	pr := newDeltaProblem(rng, 2, 4, 128, 128, 100, -1)
-	rOut, rSt := pr.run(t, b, nil, b.deltaRecurrent)
-	cOut, cSt := pr.run(t, b, nil, b.deltaChunked)
+	rOut, rSt := pr.run(t, b, nil, deltaFn(b, deltaRecurrent))
+	cOut, cSt := pr.run(t, b, nil, deltaFn(b, deltaChunked))
 	for _, c := range []struct {
 		what      string
 		got, want []float32
@@ -296,9 +296,15 @@ func TestDeltaRuleAllocs(t *testing.T) {
 		pr := newDeltaProblem(rng, 2, 4, 32, 32, n, -1)
 		var p compute.DeltaRule
 		pr.run(t, b, nil, func(d compute.DeltaRule) { p = d })
-		allocs := testing.AllocsPerRun(5, func() { b.GatedDeltaRule(p) })
+		allocs := testing.AllocsPerRun(5, func() { b.GatedDeltaRule([]compute.DeltaRule{p}) })
 		if allocs > 8 {
 			t.Errorf("N=%d: %v allocations per call, want at most 8 (one scratch set)", n, allocs)
 		}
 	}
+}
+
+// deltaFn returns a function running the delta rule in form f for one
+// sequence.
+func deltaFn(b *Backend, f deltaForm) func(compute.DeltaRule) {
+	return func(p compute.DeltaRule) { b.deltaRule([]compute.DeltaRule{p}, f) }
 }

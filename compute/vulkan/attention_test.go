@@ -84,8 +84,8 @@ func checkAttention(t *testing.T, b *Backend, rng *rand.Rand, heads, kvHeads, di
 		}
 	}()
 	scale := float32(1 / math.Sqrt(float64(dim)))
-	b.CausalAttention(compute.Attention{Q: compute.DenseHeads(heads, dim), QBuf: qb, K: compute.DenseHeads(kvHeads, dim), KBuf: kb,
-		V: compute.DenseHeads(kvHeads, dim), VBuf: vb, KCache: kc, VCache: vc, Out: out, Pos: pos, N: n, Scale: scale})
+	b.CausalAttention([]compute.Attention{{Q: compute.DenseHeads(heads, dim), QBuf: qb, K: compute.DenseHeads(kvHeads, dim), KBuf: kb,
+		V: compute.DenseHeads(kvHeads, dim), VBuf: vb, KCache: kc, VCache: vc, Out: out, Pos: pos, N: n, Scale: scale}})
 	got := make([]float32, n*heads*dim)
 	if err := b.Download(ctx, got, out, 0); err != nil {
 		t.Fatal(err)

@@ -136,12 +136,12 @@ func BenchmarkAttention(b *testing.B) {
 			p := compute.Attention{Q: compute.DenseHeads(heads, dim), QBuf: bufs[0], K: compute.DenseHeads(kvHeads, dim), KBuf: bufs[1],
 				V: compute.DenseHeads(kvHeads, dim), VBuf: bufs[2], KCache: bufs[3], VCache: bufs[4], Out: bufs[5], Pos: c.pos, N: c.n, Scale: 0.0625}
 			ctx := context.Background()
-			bk.CausalAttention(p)
+			bk.CausalAttention([]compute.Attention{p})
 			if err := bk.Sync(ctx); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				bk.CausalAttention(p)
+				bk.CausalAttention([]compute.Attention{p})
 				if err := bk.Sync(ctx); err != nil {
 					b.Fatal(err)
 				}

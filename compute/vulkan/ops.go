@@ -348,26 +348,39 @@ func (b *Backend) Rope(x compute.Buffer, h compute.Heads, n int, table []float32
 		[]uint32{u32(n), u32(h.Count), u32(h.Off), u32(h.RowStride), u32(h.HeadStride), u32(rotaryDim), off}, gx, gy, 1)
 }
 
-// CausalConv1D implements compute.Backend.
-func (b *Backend) CausalConv1D(x compute.Buffer, row, rowStride, n, channels int, wt compute.Weight, kernel int, state compute.Buffer) {
+// CausalConv1D implements compute.Backend with one conv.comp dispatch per
+// sequence (and weight chunk).
+func (b *Backend) CausalConv1D(x compute.Buffer, rowStride, channels int, wt compute.Weight, kernel int, seqs []compute.ConvSeq) {
 	const op = "CausalConv1D"
 	xs, ok1 := b.buf(op, x)
-	st, ok2 := b.buf(op, state)
-	w, ok3 := b.wt(op, wt)
-	if !ok1 || !ok2 || !ok3 || n <= 0 {
+	w, ok2 := b.wt(op, wt)
+	if !ok1 || !ok2 {
 		return
 	}
-	if kernel < 1 || kernel > maxConvK || w.rows != channels || w.cols != kernel || channels <= 0 || rowStride < channels || row < 0 {
+	if kernel < 1 || kernel > maxConvK || w.rows != channels || w.cols != kernel || channels <= 0 || rowStride < channels {
 		b.failf("CausalConv1D: kernel %d, weight [%d, %d], %d channels, row stride %d", kernel, w.rows, w.cols, channels, rowStride)
 		return
 	}
-	if !b.span(op, "x", xs, row*rowStride, (n-1)*rowStride+channels) || !b.span(op, "state", st, 0, (kernel-1)*channels) {
-		return
-	}
-	for _, c := range w.chunks {
-		gx, gy := grid((c.rows + wgElem - 1) / wgElem)
-		b.dispatch("conv", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{xs.raw, c.raw, st.raw},
-			[]uint32{u32(row), u32(rowStride), u32(n), u32(channels), u32(kernel), u32(c.row0), u32(c.rows)}, gx, gy, 1)
+	for i, s := range seqs {
+		if s.N <= 0 {
+			continue
+		}
+		st, ok := b.buf(op, s.State)
+		if !ok {
+			return
+		}
+		if s.Row < 0 {
+			b.failf("CausalConv1D: sequence %d starts at row %d", i, s.Row)
+			return
+		}
+		if !b.span(op, "x", xs, s.Row*rowStride, (s.N-1)*rowStride+channels) || !b.span(op, "state", st, 0, (kernel-1)*channels) {
+			return
+		}
+		for _, c := range w.chunks {
+			gx, gy := grid((c.rows + wgElem - 1) / wgElem)
+			b.dispatch("conv", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{xs.raw, c.raw, st.raw},
+				[]uint32{u32(s.Row), u32(rowStride), u32(s.N), u32(channels), u32(kernel), u32(c.row0), u32(c.rows)}, gx, gy, 1)
+		}
 	}
 }
 
@@ -401,9 +414,20 @@ func (b *Backend) GDNGates(g, beta, a, bb compute.Buffer, aLog, dtBias compute.W
 		[]uint32{u32(n), u32(heads)}, gx, gy, 1)
 }
 
-// GatedDeltaRule implements compute.Backend with the recurrent form.
-func (b *Backend) GatedDeltaRule(p compute.DeltaRule) {
+// GatedDeltaRule implements compute.Backend with the recurrent form, one
+// deltarule.comp dispatch per sequence.
+func (b *Backend) GatedDeltaRule(ps []compute.DeltaRule) {
+	for i := range ps {
+		b.deltaRule(&ps[i])
+	}
+}
+
+// deltaRule records the delta rule for one sequence.
+func (b *Backend) deltaRule(p *compute.DeltaRule) {
 	const op = "GatedDeltaRule"
+	if p.N <= 0 {
+		return
+	}
 	qkv, ok1 := b.buf(op, p.QKV)
 	g, ok2 := b.buf(op, p.G)
 	beta, ok3 := b.buf(op, p.Beta)
@@ -430,11 +454,21 @@ func (b *Backend) GatedDeltaRule(p compute.DeltaRule) {
 		u32((p.Dv+wgDelta-1)/wgDelta), u32(p.Nv), 1)
 }
 
-// CausalAttention implements compute.Backend: kvstore.comp writes the new
-// keys and values into the caches, then attention.comp (and attnmerge.comp
-// for a split cache length) attends.
-func (b *Backend) CausalAttention(p compute.Attention) {
+// CausalAttention implements compute.Backend, sequence by sequence:
+// kvstore.comp writes the new keys and values into the caches, then
+// attention.comp (and attnmerge.comp for a split cache length) attends.
+func (b *Backend) CausalAttention(ps []compute.Attention) {
+	for i := range ps {
+		b.causalAttention(&ps[i])
+	}
+}
+
+// causalAttention records attention for one sequence.
+func (b *Backend) causalAttention(p *compute.Attention) {
 	const op = "CausalAttention"
+	if p.N <= 0 {
+		return
+	}
 	q, ok1 := b.buf(op, p.QBuf)
 	kb, ok2 := b.buf(op, p.KBuf)
 	vb, ok3 := b.buf(op, p.VBuf)
@@ -459,7 +493,7 @@ func (b *Backend) CausalAttention(p compute.Attention) {
 	b.dispatch("kvstore", []uint32{wgElem}, []*rawBuf{kb.raw, vb.raw, kc.raw, vc.raw},
 		[]uint32{u32(p.K.Off), u32(p.K.RowStride), u32(p.K.HeadStride), u32(p.V.Off), u32(p.V.RowStride), u32(p.V.HeadStride),
 			u32(p.N), u32(nkv), u32(dim), u32(p.Pos)}, gx, gy, 1)
-	b.attend(p, q, kc, vc, out)
+	b.attend(*p, q, kc, vc, out)
 }
 
 // Tiling of attention.comp (its RB and BK).

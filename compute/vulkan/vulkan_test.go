@@ -167,7 +167,7 @@ func TestBadInputs(t *testing.T) {
 		"rope odd rotary":     func() { b.Rope(x, compute.DenseHeads(1, 4), 1, make([]float32, 3), 3) },
 		"heads outside":       func() { b.L2Norm(x, compute.Heads{Off: 8, RowStride: 4, HeadStride: 4, Count: 1, Dim: 4}, 1, 1e-6) },
 		"foreign buffer":      func() { b.Add(x, fakeBuffer{}, 1) },
-		"conv kernel too big": func() { b.CausalConv1D(x, 0, 5, 1, 4, w, 5, y) },
+		"conv kernel too big": func() { b.CausalConv1D(x, 5, 4, w, 5, []compute.ConvSeq{{Row: 0, N: 1, State: y}}) },
 	}
 	for name, f := range cases {
 		f()
