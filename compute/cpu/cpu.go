@@ -274,6 +274,14 @@ func (b *Backend) eachRange(n int, fn func(lo, hi int)) {
 // rmsNorm1p computes y = x / sqrt(mean(x²) + eps) * (1 + w).
 func rmsNorm1p(y, x []float32, w *weight, eps float32) {
 	inv := invRMS(x, eps)
+	if w.f32 != nil {
+		ws := w.f32[:len(x)]
+		y = y[:len(x)]
+		for i, v := range x {
+			y[i] = v * inv * (1 + ws[i])
+		}
+		return
+	}
 	for i, v := range x {
 		y[i] = v * inv * (1 + w.at(i))
 	}
@@ -307,8 +315,15 @@ func (b *Backend) GatedRMSNorm(x compute.Buffer, h compute.Heads, zBuf compute.B
 			v := xs[h.Head(r, hd) : h.Head(r, hd)+h.Dim]
 			z := zs[zh.Head(r, hd) : zh.Head(r, hd)+h.Dim]
 			inv := invRMS(v, eps)
-			for i := range v {
-				v[i] = v[i] * inv * w.at(i)
+			if w.f32 != nil {
+				ws := w.f32[:len(v)]
+				for i := range v {
+					v[i] = v[i] * inv * ws[i]
+				}
+			} else {
+				for i := range v {
+					v[i] = v[i] * inv * w.at(i)
+				}
 			}
 			b.k.SiLUMul(v, z, v) // v = silu(z) * v
 		}
@@ -375,7 +390,7 @@ func (b *Backend) CausalConv1D(x compute.Buffer, rowStride, channels int, wt com
 		}
 		for lo := 0; lo < channels; lo += chunk {
 			hi := min(lo+chunk, channels)
-			cost := int64(s.N) * int64(hi-lo) * int64(kernel)
+			cost := convCost * int64(s.N) * int64(hi-lo) * int64(kernel)
 			jobs = append(jobs, convJob{seq: i, lo: lo, hi: hi, cost: cost})
 			total += cost
 		}
@@ -387,7 +402,7 @@ func (b *Backend) CausalConv1D(x compute.Buffer, rowStride, channels int, wt com
 	slices.SortStableFunc(jobs, func(x, y convJob) int { return cmp.Compare(y.cost, x.cost) })
 	b.q.reset(len(jobs))
 	b.pool.run(b.pool.partsFor(len(jobs), total), func(slot int) {
-		scratch := b.ws[slot].floats(2 * kernel)
+		scratch := b.ws[slot].floats(convScratch(kernel))
 		for {
 			j, ok := b.q.take()
 			if !ok {
@@ -400,6 +415,10 @@ func (b *Backend) CausalConv1D(x compute.Buffer, rowStride, channels int, wt com
 	})
 }
 
+// convCost is the cost of one tap of the (scalar) convolution in
+// multiply-adds of the vector kernels, for partsFor.
+const convCost = 4
+
 // convBlockMin is the fewest channels of a conv job when a sequence's
 // channels are split over the workers.
 const convBlockMin = 256
@@ -411,29 +430,73 @@ type convJob struct {
 	cost        int64
 }
 
+// convTile is the number of channels convBlock convolves side by side.
+const convTile = 64
+
+// convScratch is the scratch convBlock needs, in float32s.
+func convScratch(kernel int) int { return (2*kernel + 1) * convTile }
+
 // convBlock runs the convolution for channels [lo, hi) of the n rows of xs
-// starting at row, with st the sequence's state and scratch 2*kernel
-// elements.
+// starting at row, with st the sequence's state and scratch of
+// convScratch(kernel) elements. It works on convTile channels at a time,
+// keeping their last kernel raw inputs in a ring of rows, so that the inner
+// loops run along channels; each output is still the sum of its taps in
+// order, s = 0; s += w[c, j] * in[j] for j = 0..kernel-1, then SiLU.
 func (b *Backend) convBlock(xs, st []float32, row, rowStride, n, channels int, w *weight, kernel, lo, hi int, scratch []float32) {
 	k1 := kernel - 1
-	win, taps := scratch[:kernel], scratch[kernel:2*kernel] // sliding window of raw inputs
-	for c := lo; c < hi; c++ {
-		w.row(taps, c)
-		for j := 0; j < k1; j++ {
-			win[j] = st[j*channels+c]
-		}
-		for t := 0; t < n; t++ {
-			i := (row+t)*rowStride + c
-			win[k1] = xs[i]
-			var s float32
-			for j, tap := range taps {
-				s += tap * win[j]
+	win := scratch[:kernel*convTile] // ring of raw input rows
+	acc := scratch[kernel*convTile : (kernel+1)*convTile]
+	conv := scratch[(kernel+1)*convTile : (2*kernel+1)*convTile]
+	for c0 := lo; c0 < hi; c0 += convTile {
+		nc := min(convTile, hi-c0)
+		// taps[c*kernel+j] = w[c0+c, j]
+		var taps []float32
+		if w.f32 != nil {
+			taps = w.f32[c0*kernel : (c0+nc)*kernel]
+		} else {
+			taps = conv[:nc*kernel]
+			for c := 0; c < nc; c++ {
+				w.row(taps[c*kernel:(c+1)*kernel], c0+c)
 			}
-			xs[i] = s
-			copy(win, win[1:])
+		}
+		// Window position j (oldest first) lives in ring row (head+j) % kernel.
+		for j := 0; j < k1; j++ {
+			copy(win[j*convTile:j*convTile+nc], st[j*channels+c0:j*channels+c0+nc])
+		}
+		head := 0
+		for t := 0; t < n; t++ {
+			x := xs[(row+t)*rowStride+c0 : (row+t)*rowStride+c0+nc]
+			copy(win[((head+k1)%kernel)*convTile:], x)
+			if kernel == 4 { // Qwen3.5's width, unrolled
+				w0 := win[(head%4)*convTile:][:nc]
+				w1 := win[((head+1)%4)*convTile:][:nc]
+				w2 := win[((head+2)%4)*convTile:][:nc]
+				w3 := win[((head+3)%4)*convTile:][:nc]
+				for c := range x {
+					t := taps[c*4 : c*4+4 : c*4+4]
+					var s float32
+					s += t[0] * w0[c]
+					s += t[1] * w1[c]
+					s += t[2] * w2[c]
+					s += t[3] * w3[c]
+					x[c] = s
+				}
+				head = (head + 1) % kernel
+				continue
+			}
+			a := acc[:nc]
+			clear(a)
+			for j := 0; j < kernel; j++ {
+				in := win[((head+j)%kernel)*convTile:][:nc]
+				for c := range a {
+					a[c] += taps[c*kernel+j] * in[c]
+				}
+			}
+			copy(x, a)
+			head = (head + 1) % kernel
 		}
 		for j := 0; j < k1; j++ {
-			st[j*channels+c] = win[j]
+			copy(st[j*channels+c0:j*channels+c0+nc], win[((head+j)%kernel)*convTile:][:nc])
 		}
 	}
 	for t := 0; t < n; t++ {

@@ -167,12 +167,11 @@ func (b *Backend) deltaHead(p *compute.DeltaRule, scratch []float32, h int) {
 			a[j] = u
 			o[j] = p.QScale * (decay*c[j] + kq*u)
 		}
+		if decay != 1 {
+			k.Scale(decay, s)
+		}
 		for i := 0; i < dk; i++ {
-			row := s[i*dv : (i+1)*dv]
-			if decay != 1 {
-				k.Scale(decay, row)
-			}
-			k.Axpy(kv[i], a, row)
+			k.Axpy(kv[i], a, s[i*dv:(i+1)*dv])
 		}
 	}
 }

@@ -1,23 +1,80 @@
 package cpu
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // pool is a fixed set of worker goroutines that persist across steps, so a
 // parallel operation costs one hand-off and one barrier, not goroutine starts.
+//
+// Waking a blocked goroutine takes about 10 µs on a busy machine, more than
+// many of a decode step's operations take, and a step runs dozens of them
+// back to back. So an idle worker polls for its next job for up to spinWait
+// before it blocks, and so does the caller waiting for the workers.
 type pool struct {
 	workers int
 	jobs    chan job
 	wg      sync.WaitGroup // running workers, for close
 }
 
+// spinWait is how long a worker polls for the next job, or the caller for
+// the workers to finish, before blocking: longer than the serial gaps
+// between the operations of a step, short enough that an idle backend
+// stops using the CPU at once.
+const spinWait = 50 * time.Microsecond
+
 // job is one worker's share of a parallel loop.
 type job struct {
 	fn     func(lo, hi int)
 	lo, hi int
-	done   *sync.WaitGroup
+	done   *barrier
+}
+
+// barrier waits for the jobs of one parallel loop.
+type barrier struct {
+	pending atomic.Int32   // jobs not yet finished, for polling
+	wg      sync.WaitGroup // the same, for blocking
+}
+
+// add expects n more jobs.
+func (b *barrier) add(n int) {
+	b.pending.Add(int32(n))
+	b.wg.Add(n)
+}
+
+// done marks one job finished.
+func (b *barrier) done() {
+	b.pending.Add(-1)
+	b.wg.Done()
+}
+
+// wait returns when every job is finished, polling for up to spinWait
+// first.
+func (b *barrier) wait() {
+	spin(func() bool { return b.pending.Load() == 0 })
+	b.wg.Wait()
+}
+
+// spin polls ready, yielding the processor between polls, until it reports
+// true or spinWait has passed, and returns its last answer.
+func spin(ready func() bool) bool {
+	var start time.Time
+	for i := 0; ; i++ {
+		if ready() {
+			return true
+		}
+		if i%32 == 31 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > spinWait {
+				return false
+			}
+			runtime.Gosched()
+		}
+	}
 }
 
 func newPool(workers int) *pool {
@@ -31,9 +88,25 @@ func newPool(workers int) *pool {
 
 func (p *pool) work() {
 	defer p.wg.Done()
-	for j := range p.jobs {
+	for {
+		var j job
+		var ok bool
+		got := spin(func() bool {
+			select {
+			case j, ok = <-p.jobs:
+				return true
+			default:
+				return false
+			}
+		})
+		if !got {
+			j, ok = <-p.jobs
+		}
+		if !ok {
+			return
+		}
 		j.fn(j.lo, j.hi)
-		j.done.Done()
+		j.done.done()
 	}
 }
 
@@ -55,19 +128,18 @@ func (p *pool) parallelFor(n, minChunk int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var done sync.WaitGroup
+	done := new(barrier)
 	chunk := (n + parts - 1) / parts
-	done.Add(parts - 1)
 	for i := 1; i < parts; i++ {
 		lo, hi := i*chunk, min((i+1)*chunk, n)
 		if lo >= hi {
-			done.Done()
 			continue
 		}
-		p.jobs <- job{fn: fn, lo: lo, hi: hi, done: &done}
+		done.add(1)
+		p.jobs <- job{fn: fn, lo: lo, hi: hi, done: done}
 	}
 	fn(0, min(chunk, n))
-	done.Wait()
+	done.wait()
 }
 
 func (p *pool) close() {
