@@ -253,7 +253,11 @@ func (b *Backend) RMSNorm(dst, x compute.Buffer, wt compute.Weight, n, dim int, 
 
 // parallelGrain is the number of elements below which an elementwise
 // operation is not worth handing to another worker.
-const parallelGrain = 1 << 14
+const parallelGrain = 1 << 12
+
+// rangeAlign is the multiple of elements at which eachRange splits, so that
+// the vector kernels' tails fall only at the end of the whole range.
+const rangeAlign = 64
 
 // eachRow calls fn for rows 0..n-1 of width elements, split across workers
 // when there is enough work.
@@ -268,7 +272,10 @@ func (b *Backend) eachRow(n, width int, fn func(r int)) {
 // eachRange calls fn on disjoint ranges covering [0, n), split across
 // workers when there is enough work.
 func (b *Backend) eachRange(n int, fn func(lo, hi int)) {
-	b.pool.parallelFor(n, parallelGrain, fn)
+	blocks := (n + rangeAlign - 1) / rangeAlign
+	b.pool.parallelFor(blocks, parallelGrain/rangeAlign, func(lo, hi int) {
+		fn(lo*rangeAlign, min(hi*rangeAlign, n))
+	})
 }
 
 // rmsNorm1p computes y = x / sqrt(mean(x²) + eps) * (1 + w).
