@@ -5,6 +5,7 @@ package vulkan
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -148,6 +149,65 @@ func BenchmarkAttention(b *testing.B) {
 			}
 			kv := float64(c.pos+c.n) * float64(width) * 8 // K and V bytes read at least once
 			b.ReportMetric(kv/(b.Elapsed().Seconds()/float64(b.N))/1e9, "kvGB/s")
+		})
+	}
+}
+
+// BenchmarkDeltaRule times GatedDeltaRule at the 9B model's widths (16 key
+// heads, 32 value heads, dk = dv = 128) over a 512-token prompt with the
+// recurrent shader (sequential over the tokens) and the chunked one
+// (parallel over chunks of 64). Each iteration is one op plus a Sync.
+func BenchmarkDeltaRule(b *testing.B) {
+	const nk, nv, dk, dv, n = 16, 32, 128, 128, 512
+	for _, form := range []struct {
+		name     string
+		chunkMin int
+	}{{"recurrent", n + 1}, {"chunked", 1}} {
+		b.Run(fmt.Sprintf("n%d/%s", n, form.name), func(b *testing.B) {
+			bk, err := New(Options{})
+			if err != nil {
+				b.Skipf("no Vulkan device: %v", err)
+			}
+			defer bk.Close()
+			bk.deltaChunkMin = form.chunkMin
+			rng := rand.New(rand.NewPCG(3, 4))
+			row := 2*nk*dk + nv*dv
+			vals := func(m int, f func() float64) []float32 {
+				v := make([]float32, m)
+				for i := range v {
+					v[i] = float32(f())
+				}
+				return v
+			}
+			norm := func() float64 { return rng.NormFloat64() / 11.3 } // |q|, |k| near 1
+			bufs := make([]compute.Buffer, 5)
+			data := [][]float32{vals(n*row, norm), vals(n*nv, func() float64 { return -rng.Float64() / 4 }),
+				vals(n*nv, rng.Float64), make([]float32, n*nv*dv), make([]float32, nv*dk*dv)}
+			for i, d := range data {
+				if bufs[i], err = bk.NewBuffer(len(d)); err != nil {
+					b.Fatal(err)
+				}
+				if err := bk.Upload(bufs[i], 0, d); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := compute.DeltaRule{Q: compute.Heads{RowStride: row, HeadStride: dk, Count: nk, Dim: dk},
+				K: compute.Heads{Off: nk * dk, RowStride: row, HeadStride: dk, Count: nk, Dim: dk},
+				V: compute.Heads{Off: 2 * nk * dk, RowStride: row, HeadStride: dv, Count: nv, Dim: dv},
+				QKV: bufs[0], G: bufs[1], Beta: bufs[2], Out: bufs[3], State: bufs[4],
+				N: n, QScale: float32(1 / math.Sqrt(dk)), Nk: nk, Nv: nv, Dk: dk, Dv: dv}
+			ctx := context.Background()
+			bk.GatedDeltaRule([]compute.DeltaRule{p}) // warm up (pipeline creation)
+			if err := bk.Sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				bk.GatedDeltaRule([]compute.DeltaRule{p})
+				if err := bk.Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/(b.Elapsed().Seconds()/float64(b.N)), "tokens/s")
 		})
 	}
 }

@@ -58,19 +58,25 @@ type Backend struct {
 	// positive (tests), fixes the split length instead.
 	attnTarget   int
 	attnSplitLen int
-	heapUsed     [vk.MaxMemoryHeaps]uint64
-	desc         string
+	// deltaChunkMin is the fewest tokens of a sequence for which
+	// GatedDeltaRule runs the chunked form, and deltaScratchMax the most
+	// bytes of scratch it uses (tests lower both).
+	deltaChunkMin   int
+	deltaScratchMax uint64
+	heapUsed        [vk.MaxMemoryHeaps]uint64
+	desc            string
 
-	rec       recorder
-	fast      fastPath
-	pipes     pipelines
-	ring      *ring
-	readback  *rawBuf
-	argmaxBuf *rawBuf
-	dummy     *rawBuf
-	attnPart  *rawBuf              // attention partial results of split cache lengths
-	pending   []*rawBuf            // freed while still in use by recorded work
-	live      map[*rawBuf]struct{} // every buffer not yet destroyed, for Close
+	rec          recorder
+	fast         fastPath
+	pipes        pipelines
+	ring         *ring
+	readback     *rawBuf
+	argmaxBuf    *rawBuf
+	dummy        *rawBuf
+	attnPart     *rawBuf              // attention partial results of split cache lengths
+	deltaScratch *rawBuf              // intermediate results of the chunked delta rule
+	pending      []*rawBuf            // freed while still in use by recorded work
+	live         map[*rawBuf]struct{} // every buffer not yet destroyed, for Close
 
 	err   error      // first error since the last report, returned by Sync
 	msgMu sync.Mutex // guards msgs: layers may call back from any thread
@@ -365,6 +371,8 @@ func (b *Backend) init() error {
 	}
 	b.tiledFrom = maxBatch + 1
 	b.attnTarget = attnTargetGPU
+	b.deltaChunkMin = deltaChunkMinDefault
+	b.deltaScratchMax = min(b.maxBinding, deltaScratchCap)
 	if b.props.DeviceType == vk.PhysicalDeviceTypeCpu {
 		b.tiledFrom = math.MaxInt
 		b.attnTarget = attnTargetCPU
@@ -417,10 +425,10 @@ func (b *Backend) Close() error {
 		b.releasePending()
 		b.pipes.destroy(b)
 		b.ring.destroy(b)
-		for _, r := range []*rawBuf{b.readback, b.argmaxBuf, b.dummy, b.attnPart} {
+		for _, r := range []*rawBuf{b.readback, b.argmaxBuf, b.dummy, b.attnPart, b.deltaScratch} {
 			r.destroy(b)
 		}
-		b.readback, b.argmaxBuf, b.dummy, b.attnPart = nil, nil, nil, nil
+		b.readback, b.argmaxBuf, b.dummy, b.attnPart, b.deltaScratch = nil, nil, nil, nil, nil
 		// Weights and buffers the caller did not free.
 		for r := range b.live {
 			r.destroy(b)

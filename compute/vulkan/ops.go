@@ -414,8 +414,12 @@ func (b *Backend) GDNGates(g, beta, a, bb compute.Buffer, aLog, dtBias compute.W
 		[]uint32{u32(n), u32(heads)}, gx, gy, 1)
 }
 
-// GatedDeltaRule implements compute.Backend with the recurrent form, one
-// deltarule.comp dispatch per sequence.
+// GatedDeltaRule implements compute.Backend, sequence by sequence: the
+// recurrent form (one deltarule.comp dispatch, parallel over heads and
+// state columns, sequential over the tokens) for short sequences, the
+// chunked form (deltachunk.comp, parallel over chunks of 64 tokens) for
+// sequences of at least b.deltaChunkMin tokens. The choice depends only on
+// the sequence, so its results do not depend on the others of the call.
 func (b *Backend) GatedDeltaRule(ps []compute.DeltaRule) {
 	for i := range ps {
 		b.deltaRule(&ps[i])
@@ -444,6 +448,10 @@ func (b *Backend) deltaRule(p *compute.DeltaRule) {
 	if !b.heads(op, "q", qkv, p.Q, p.N) || !b.heads(op, "k", qkv, p.K, p.N) || !b.heads(op, "v", qkv, p.V, p.N) ||
 		!b.span(op, "g", g, p.GateRow*p.Nv, p.N*p.Nv) || !b.span(op, "beta", beta, p.GateRow*p.Nv, p.N*p.Nv) ||
 		!b.span(op, "out", out, p.OutRow*p.Nv*p.Dv, p.N*p.Nv*p.Dv) || !b.span(op, "state", st, 0, p.Nv*p.Dk*p.Dv) {
+		return
+	}
+	if b.useChunked(p) {
+		b.deltaChunked(p, qkv, g, beta, out, st)
 		return
 	}
 	b.dispatch("deltarule", []uint32{wgDelta, u32(p.Dk)}, []*rawBuf{qkv.raw, g.raw, beta.raw, out.raw, st.raw},

@@ -5,6 +5,7 @@ package vulkan
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/compute/computetest"
+	"github.com/govinfer/govinfer/compute/cpu"
 )
 
 // newTestBackend opens a backend with the validation layer on when it is
@@ -254,4 +256,39 @@ func TestConformanceAttentionSplit(t *testing.T) {
 		b.attnSplitLen = attnBlock
 		return b
 	})
+}
+
+// TestDeltaRuleChunked runs the suite's delta rule case with the chunked
+// form for every sequence of at least one token, and again with scratch
+// for only three chunks of the suite's 200-token sequence with two 128-wide
+// value heads, so that it runs in two windows.
+func TestDeltaRuleChunked(t *testing.T) {
+	var run func(*computetest.Env) error
+	for _, c := range computetest.Cases() {
+		if c.Name == "GatedDeltaRule" {
+			run = c.Fn
+		}
+	}
+	if run == nil {
+		t.Fatal("the suite has no GatedDeltaRule case")
+	}
+	ref := cpu.New(cpu.Options{Threads: 2})
+	defer ref.Close()
+	for _, scratch := range []uint64{0, 3 * 4 * uint64(deltaChunkFloats(&compute.DeltaRule{Nv: 2, Dk: 128, Dv: 128}))} {
+		t.Run(fmt.Sprintf("scratch%d", scratch), func(t *testing.T) {
+			b := newTestBackend(t, Options{})
+			defer b.Close()
+			b.deltaChunkMin = 1
+			if scratch > 0 {
+				b.deltaScratchMax = scratch
+			}
+			e := &computetest.Env{Ref: ref, DUT: b, Rng: rand.New(rand.NewPCG(7, 11)), Ctx: t.Context()}
+			if err := run(e); err != nil {
+				t.Error(err)
+			}
+			if err := b.Sync(t.Context()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
 }
