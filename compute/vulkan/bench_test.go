@@ -192,8 +192,8 @@ func BenchmarkDeltaRule(b *testing.B) {
 				}
 			}
 			p := compute.DeltaRule{Q: compute.Heads{RowStride: row, HeadStride: dk, Count: nk, Dim: dk},
-				K: compute.Heads{Off: nk * dk, RowStride: row, HeadStride: dk, Count: nk, Dim: dk},
-				V: compute.Heads{Off: 2 * nk * dk, RowStride: row, HeadStride: dv, Count: nv, Dim: dv},
+				K:   compute.Heads{Off: nk * dk, RowStride: row, HeadStride: dk, Count: nk, Dim: dk},
+				V:   compute.Heads{Off: 2 * nk * dk, RowStride: row, HeadStride: dv, Count: nv, Dim: dv},
 				QKV: bufs[0], G: bufs[1], Beta: bufs[2], Out: bufs[3], State: bufs[4],
 				N: n, QScale: float32(1 / math.Sqrt(dk)), Nk: nk, Nv: nv, Dk: dk, Dv: dv}
 			ctx := context.Background()
