@@ -163,8 +163,12 @@ void state() {
 	uint jg = jt * BV + j;
 	bool live = jg < p.dv;
 	uint sb = h * p.dk * p.dv + jg;
-	for (uint i = rg; i < DK; i += RG) {
-		sh[SS + i * BV + j] = live && i < p.dk ? st[sb + i * p.dv] : 0.0;
+	// The thread's rows i = rg + RG*m of the state, in registers; step 1
+	// reads the whole tile from shared memory.
+	float s[32];
+	[[unroll]] for (uint m = 0u; m < DK / RG; m++) {
+		uint i = rg + RG * m;
+		s[m] = live && i < p.dk ? st[sb + i * p.dv] : 0.0;
 	}
 	for (uint c = 0u; c < p.nc; c++) {
 		uint tb = p.t0 + c * C;
@@ -174,9 +178,11 @@ void state() {
 		if (tid < C) {
 			sh[SG + tid] = sc[p.gOff + ch * C + tid];
 		}
-		if (live) {
-			for (uint i = rg; i < p.dk; i += RG) {
-				sc[p.hOff + ch * p.dk * p.dv + i * p.dv + jg] = sh[SS + i * BV + j];
+		[[unroll]] for (uint m = 0u; m < DK / RG; m++) {
+			uint i = rg + RG * m;
+			sh[SS + i * BV + j] = s[m];
+			if (live && i < p.dk) {
+				sc[p.hOff + ch * p.dk * p.dv + i * p.dv + jg] = s[m];
 			}
 		}
 		// u = U0 - W S for rows s = rg + RG*m.
@@ -193,7 +199,7 @@ void state() {
 			barrier();
 			for (uint ii = 0u; ii < KT; ii++) {
 				float sv = sh[SS + (i0 + ii) * BV + j];
-				for (uint m = 0u; m < C / RG; m++) {
+				[[unroll]] for (uint m = 0u; m < C / RG; m++) {
 					acc[m] += sh[ST + (rg + RG * m) * KT + ii] * sv;
 				}
 			}
@@ -213,8 +219,8 @@ void state() {
 		// updates its own rows i = rg + RG*m.
 		float gl = sh[SG + C - 1u];
 		float dl = exp(gl);
-		for (uint i = rg; i < DK; i += RG) {
-			sh[SS + i * BV + j] *= dl;
+		[[unroll]] for (uint m = 0u; m < DK / RG; m++) {
+			s[m] *= dl;
 		}
 		for (uint s0 = 0u; s0 < L; s0 += KR) {
 			barrier();
@@ -225,15 +231,16 @@ void state() {
 			barrier();
 			for (uint ss = 0u; ss < KR; ss++) {
 				float u = sh[SU + (s0 + ss) * BV + j];
-				for (uint i = rg; i < DK; i += RG) {
-					sh[SS + i * BV + j] += sh[ST + ss * DK + i] * u;
+				[[unroll]] for (uint m = 0u; m < DK / RG; m++) {
+					s[m] += sh[ST + ss * DK + rg + RG * m] * u;
 				}
 			}
 		}
 	}
-	if (live) {
-		for (uint i = rg; i < p.dk; i += RG) {
-			st[sb + i * p.dv] = sh[SS + i * BV + j];
+	[[unroll]] for (uint m = 0u; m < DK / RG; m++) {
+		uint i = rg + RG * m;
+		if (live && i < p.dk) {
+			st[sb + i * p.dv] = s[m];
 		}
 	}
 }
