@@ -3,6 +3,11 @@
 // cgo call, through device function pointers. vulkan-go converts every
 // struct through Go allocations and finalizers, which costs tens of
 // microseconds per dispatch; a model step records hundreds.
+//
+// Shader modules and pipelines are created here too: vulkan-go frees the C
+// copies of array arguments from a finalizer that can run while the call
+// is still reading them, which made lavapipe crash now and then inside
+// vkCreateComputePipelines (std::bad_alloc or SIGSEGV while compiling).
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
@@ -24,6 +29,20 @@ typedef struct {
 } write_set;
 typedef struct { int32_t sType; const void* pNext; uint32_t srcAccessMask, dstAccessMask; } memory_barrier;
 
+typedef struct { uint32_t constantID, offset; size_t size; } spec_entry;
+typedef struct { uint32_t mapEntryCount; const spec_entry* pMapEntries; size_t dataSize; const void* pData; } spec_info;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags; uint32_t stage; uint64_t module;
+	const char* pName; const spec_info* pSpecializationInfo;
+} stage_info;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags; stage_info stage; uint64_t layout;
+	uint64_t basePipelineHandle; int32_t basePipelineIndex;
+} compute_pipeline_info;
+typedef struct { int32_t sType; const void* pNext; uint32_t flags; size_t codeSize; const uint32_t* pCode; } module_info;
+
+typedef int32_t (*create_module_fn)(void*, const module_info*, const void*, uint64_t*);
+typedef int32_t (*create_pipelines_fn)(void*, uint64_t, uint32_t, const compute_pipeline_info*, const void*, uint64_t*);
 typedef int32_t (*alloc_sets_fn)(void*, const set_alloc_info*, uint64_t*);
 typedef void (*update_sets_fn)(void*, uint32_t, const write_set*, uint32_t, const void*);
 typedef void (*bind_pipeline_fn)(void*, int32_t, uint64_t);
@@ -44,7 +63,10 @@ int govk_fast_load(void* gipa, void* instance, void* device, govk_fast* f) {
 	f->push = gdpa(device, "vkCmdPushConstants");
 	f->dispatch = gdpa(device, "vkCmdDispatch");
 	f->barrier = gdpa(device, "vkCmdPipelineBarrier");
-	if (!f->allocSets || !f->updateSets || !f->bindPipeline || !f->bindSets || !f->push || !f->dispatch || !f->barrier) {
+	f->createModule = gdpa(device, "vkCreateShaderModule");
+	f->createPipelines = gdpa(device, "vkCreateComputePipelines");
+	if (!f->allocSets || !f->updateSets || !f->bindPipeline || !f->bindSets || !f->push || !f->dispatch || !f->barrier ||
+		!f->createModule || !f->createPipelines) {
 		return -1;
 	}
 	return 0;
@@ -90,4 +112,36 @@ int32_t govk_fast_dispatch(const govk_fast* f, void* device, void* cmd, uint64_t
 	((dispatch_fn)f->dispatch)(cmd, gx, gy, gz);
 	govk_fast_barrier(f, cmd);
 	return 0;
+}
+
+int32_t govk_create_module(const govk_fast* f, void* device, const uint32_t* code, size_t bytes, uint64_t* module) {
+	module_info info = {16 /* VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO */, NULL, 0, bytes, code};
+	return ((create_module_fn)f->createModule)(device, &info, NULL, module);
+}
+
+// govk_create_pipeline creates a compute pipeline of module's "main" with
+// specialisation constants 0..nspec-1 set to spec.
+int32_t govk_create_pipeline(const govk_fast* f, void* device, uint64_t module, uint64_t layout,
+	const uint32_t* spec, uint32_t nspec, uint64_t* pipeline) {
+	spec_entry entries[16];
+	if (nspec > 16) {
+		return -3; // VK_ERROR_INITIALIZATION_FAILED
+	}
+	for (uint32_t i = 0; i < nspec; i++) {
+		entries[i].constantID = i;
+		entries[i].offset = 4 * i;
+		entries[i].size = 4;
+	}
+	spec_info si = {nspec, entries, 4 * (size_t)nspec, spec};
+	compute_pipeline_info info;
+	memset(&info, 0, sizeof info);
+	info.sType = 29; // VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO
+	info.stage.sType = 18; // VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO
+	info.stage.stage = 0x20; // VK_SHADER_STAGE_COMPUTE_BIT
+	info.stage.module = module;
+	info.stage.pName = "main";
+	info.stage.pSpecializationInfo = &si;
+	info.layout = layout;
+	info.basePipelineIndex = -1;
+	return ((create_pipelines_fn)f->createPipelines)(device, 0, 1, &info, NULL, pipeline);
 }

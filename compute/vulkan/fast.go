@@ -61,3 +61,23 @@ func (fp *fastPath) dispatch(b *Backend, pool vk.DescriptorPool, pipe vk.Pipelin
 		pushPtr, C.uint32_t(len(push)*4), C.uint32_t(gx), C.uint32_t(gy), C.uint32_t(gz))
 	return vk.Result(r)
 }
+
+// createModule creates a shader module from SPIR-V words.
+func (fp *fastPath) createModule(b *Backend, code []uint32) (vk.ShaderModule, vk.Result) {
+	var h C.uint64_t
+	r := C.govk_create_module(fp.fns, handlePtr(b.dev), (*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(4*len(code)), &h)
+	return handleOf[vk.ShaderModule](uint64(h)), vk.Result(r)
+}
+
+// createPipeline creates a compute pipeline of module with the pipeline
+// layout every shader shares and the given specialisation constants.
+func (fp *fastPath) createPipeline(b *Backend, module vk.ShaderModule, spec []uint32) (vk.Pipeline, vk.Result) {
+	var h C.uint64_t
+	r := C.govk_create_pipeline(fp.fns, handlePtr(b.dev), C.uint64_t(handle64(module)), C.uint64_t(handle64(b.rec.pipeLayout)),
+		(*C.uint32_t)(unsafe.Pointer(&spec[0])), C.uint32_t(len(spec)), &h)
+	return handleOf[vk.Pipeline](uint64(h)), vk.Result(r)
+}
+
+// handleOf returns the handle of type T with the value v (the inverse of
+// handle64).
+func handleOf[T any](v uint64) T { return *(*T)(unsafe.Pointer(&v)) }

@@ -4,7 +4,6 @@ package vulkan
 
 import (
 	"fmt"
-	"unsafe"
 
 	vk "github.com/vulkan-go/vulkan"
 
@@ -38,13 +37,11 @@ func (p *pipelines) module(b *Backend, name string) (vk.ShaderModule, error) {
 	if err != nil {
 		return vk.NullShaderModule, fmt.Errorf("vulkan: %w", err)
 	}
-	info := vk.ShaderModuleCreateInfo{
-		SType:    vk.StructureTypeShaderModuleCreateInfo,
-		CodeSize: uint(len(code) * 4),
-		PCode:    code,
+	if len(code) == 0 {
+		return vk.NullShaderModule, fmt.Errorf("vulkan: shader %s is empty", name)
 	}
-	var m vk.ShaderModule
-	if err := vkErr("vkCreateShaderModule "+name, vk.CreateShaderModule(b.dev, &info, nil, &m)); err != nil {
+	m, res := b.fast.createModule(b, code)
+	if err := vkErr("vkCreateShaderModule "+name, res); err != nil {
 		return vk.NullShaderModule, err
 	}
 	p.modules[name] = m
@@ -64,33 +61,12 @@ func (p *pipelines) get(b *Backend, name string, spec []uint32) (vk.Pipeline, er
 	if err != nil {
 		return vk.NullPipeline, err
 	}
-	entries := make([]vk.SpecializationMapEntry, len(key.spec))
-	for i := range entries {
-		entries[i] = vk.SpecializationMapEntry{ConstantID: uint32(i), Offset: uint32(4 * i), Size: 4}
-	}
-	data := key.spec
-	info := []vk.ComputePipelineCreateInfo{{
-		SType: vk.StructureTypeComputePipelineCreateInfo,
-		Stage: vk.PipelineShaderStageCreateInfo{
-			SType:  vk.StructureTypePipelineShaderStageCreateInfo,
-			Stage:  vk.ShaderStageComputeBit,
-			Module: m,
-			PName:  "main\x00",
-			PSpecializationInfo: []vk.SpecializationInfo{{
-				MapEntryCount: uint32(len(entries)),
-				PMapEntries:   entries,
-				DataSize:      uint(unsafe.Sizeof(data)),
-				PData:         unsafe.Pointer(&data[0]),
-			}},
-		},
-		Layout: b.rec.pipeLayout,
-	}}
-	pipes := make([]vk.Pipeline, 1)
-	if err := vkErr(fmt.Sprintf("vkCreateComputePipelines %s %v", name, key.spec), vk.CreateComputePipelines(b.dev, vk.NullPipelineCache, 1, info, nil, pipes)); err != nil {
+	pl, res := b.fast.createPipeline(b, m, key.spec[:])
+	if err := vkErr(fmt.Sprintf("vkCreateComputePipelines %s %v", name, key.spec), res); err != nil {
 		return vk.NullPipeline, err
 	}
-	p.pipes[key] = pipes[0]
-	return pipes[0], nil
+	p.pipes[key] = pl
+	return pl, nil
 }
 
 func (p *pipelines) destroy(b *Backend) {
