@@ -935,6 +935,7 @@ func testDeltaRule(e *Env) error {
 		{2, 4, 16, 32, 65, 0, 2},
 		{1, 2, 64, 17, 130, 2, 1},
 		{2, 2, 128, 128, 200, 0, 0},
+		{1, 2, 256, 40, 70, 1, 0},
 	}
 	for _, c := range cases {
 		if err := e.deltaBatch([]deltaCase{c}); err != nil {

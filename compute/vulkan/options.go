@@ -15,9 +15,14 @@
 // heads of a GQA group and neighbouring tokens share every K and V read)
 // with an online softmax; when too few workgroups would run (decode on a
 // long context), the cache length is split and a merge pass combines the
-// partial softmaxes (flash-decoding). MemoryBandwidth measures the
-// device's copy bandwidth, the baseline "govinfer bench" compares decode
-// with; scripts/gpu-check.sh runs the tests and benchmarks on a real GPU.
+// partial softmaxes (flash-decoding). The gated delta rule runs token by
+// token for decode and short sequences (parallel over heads and state
+// columns) and, from 64 tokens, in chunks of 64 (WY form): the intra-chunk
+// terms of all chunks in parallel, then one pass sequential over the chunks
+// that carries the state, then the outputs of all chunks in parallel.
+// MemoryBandwidth measures the device's copy bandwidth, the baseline
+// "govinfer bench" compares decode with; scripts/gpu-check.sh runs the
+// tests and benchmarks on a real GPU.
 //
 // The package needs cgo and the Vulkan loader (libvulkan.so.1, Debian
 // package libvulkan1) at run time; without cgo, New returns an error that
