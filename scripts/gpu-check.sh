@@ -192,9 +192,9 @@ runtest() {
 if [ "$SKIP_TESTS" != 1 ]; then
 	runtest "compute/vulkan tests" compute/vulkan "$BIN/vulkan.test" -test.count=1 -test.timeout=10m
 	runtest "model Vulkan goldens" model "$BIN/model.test" -test.run 'Vulkan' -test.count=1 -test.timeout=10m
-	# Kernel timings (informative): attention at 9B head shapes, matvec/matmul.
+	# Kernel timings (informative): attention and the delta rule (recurrent vs chunked) at 9B head shapes, matvec/matmul.
 	say "kernel benchmarks"
-	(cd compute/vulkan && "$BIN/vulkan.test" -test.run '^$' -test.bench 'Attention|MatMul/.*/vulkan' -test.benchtime 20x) |
+	(cd compute/vulkan && "$BIN/vulkan.test" -test.run '^$' -test.bench 'Attention|DeltaRule|MatMul/.*/vulkan' -test.benchtime 5x) |
 		tee "$SCRATCH/kernels.txt" || true
 	while IFS= read -r line; do
 		ROWS+=("$line")
