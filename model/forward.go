@@ -17,9 +17,13 @@ type scratch struct {
 	core       compute.Buffer // [rows, max(value_dim, heads*head_dim)]: mixer core output
 
 	// Gated DeltaNet.
-	qkv, z         compute.Buffer // [rows, conv_dim], [rows, value_dim]
-	a, b, g, beta  compute.Buffer // [rows, value heads]
-	qg, k, v       compute.Buffer // attention: [rows, 2*heads*head_dim], [rows, kv*head_dim] x2
+	qkv, z        compute.Buffer // [rows, conv_dim], [rows, value_dim]
+	a, b, g, beta compute.Buffer // [rows, value heads]
+
+	// Gated attention.
+	qg, k, v compute.Buffer // [rows, 2*heads*head_dim], [rows, kv*head_dim] x2
+
+	// Final norm and lm_head, for the rows that need logits.
 	logitRows      int
 	normed, logits compute.Buffer // [logitRows, hidden], [logitRows, vocab]
 
