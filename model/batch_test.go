@@ -145,3 +145,48 @@ func TestStepErrors(t *testing.T) {
 		t.Error("closed sequence: no error")
 	}
 }
+
+// TestLastArgmax checks the argmax-only mode against the argmax of the
+// downloaded logits, alone and mixed with other modes in one step.
+func TestLastArgmax(t *testing.T) { checkLastArgmax(t, Options{}) }
+
+func checkLastArgmax(t *testing.T, opts Options) {
+	gm := loadGolden(t, "small", opts)
+	m := gm.m
+	ctx := context.Background()
+	prompts := [][]int{gm.g.Cases[0].Prompt, gm.g.Cases[1].Prompt, gm.g.Cases[2].Prompt}
+	want := make([]int, len(prompts))
+	for i, p := range prompts {
+		seq, logits := prefill(t, m, p, 0, false)
+		seq.Close()
+		want[i] = argmax(logits)
+	}
+	modes := []LogitsMode{LastArgmax, LastLogits, LastArgmax}
+	inputs := make([]Input, len(prompts))
+	for i, p := range prompts {
+		seq, err := m.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer seq.Close()
+		inputs[i] = Input{Seq: seq, Tokens: p, Logits: modes[i]}
+	}
+	out, err := m.Step(ctx, inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range prompts {
+		got := out[i].Argmax
+		if modes[i] == LastLogits {
+			got = argmax(out[i].Logits)
+		} else if out[i].Logits != nil {
+			t.Errorf("input %d: LastArgmax returned logits", i)
+		}
+		if got != want[i] {
+			t.Errorf("input %d (%v): argmax %d, want %d", i, modes[i], got, want[i])
+		}
+	}
+	if _, err := m.Step(ctx, []Input{{Seq: inputs[0].Seq, Tokens: []int{1}, Logits: LastArgmax + 1}}); err == nil {
+		t.Error("unknown logits mode accepted")
+	}
+}

@@ -184,8 +184,23 @@ func (m *Model) forward(ctx context.Context, pass []piece, inputs []Input, outs 
 		}
 		m.be.RMSNorm(sc.normed, sc.xn, m.w.norm, logitRows, h, eps)
 		m.be.MatMul(sc.logits, sc.normed, m.w.lmHead, logitRows)
+		var ids []int32
 		for _, p := range pass {
-			if p.nLogits == 0 {
+			if !p.argmaxOnly {
+				continue
+			}
+			if ids == nil {
+				// One id per logit row; rows that also download logits cost
+				// a little extra work on the device, nothing more.
+				ids = make([]int32, logitRows)
+				if err := m.be.Argmax(ctx, ids, sc.logits, c.VocabSize); err != nil {
+					return fmt.Errorf("model: argmax: %w", err)
+				}
+			}
+			outs[p.in].Argmax = int(ids[p.logitRow])
+		}
+		for _, p := range pass {
+			if p.nLogits == 0 || p.argmaxOnly {
 				continue
 			}
 			dst := outs[p.in].Logits[p.outOff : p.outOff+p.nLogits*c.VocabSize]

@@ -50,13 +50,11 @@ func (m *Model) Generate(ctx context.Context, seq *Sequence, prompt []int, o Gen
 	}
 	res.PromptLogits = out[0].Logits
 	logits := res.PromptLogits
+	tok := compute.Argmax(logits)
 	for len(res.Tokens) < o.MaxTokens {
-		var tok int
 		if o.Sampler != nil {
 			tok = o.Sampler.Sample(logits)
 			o.Sampler.Accept(tok)
-		} else {
-			tok = compute.Argmax(logits)
 		}
 		res.Tokens = append(res.Tokens, tok)
 		if o.OnToken != nil {
@@ -70,11 +68,16 @@ func (m *Model) Generate(ctx context.Context, seq *Sequence, prompt []int, o Gen
 		if seq.Len() >= m.cfg.MaxContext() {
 			break
 		}
-		out, err := m.Step(ctx, []Input{{Seq: seq, Tokens: []int{tok}}})
+		// Greedy decoding asks the backend for the argmax only.
+		mode := LastArgmax
+		if o.Sampler != nil {
+			mode = LastLogits
+		}
+		out, err := m.Step(ctx, []Input{{Seq: seq, Tokens: []int{tok}, Logits: mode}})
 		if err != nil {
 			return res, err
 		}
-		logits = out[0].Logits
+		logits, tok = out[0].Logits, out[0].Argmax
 	}
 	return res, nil
 }

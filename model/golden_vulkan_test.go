@@ -46,3 +46,6 @@ func TestBlockPrefillVulkan(t *testing.T) {
 func TestBatchMatchesSoloVulkan(t *testing.T) {
 	checkBatchMatchesSolo(t, Options{Backend: newVulkan(t), MaxStepTokens: 48})
 }
+
+// TestLastArgmaxVulkan checks the device argmax path of greedy decoding.
+func TestLastArgmaxVulkan(t *testing.T) { checkLastArgmax(t, Options{Backend: newVulkan(t)}) }

@@ -139,6 +139,10 @@ const (
 	LastLogits LogitsMode = iota // logits of the last new token only
 	AllLogits                    // logits of every new token
 	NoLogits                     // no logits (prefill of a prompt's head)
+	// LastArgmax returns only the id of the largest logit of the last new
+	// token (lowest id on ties), computed by the backend: greedy decoding
+	// then moves one id off the device instead of a row of logits.
+	LastArgmax
 )
 
 // Input is one sequence's share of a step.
@@ -149,9 +153,11 @@ type Input struct {
 }
 
 // Output carries the logits of one Input: rows of VocabSize values, one row
-// per position its LogitsMode asks for.
+// per position its LogitsMode asks for; with LastArgmax, Argmax holds the
+// greedy token instead and Logits is nil.
 type Output struct {
 	Logits []float32
+	Argmax int
 }
 
 // Step feeds each input's tokens to its sequence and returns the requested
@@ -196,6 +202,8 @@ func (m *Model) checkInputs(inputs []Input) error {
 			return fmt.Errorf("model: input %d: sequence unusable after an earlier error: %w", i, s.broken)
 		case seen[s]:
 			return fmt.Errorf("model: input %d: sequence appears twice in one step", i)
+		case in.Logits > LastArgmax:
+			return fmt.Errorf("model: input %d: unknown logits mode %d", i, in.Logits)
 		case len(in.Tokens) == 0:
 			return fmt.Errorf("model: input %d: no tokens", i)
 		case s.n+len(in.Tokens) > m.cfg.MaxContext():
@@ -220,7 +228,9 @@ type piece struct {
 	pos      int // position of its first token in the sequence
 	logitRow int // first row of its logits in the pass's logits, -1 if none
 	nLogits  int
-	outOff   int // where its logits go in the input's Output
+	// argmaxOnly asks for the greedy token of the piece's logit row only.
+	argmaxOnly bool
+	outOff     int // where its logits go in the input's Output
 }
 
 // runPieces packs the inputs' tokens into passes of at most m.maxTokens
@@ -251,8 +261,9 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 			switch {
 			case in.Logits == AllLogits:
 				p.nLogits, p.outOff = n, done*vocab
-			case in.Logits == LastLogits && done+n == len(in.Tokens):
+			case (in.Logits == LastLogits || in.Logits == LastArgmax) && done+n == len(in.Tokens):
 				p.nLogits = 1
+				p.argmaxOnly = in.Logits == LastArgmax
 			}
 			pass = append(pass, p)
 			rows += n

@@ -145,11 +145,12 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int) (prefill
 	tok := argmaxInt(out[0].Logits)
 	start = time.Now()
 	for i := 0; i < gen; i++ {
-		out, err = m.Step(ctx, []model.Input{{Seq: seq, Tokens: []int{tok}}})
+		// Greedy decode: the backend returns the argmax, not the logits.
+		out, err = m.Step(ctx, []model.Input{{Seq: seq, Tokens: []int{tok}, Logits: model.LastArgmax}})
 		if err != nil {
 			return 0, 0, err
 		}
-		tok = argmaxInt(out[0].Logits)
+		tok = out[0].Argmax
 	}
 	decode = float64(gen) / time.Since(start).Seconds()
 	return prefill, decode, nil
