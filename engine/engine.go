@@ -441,7 +441,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 	budget := e.cfg.StepTokens
 	for _, r := range run {
 		if r.fed == len(r.s.req.Prompt) {
-			inputs = append(inputs, model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: model.LastLogits})
+			inputs = append(inputs, model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: r.logitsMode()})
 			members = append(members, r)
 			budget--
 		}
@@ -458,7 +458,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		}
 		mode := model.NoLogits
 		if r.fed+n == len(p) {
-			mode = model.LastLogits
+			mode = r.logitsMode()
 		}
 		inputs = append(inputs, model.Input{Seq: r.seq, Tokens: p[r.fed : r.fed+n], Logits: mode})
 		members = append(members, r)
@@ -491,7 +491,14 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 				continue
 			}
 		}
-		tok, err := e.sample(r, outs[i].Logits)
+		var tok Token
+		var err error
+		if in.Logits == model.LastArgmax {
+			tok = Token{ID: outs[i].Argmax}
+			r.sampler.Accept(tok.ID)
+		} else {
+			tok, err = e.sample(r, outs[i].Logits)
+		}
 		if err != nil {
 			e.finish(r, FinishError, -1, err)
 			ended[r] = true
@@ -523,6 +530,21 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 	}
 	e.metrics.stateBytes.Store(state)
 	return run
+}
+
+// logitsMode returns what r needs from the model to pick its next token:
+// plain greedy decoding needs only the argmax, which the backend computes
+// (a GPU then sends back one id instead of a row of logits); sampling,
+// penalties, logprobs, logit processors and min_tokens masking need the
+// logits. Either way the token is the same: the argmax of the same logits.
+func (r *running) logitsMode() model.LogitsMode {
+	req := &r.s.req
+	p := req.Params
+	if p.Greedy() && (p.RepetitionPenalty == 0 || p.RepetitionPenalty == 1) && p.PresencePenalty == 0 &&
+		p.FrequencyPenalty == 0 && req.Processor == nil && !req.Logprobs && r.generated >= req.MinTokens {
+		return model.LastArgmax
+	}
+	return model.LastLogits
 }
 
 // sample picks the next token of r from its logits row (owned by the
