@@ -457,7 +457,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) {
 	}
 	id := s.newID("chatcmpl-")
 	reqCtx, cancelReq := context.WithCancel(s.ctx)
-	j, aerr := s.submit(reqCtx, id, r.ids, r.gen, r.grammar)
+	j, aerr := s.submit(reqCtx, id, [][]int{r.ids}, r.gen, r.grammar)
 	if aerr != nil {
 		cancelReq()
 		writeAPIError(ctx, aerr)

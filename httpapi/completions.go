@@ -3,12 +3,13 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
-	"github.com/govinfer/govinfer/chattemplate"
 	"github.com/govinfer/govinfer/engine"
 	"github.com/valyala/fasthttp"
 )
@@ -42,41 +43,88 @@ type (
 	}
 )
 
-// parsePrompt reads a completion prompt: a string or an array of token ids
-// (one prompt; lists of prompts are not supported).
-func (s *Server) parsePrompt(o object) ([]int, string, *apiError) {
+// maxPrompts bounds the prompts of one completion request.
+const maxPrompts = 64
+
+// parsePrompts reads a completion prompt as vLLM accepts it: a string, an
+// array of strings, an array of token ids, or an array of arrays of token
+// ids. It returns each prompt's token ids and text.
+func (s *Server) parsePrompts(o object) ([][]int, []string, *apiError) {
 	v, ok := o.get("prompt")
 	if !ok {
-		return nil, "", badRequest("prompt", "prompt is required")
+		return nil, nil, badRequest("prompt", "prompt is required")
 	}
 	switch p := v.(type) {
 	case string:
 		if p == "" {
-			return nil, "", badRequest("prompt", "prompt must not be empty")
+			return nil, nil, badRequest("prompt", "prompt must not be empty")
 		}
-		return s.tok.Encode(p), p, nil
+		return [][]int{s.tok.Encode(p)}, []string{p}, nil
 	case []any:
-		if len(p) == 1 {
-			if str, isStr := p[0].(string); isStr {
-				return s.parsePrompt(object{o: singleField("prompt", str)})
+		if len(p) == 0 {
+			return nil, nil, badRequest("prompt", "prompt must not be an empty array")
+		}
+		switch p[0].(type) {
+		case json.Number:
+			ids, aerr := s.promptIDs(p, "prompt")
+			if aerr != nil {
+				return nil, nil, aerr
+			}
+			return [][]int{ids}, []string{s.tok.Decode(ids, false)}, nil
+		case string, []any:
+		default:
+			return nil, nil, badRequest("prompt", "prompt must be a string, an array of strings, an array of token ids or an array of arrays of token ids; prompt[0] is %s", jsonKind(p[0]))
+		}
+		if len(p) > maxPrompts {
+			return nil, nil, badRequest("prompt", "prompt holds %d prompts; at most %d are allowed", len(p), maxPrompts)
+		}
+		var prompts [][]int
+		var texts []string
+		for i, e := range p {
+			field := fmt.Sprintf("prompt[%d]", i)
+			switch q := e.(type) {
+			case string:
+				if q == "" {
+					return nil, nil, badRequest("prompt", "%s must not be empty", field)
+				}
+				prompts, texts = append(prompts, s.tok.Encode(q)), append(texts, q)
+			case []any:
+				ids, aerr := s.promptIDs(q, field)
+				if aerr != nil {
+					return nil, nil, aerr
+				}
+				prompts, texts = append(prompts, ids), append(texts, s.tok.Decode(ids, false))
+			default:
+				return nil, nil, badRequest("prompt", "%s must be a string or an array of token ids, got %s", field, jsonKind(e))
 			}
 		}
-		ids, err := o.intList("prompt")
-		if err != nil {
-			return nil, "", badRequest("prompt", "prompt must be a string, a one-string array or an array of token ids")
-		}
-		vocab := s.m.Config().VocabSize
-		for i, id := range ids {
-			if id < 0 || id >= vocab {
-				return nil, "", badRequest("prompt", "prompt[%d] = %d is outside the vocabulary [0, %d)", i, id, vocab)
-			}
-		}
-		if len(ids) == 0 {
-			return nil, "", badRequest("prompt", "prompt must not be empty")
-		}
-		return ids, s.tok.Decode(ids, false), nil
+		return prompts, texts, nil
 	}
-	return nil, "", badRequest("prompt", "prompt must be a string or an array of token ids, got %s", jsonKind(v))
+	return nil, nil, badRequest("prompt", "prompt must be a string or an array, got %s", jsonKind(v))
+}
+
+// promptIDs reads one prompt given as token ids; field names it in errors.
+func (s *Server) promptIDs(a []any, field string) ([]int, *apiError) {
+	if len(a) == 0 {
+		return nil, badRequest("prompt", "%s must not be empty", field)
+	}
+	vocab := s.m.Config().VocabSize
+	ids := make([]int, len(a))
+	for i, e := range a {
+		n, isNum := e.(json.Number)
+		if !isNum {
+			return nil, badRequest("prompt", "%s[%d] must be an integer token id, got %s", field, i, jsonKind(e))
+		}
+		id, err := strconv.Atoi(string(n))
+		if err != nil {
+			return nil, badRequest("prompt", "%s[%d] must be an integer token id, got %s", field, i, n)
+		}
+		if id < 0 || id >= vocab {
+			return nil, badRequest("prompt", "%s[%d] = %d is outside the vocabulary [0, %d)", field, i, id, vocab)
+		}
+		ids[i] = id
+	}
+	return ids, nil
 }
 
 func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
@@ -103,10 +151,10 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 	if aerr == nil {
 		echo, _, aerr = o.boolean("echo")
 	}
-	var ids []int
-	var promptText string
+	var prompts [][]int
+	var promptTexts []string
 	if aerr == nil {
-		ids, promptText, aerr = s.parsePrompt(o)
+		prompts, promptTexts, aerr = s.parsePrompts(o)
 	}
 	var proc func() (engine.LogitProcessor, error)
 	if aerr == nil {
@@ -122,25 +170,29 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 	}
 	id := s.newID("cmpl-")
 	reqCtx, cancelReq := context.WithCancel(s.ctx)
-	j, aerr := s.submit(reqCtx, id, ids, g, proc)
+	j, aerr := s.submit(reqCtx, id, prompts, g, proc)
 	if aerr != nil {
 		cancelReq()
 		writeAPIError(ctx, aerr)
 		return
 	}
-	prefix := ""
+	// Choice p*n+i is the i-th generation of prompt p.
+	prefixes := make([]string, len(j.choices))
 	if echo {
-		prefix = promptText
+		for i := range prefixes {
+			prefixes[i] = promptTexts[i/g.n]
+		}
 	}
+	promptText := strings.Join(promptTexts, "\n")
 	if g.stream {
-		s.streamCompletion(ctx, j, g, prefix, promptText, reqCtx, cancelReq, start)
+		s.streamCompletion(ctx, j, g, prefixes, promptText, reqCtx, cancelReq, start)
 		return
 	}
 	defer cancelReq()
 	texts := make([]string, len(j.choices))
 	lps := make([]*completionLogprobs, len(j.choices))
 	for i := range texts {
-		texts[i] = prefix
+		texts[i] = prefixes[i]
 		if g.logprobs {
 			lps[i] = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 		}
@@ -201,7 +253,7 @@ func (s *Server) addCompletionLogprobs(lp *completionLogprobs, toks []engine.Tok
 	}
 }
 
-func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, j *job, g genRequest, prefix, promptText string, reqCtx context.Context, cancelReq context.CancelFunc, start time.Time) {
+func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, j *job, g genRequest, prefixes []string, promptText string, reqCtx context.Context, cancelReq context.CancelFunc, start time.Time) {
 	setSSEHeaders(ctx)
 	created := time.Now().Unix()
 	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
@@ -211,8 +263,8 @@ func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, j *job, g genRequest
 			return w.event(completionResponse{ID: j.id, Object: "text_completion", Created: created, Model: s.name, Choices: []completionChoice{ch}})
 		}
 		offsets := make([]int, len(j.choices))
-		if prefix != "" {
-			for i := range j.choices {
+		for i, prefix := range prefixes {
+			if prefix != "" {
 				send(completionChoice{Index: i, Text: prefix})
 				offsets[i] = len(prefix)
 			}
@@ -326,13 +378,6 @@ func (s *Server) handleDetokenize(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, struct {
 		Prompt string `json:"prompt"`
 	}{s.tok.Decode(ids, false)})
-}
-
-// singleField builds {key: value}.
-func singleField(key, value string) *chattemplate.Object {
-	o := chattemplate.NewObject()
-	o.Set(key, value)
-	return o
 }
 
 // handleMetrics writes the Prometheus text exposition.

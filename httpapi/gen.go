@@ -45,18 +45,26 @@ type job struct {
 	choices   []*choice
 }
 
-// submit validates the context budget and queues n generations of prompt.
-func (s *Server) submit(reqCtx context.Context, id string, prompt []int, g genRequest, proc func() (engine.LogitProcessor, error)) (*job, *apiError) {
-	if len(prompt) == 0 {
+// submit validates the context budget and queues n generations of each
+// prompt. Choice p*n+i is the i-th generation of prompt p; the job's prompt
+// length is the sum over the prompts.
+func (s *Server) submit(reqCtx context.Context, id string, prompts [][]int, g genRequest, proc func() (engine.LogitProcessor, error)) (*job, *apiError) {
+	if len(prompts) == 0 {
 		return nil, badRequest("prompt", "the prompt is empty")
 	}
-	maxTokens := g.maxTokens
-	if maxTokens == 0 {
-		maxTokens = s.maxModelLen - len(prompt)
-	}
-	if len(prompt)+maxTokens > s.maxModelLen || maxTokens < 1 {
-		return nil, badRequest("messages", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			s.maxModelLen, len(prompt)+maxTokens, len(prompt), maxTokens)
+	maxTokens := make([]int, len(prompts))
+	for p, prompt := range prompts {
+		if len(prompt) == 0 {
+			return nil, badRequest("prompt", "the prompt is empty")
+		}
+		maxTokens[p] = g.maxTokens
+		if maxTokens[p] == 0 {
+			maxTokens[p] = s.maxModelLen - len(prompt)
+		}
+		if len(prompt)+maxTokens[p] > s.maxModelLen || maxTokens[p] < 1 {
+			return nil, badRequest("messages", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				s.maxModelLen, len(prompt)+maxTokens[p], len(prompt), maxTokens[p])
+		}
 	}
 	vocab := s.m.Config().VocabSize
 	for i, t := range g.stopIDs {
@@ -64,7 +72,20 @@ func (s *Server) submit(reqCtx context.Context, id string, prompt []int, g genRe
 			return nil, badRequest("stop_token_ids", "stop_token_ids[%d] = %d is outside the vocabulary [0, %d)", i, t, vocab)
 		}
 	}
-	j := &job{s: s, id: id, start: time.Now(), promptLen: len(prompt)}
+	j := &job{s: s, id: id, start: time.Now()}
+	for p, prompt := range prompts {
+		j.promptLen += len(prompt)
+		if aerr := j.add(reqCtx, p*g.n, prompt, maxTokens[p], g, proc); aerr != nil {
+			j.cancel()
+			return nil, aerr
+		}
+	}
+	return j, nil
+}
+
+// add queues n generations of one prompt as choices first, first+1, ...
+func (j *job) add(reqCtx context.Context, first int, prompt []int, maxTokens int, g genRequest, proc func() (engine.LogitProcessor, error)) *apiError {
+	s := j.s
 	for i := range g.n {
 		req := engine.Request{
 			Prompt: prompt, Params: g.params, MaxTokens: maxTokens, MinTokens: g.minTokens,
@@ -75,8 +96,7 @@ func (s *Server) submit(reqCtx context.Context, id string, prompt []int, g genRe
 		if proc != nil {
 			p, err := proc()
 			if err != nil {
-				j.cancel()
-				return nil, &apiError{status: fasthttp.StatusInternalServerError, message: err.Error()}
+				return &apiError{status: fasthttp.StatusInternalServerError, message: err.Error()}
 			}
 			req.Processor = p
 		}
@@ -84,18 +104,17 @@ func (s *Server) submit(reqCtx context.Context, id string, prompt []int, g genRe
 		st, err := s.eng.Submit(ctx, req)
 		if err != nil {
 			cancel()
-			j.cancel()
 			if errors.Is(err, engine.ErrQueueFull) {
-				return nil, &apiError{status: fasthttp.StatusServiceUnavailable, message: "the server is overloaded: the request queue is full, retry later"}
+				return &apiError{status: fasthttp.StatusServiceUnavailable, message: "the server is overloaded: the request queue is full, retry later"}
 			}
 			if errors.Is(err, engine.ErrClosed) {
-				return nil, &apiError{status: fasthttp.StatusServiceUnavailable, message: "the server is shutting down"}
+				return &apiError{status: fasthttp.StatusServiceUnavailable, message: "the server is shutting down"}
 			}
-			return nil, badRequest("", "%v", err)
+			return badRequest("", "%v", err)
 		}
-		j.choices = append(j.choices, &choice{index: i, st: st, cancel: cancel, dec: s.tok.NewDecoder(g.skipSpecial, g.stop)})
+		j.choices = append(j.choices, &choice{index: first + i, st: st, cancel: cancel, dec: s.tok.NewDecoder(g.skipSpecial, g.stop)})
 	}
-	return j, nil
+	return nil
 }
 
 // cancel stops every choice of the job.
