@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,8 +26,8 @@ type chatRequest struct {
 	ids      []int
 	thinking bool
 	tools    map[string]outparse.ToolSchema
-	noTools  bool // tool_choice none: calls stay text
-	grammar  func() (engine.LogitProcessor, error)
+	noTools  bool                                  // tool_choice none: calls stay text
+	grammar  func() (engine.LogitProcessor, error) // response_format or tool_choice
 }
 
 var knownRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
@@ -252,13 +254,21 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 		return nil, err
 	}
 	r.tools = schemas
+	// forceCall: a call must be made; forceName: of that function.
+	var forceCall bool
+	var forceName string
 	if tc, ok := o.get("tool_choice"); ok {
 		switch c := tc.(type) {
 		case string:
 			switch c {
 			case "none":
 				r.noTools, tools = true, nil
-			case "auto", "required":
+			case "auto":
+			case "required":
+				if len(schemas) == 0 {
+					return nil, badRequest("tool_choice", "tool_choice \"required\" needs at least one tool in tools")
+				}
+				forceCall = true
 			default:
 				return nil, badRequest("tool_choice", "tool_choice must be none, auto, required or a named function, got %q", c)
 			}
@@ -274,6 +284,7 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 			if _, known := schemas[name]; !known {
 				return nil, badRequest("tool_choice", "tool_choice names function %q, which is not in tools", name)
 			}
+			forceCall, forceName = true, name
 		default:
 			return nil, badRequest("tool_choice", "tool_choice must be a string or an object, got %s", jsonKind(tc))
 		}
@@ -325,9 +336,22 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 	} else if g != nil {
 		r.grammar = s.processorFor(g)
 	}
+	if forceCall && r.grammar != nil {
+		return nil, badRequest("response_format", "response_format cannot be combined with tool_choice \"required\" or a named function")
+	}
 	r.prompt = prompt
 	// Constrained output is the answer itself, never reasoning.
 	r.thinking = strings.HasSuffix(prompt, "<think>\n") && r.grammar == nil
+	if forceCall {
+		// With thinking the reasoning stays free and the call is forced
+		// after it (see toolForcer).
+		names := slices.Sorted(maps.Keys(schemas))
+		proc, ferr := s.toolForcerFor(forceName, names, r.thinking)
+		if ferr != nil {
+			return nil, badRequest("tool_choice", "tool_choice: %v", ferr)
+		}
+		r.grammar = proc
+	}
 	r.ids = s.tok.Encode(prompt)
 	return r, nil
 }
