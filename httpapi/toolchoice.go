@@ -42,6 +42,7 @@ type toolForcer struct {
 	forced  []int
 	pos     int      // forced tokens emitted
 	targets [][]byte // NAME>\n of each allowed tool while spelling; nil for none
+	cands   []int    // ordinary tokens whose bytes occur in some target
 	spelled []byte   // bytes emitted while spelling
 	free    bool
 }
@@ -73,6 +74,14 @@ func newToolForcer(tok *tokenizer.Tokenizer, name string, names []string, thinki
 			prefix = afterThink + prefix
 		}
 	}
+	if len(f.targets) > 0 {
+		for id := range tok.VocabSize() {
+			b := tok.TokenBytes(id)
+			if !tok.IsAdded(id) && len(b) > 0 && slices.ContainsFunc(f.targets, func(t []byte) bool { return bytes.Contains(t, b) }) {
+				f.cands = append(f.cands, id)
+			}
+		}
+	}
 	f.forced = tok.Encode(prefix)
 	if len(f.forced) == 0 {
 		return nil, fmt.Errorf("forcing a tool call: %q encodes to no tokens", prefix)
@@ -95,9 +104,23 @@ func (f *toolForcer) Process(logits []float32) {
 		}
 		return
 	}
+	// Only candidates can spell; the rest are masked wholesale.
+	keep := make([]bool, len(f.cands))
+	for k, id := range f.cands {
+		keep[k] = id < len(logits) && f.spells(id)
+	}
+	saved := make([]float32, len(f.cands))
+	for k, id := range f.cands {
+		if keep[k] {
+			saved[k] = logits[id]
+		}
+	}
 	for id := range logits {
-		if !f.spells(id) {
-			logits[id] = ninf
+		logits[id] = ninf
+	}
+	for k, id := range f.cands {
+		if keep[k] {
+			logits[id] = saved[k]
 		}
 	}
 }
@@ -147,12 +170,14 @@ func (f *toolForcer) Accept(token int) error {
 }
 
 // toolForcerFor returns a factory of tool call processors; see
-// newToolForcer.
+// newToolForcer. The processors share the forced tokens and candidates.
 func (s *Server) toolForcerFor(name string, names []string, thinking bool) (func() (engine.LogitProcessor, error), error) {
-	if _, err := newToolForcer(s.tok, name, names, thinking); err != nil {
+	proto, err := newToolForcer(s.tok, name, names, thinking)
+	if err != nil {
 		return nil, err
 	}
 	return func() (engine.LogitProcessor, error) {
-		return newToolForcer(s.tok, name, names, thinking)
+		f := *proto
+		return &f, nil
 	}, nil
 }
