@@ -29,6 +29,15 @@ func matVec4F16NEON(dst *float32, w *uint16, x *float32, groups, cols, n int)
 func matVec4F32NEON(dst *float32, w *float32, x *float32, groups, cols, n int)
 
 //go:noescape
+func tileBF16NEON(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
+func tileF16NEON(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
+func tileF32NEON(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
 func expNEON(dst, x *float32, n int)
 
 //go:noescape
@@ -44,8 +53,9 @@ func siluMulNEON(dst, a, b *float32, n int)
 func sigmoidMulNEON(dst, a, b *float32, n int)
 
 // archImpl installs the NEON kernels when f allows them and returns the
-// features actually used. The matrix-matrix products run one NEON
-// matrix-vector product per input (no register tiling yet on arm64).
+// features actually used. The matrix-matrix products run the 4x4 NEON
+// register tile (four weight rows by four inputs) inside the cache-blocked
+// tiler; a single input takes the matrix-vector kernel.
 func archImpl(k *impl, f Features) Features {
 	if !f.NEON {
 		return Features{}
@@ -85,20 +95,30 @@ func archImpl(k *impl, f Features) Features {
 	k.matVecF32 = func(dst []float32, w []float32, rows, cols int, x []float32) {
 		matVec4(matVec4F32NEON, L, k.dotF32, dst, w, rows, cols, x)
 	}
+	// pad: 16 float32 inputs make 64 bytes.
+	tBF16 := newTiler(tileBF16NEON, 4, L, k.dotBF16, 16)
+	tF16 := newTiler(tileF16NEON, 4, L, k.dotF16, 16)
+	tF32 := newTiler(tileF32NEON, 4, L, k.dotF32, 16)
 	k.matMulBF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
-		for i := range n {
-			k.matVecBF16(dst[i*ldd:i*ldd+rows], w, rows, cols, x[i*cols:(i+1)*cols])
+		if n == 1 {
+			k.matVecBF16(dst[:rows], w, rows, cols, x)
+			return
 		}
+		tBF16.matMul(dst, ldd, w, rows, cols, x, n)
 	}
 	k.matMulF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
-		for i := range n {
-			k.matVecF16(dst[i*ldd:i*ldd+rows], w, rows, cols, x[i*cols:(i+1)*cols])
+		if n == 1 {
+			k.matVecF16(dst[:rows], w, rows, cols, x)
+			return
 		}
+		tF16.matMul(dst, ldd, w, rows, cols, x, n)
 	}
 	k.matMulF32 = func(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int) {
-		for i := range n {
-			k.matVecF32(dst[i*ldd:i*ldd+rows], w, rows, cols, x[i*cols:(i+1)*cols])
+		if n == 1 {
+			k.matVecF32(dst[:rows], w, rows, cols, x)
+			return
 		}
+		tF32.matMul(dst, ldd, w, rows, cols, x, n)
 	}
 	return Features{NEON: true}
 }

@@ -199,7 +199,8 @@ type matCase struct{ rows, cols, n int }
 func matCases() []matCase {
 	var cs []matCase
 	for cols := 0; cols <= 257; cols++ {
-		cs = append(cs, matCase{5, cols, 1}, matCase{8, cols, 1})
+		// n > 1 sends every column count through the register-tiled path.
+		cs = append(cs, matCase{5, cols, 1}, matCase{8, cols, 1}, matCase{4, cols, 5})
 	}
 	for rows := 0; rows <= 13; rows++ {
 		for _, cols := range []int{1, 8, 16, 33, 64, 100} {

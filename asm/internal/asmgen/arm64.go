@@ -168,3 +168,82 @@ func armScale(g *gen) {
 	g.l("CBNZ R3, loop")
 	g.l("RET")
 }
+
+// armTile emits the 4x4 register tile of the arm64 matrix-matrix products:
+// four weight rows times four inputs, sixteen float32x4 accumulators V0-V15
+// (input j, row r in V(4j+r)). Each step of 8 columns loads 8 weights per row
+// into V16-V23 (row r in V(16+2r), V(17+2r)), widened in place, and streams the
+// inputs through V24-V27 two at a time: 4+4 loads, 8 widenings (none for f32)
+// and 32 FMLAs per step. For nb < 4 the missing inputs alias the last real one,
+// so the loop has no branches; only nb results are stored.
+func armTile(g *gen, e elem) {
+	name := "tile" + e.name + "NEON"
+	g.text(name, "$0-64", fmt.Sprintf("func %s(dst *float32, ldd int, w *%s, ldw int, x *float32, ldx int, k, nb int)\n"+
+		"Adds to dst[j*ldd+r], for r < 4 and j < nb, sum_{p<k} w[r*ldw+p]*x[j*ldx+p].\n"+
+		"Requires k a positive multiple of 8 and 1 <= nb <= 4.", name, goType(e)))
+	g.l("MOVD dst+0(FP), R0")
+	g.l("MOVD ldd+8(FP), R1")
+	g.l("LSL $2, R1, R1")
+	g.l("MOVD w+16(FP), R8")
+	g.l("MOVD ldw+24(FP), R3")
+	g.l("LSL $%d, R3, R3", e.shift)
+	g.l("MOVD x+32(FP), R12")
+	g.l("MOVD ldx+40(FP), R5")
+	g.l("LSL $2, R5, R5")
+	g.l("MOVD k+48(FP), R6")
+	g.l("LSR $3, R6, R6")
+	g.l("MOVD nb+56(FP), R7")
+	for r := 1; r < 4; r++ {
+		g.l("ADD R3, R%d, R%d", 7+r, 8+r)
+	}
+	for j := 1; j < 4; j++ {
+		// x_j = nb > j ? x_{j-1}+ldx : x_{j-1}
+		g.l("ADD R5, R%d, R%d", 11+j, 12+j)
+		g.l("CMP $%d, R7", j+1)
+		g.l("CSEL LT, R%d, R%d, R%d", 11+j, 12+j, 12+j)
+	}
+	armZero(g, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 31)
+	g.label("loop")
+	for r := range 4 {
+		lo, hi := 16+2*r, 17+2*r
+		p := fmt.Sprintf("R%d", 8+r)
+		switch e {
+		case bf16:
+			g.l("VLD1.P 16(%s), [V%d.H8]", p, hi)
+			g.l("VZIP1 V%d.H8, V31.H8, V%d.H8", hi, lo)
+			g.l("VZIP2 V%d.H8, V31.H8, V%d.H8", hi, hi)
+		case f16:
+			g.l("VLD1.P 16(%s), [V%d.H8]", p, hi)
+			fcvtl(g, lo, hi, false)
+			fcvtl(g, hi, hi, true)
+		default:
+			g.l("VLD1.P 32(%s), [V%d.S4, V%d.S4]", p, lo, hi)
+		}
+	}
+	for j := range 4 {
+		x := 24 + 2*(j%2)
+		g.l("VLD1.P 32(R%d), [V%d.S4, V%d.S4]", 12+j, x, x+1)
+		for h := range 2 {
+			for r := range 4 {
+				g.l("VFMLA V%d.S4, V%d.S4, V%d.S4", 16+2*r+h, x+h, 4*j+r)
+			}
+		}
+	}
+	g.l("SUB $1, R6, R6")
+	g.l("CBNZ R6, loop")
+	for j := range 4 {
+		if j > 0 {
+			g.l("CMP $%d, R7", j+1)
+			g.l("BLT done")
+			g.l("ADD R1, R0, R0")
+		}
+		faddp(g, 28, 4*j, 4*j+1)
+		faddp(g, 29, 4*j+2, 4*j+3)
+		faddp(g, 28, 28, 29)
+		g.l("VLD1 (R0), [V29.S4]")
+		faddv(g, 28, 28, 29)
+		g.l("VST1 [V28.S4], (R0)")
+	}
+	g.label("done")
+	g.l("RET")
+}

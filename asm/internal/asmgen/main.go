@@ -87,6 +87,7 @@ func files() map[string]string {
 		lower := strings.ToLower(e.name)
 		add(fmt.Sprintf("dot_%s_neon_arm64.s", lower), func(g *gen) { armDot(g, e) })
 		add(fmt.Sprintf("matvec_%s_neon_arm64.s", lower), func(g *gen) { armMatVec4(g, e) })
+		add(fmt.Sprintf("tile_%s_neon_arm64.s", lower), func(g *gen) { armTile(g, e) })
 	}
 	add("axpy_neon_arm64.s", armAxpy)
 	add("scale_neon_arm64.s", armScale)
