@@ -7,7 +7,7 @@ PKGS    := ./...
 DEMO_DIR    ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/govinfer/demo-qwen3.5-random
 DEMO_REPORT ?= demo-report.json
 
-.PHONY: help build test test-short vet fmt bench shaders demo clean
+.PHONY: help build test race test-short vet fmt bench shaders demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -24,6 +24,9 @@ test: ## run the whole test suite (what CI runs)
 	if command -v qemu-aarch64-static >/dev/null; then \
 		GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static ./asm/...; \
 	else echo "qemu-aarch64-static not installed: arm64 kernels not tested"; fi
+
+race: ## the race detector over the concurrent packages (not part of CI: ~3 minutes here)
+	$(GO) test -race -short -count=1 ./engine/ ./httpapi/ ./compute/cpu/ ./asm/ ./tokenizer/ ./diag/... ./cmd/govinfer/
 
 test-short: ## skip the slower tests
 	$(GO) test -short -count=1 $(PKGS)
