@@ -1,12 +1,14 @@
 package asm
 
-// dotBF16Go returns sum_i BF16ToF32(w[i]) * x[i] over i < len(w), accumulating
+import "github.com/govinfer/govinfer/internal/half"
+
+// dotBF16Go returns sum_i half.BF16ToF32(w[i]) * x[i] over i < len(w), accumulating
 // in float32 in index order. It needs len(x) >= len(w).
 func dotBF16Go(w []uint16, x []float32) float32 {
 	x = x[:len(w)]
 	var s float32
 	for i, v := range w {
-		s += BF16ToF32(v) * x[i]
+		s += half.BF16ToF32(v) * x[i]
 	}
 	return s
 }

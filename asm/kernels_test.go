@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/govinfer/govinfer/internal/half"
 )
 
 // relTol is the allowed error of a float32-accumulated dot product relative to
@@ -56,8 +58,8 @@ type elemKind struct {
 }
 
 var kinds = []elemKind{
-	{"bf16", BF16ToF32, func(r *rand.Rand) uint16 { return F32ToBF16(r.Float32()*2 - 1) }},
-	{"f16", F16ToF32, randF16},
+	{"bf16", half.BF16ToF32, func(r *rand.Rand) uint16 { return half.F32ToBF16(r.Float32()*2 - 1) }},
+	{"f16", half.F16ToF32, randF16},
 }
 
 // randF16 returns a random half-precision value in about ±[2^-14, 2) with
@@ -294,8 +296,8 @@ func TestMatVecMatMul(t *testing.T) {
 			wb := offset(randU16(r, kinds[0], c.rows*c.cols), off)
 			xb := offset(randU16(r, kinds[0], c.n*c.cols), off+2)
 			runMat(t, k.Name()+" GemmBF16", c,
-				func(i int) float64 { return float64(BF16ToF32(wb[i])) },
-				func(i int) float64 { return float64(BF16ToF32(xb[i])) },
+				func(i int) float64 { return float64(half.BF16ToF32(wb[i])) },
+				func(i int) float64 { return float64(half.BF16ToF32(xb[i])) },
 				func(dst []float32, ldd int) error { return k.GemmBF16(dst, ldd, wb, c.rows, c.cols, xb, c.n) })
 		}
 	}

@@ -1,5 +1,7 @@
 package asm
 
+import "github.com/govinfer/govinfer/internal/half"
+
 // matMulGo sets dst[i*ldd+r] = dot(w row r, x row i) for r < rows, i < n, with
 // w rows×cols and x n×cols row-major. It is the contract of the MatMul kernels.
 // Each weight row is used for all n inputs while it is in cache.
@@ -33,7 +35,7 @@ func dotBF16BF16Go(w, x []uint16) float32 {
 	x = x[:len(w)]
 	var s float32
 	for i, v := range w {
-		s += BF16ToF32(v) * BF16ToF32(x[i])
+		s += half.BF16ToF32(v) * half.BF16ToF32(x[i])
 	}
 	return s
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/govinfer/govinfer/asm"
+	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/model"
 )
 
@@ -142,7 +143,7 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int) (prefill
 		return 0, 0, err
 	}
 	prefill = float64(len(ids)) / time.Since(start).Seconds()
-	tok := argmaxInt(out[0].Logits)
+	tok := compute.Argmax(out[0].Logits)
 	start = time.Now()
 	for i := 0; i < gen; i++ {
 		// Greedy decode: the backend returns the argmax, not the logits.
@@ -154,16 +155,6 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int) (prefill
 	}
 	decode = float64(gen) / time.Since(start).Seconds()
 	return prefill, decode, nil
-}
-
-func argmaxInt(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 func median(v []float64) float64 {
