@@ -94,24 +94,17 @@ func (b *Backend) CausalAttention(ps []compute.Attention) {
 	}
 	b.attnM, b.attnL, b.attnO = grow(b.attnM, ml), grow(b.attnL, ml), grow(b.attnO, od)
 	slices.SortStableFunc(jobs, func(x, y attnJob) int { return cmp.Compare(y.cost, x.cost) })
-	b.q.reset(len(jobs))
-	b.pool.run(b.pool.partsFor(len(jobs), total), func(slot int) {
+	b.drain(len(jobs), total, func(slot, j int) {
 		ws := &b.ws[slot]
-		for {
-			j, ok := b.q.take()
-			if !ok {
-				return
-			}
-			job := &jobs[j]
-			sq := &seqs[job.seq]
-			if job.blocked {
-				v := &sq.v
-				sc := ws.attnScratch(max(1, attnRows/v.group)*v.group, v.dim)
-				b.attendBlock(v, sc, job.kvh, job.t, job.t1)
-				continue
-			}
-			b.attendGroup(sq, &ws.group, job)
+		job := &jobs[j]
+		sq := &seqs[job.seq]
+		if job.blocked {
+			v := &sq.v
+			sc := ws.attnScratch(max(1, attnRows/v.group)*v.group, v.dim)
+			b.attendBlock(v, sc, job.kvh, job.t, job.t1)
+			return
 		}
+		b.attendGroup(sq, &ws.group, job)
 	})
 	b.mergeSplits()
 }
@@ -295,16 +288,7 @@ func (b *Backend) mergeSplits() {
 	if len(merges) == 0 {
 		return
 	}
-	b.q.reset(len(merges))
-	b.pool.run(b.pool.partsFor(len(merges), total), func(int) {
-		for {
-			j, ok := b.q.take()
-			if !ok {
-				return
-			}
-			b.merge(&merges[j])
-		}
-	})
+	b.drain(len(merges), total, func(_, j int) { b.merge(&merges[j]) })
 }
 
 // merge combines the partial results of one (sequence, token, KV head).

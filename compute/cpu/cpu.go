@@ -407,18 +407,11 @@ func (b *Backend) CausalConv1D(x compute.Buffer, rowStride, channels int, wt com
 		return
 	}
 	slices.SortStableFunc(jobs, func(x, y convJob) int { return cmp.Compare(y.cost, x.cost) })
-	b.q.reset(len(jobs))
-	b.pool.run(b.pool.partsFor(len(jobs), total), func(slot int) {
+	b.drain(len(jobs), total, func(slot, j int) {
+		job := &jobs[j]
+		s := &seqs[job.seq]
 		scratch := b.ws[slot].floats(convScratch(kernel))
-		for {
-			j, ok := b.q.take()
-			if !ok {
-				return
-			}
-			job := &jobs[j]
-			s := &seqs[job.seq]
-			b.convBlock(xs, Data(s.State), s.Row, rowStride, s.N, channels, w, kernel, job.lo, job.hi, scratch)
-		}
+		b.convBlock(xs, Data(s.State), s.Row, rowStride, s.N, channels, w, kernel, job.lo, job.hi, scratch)
 	})
 }
 

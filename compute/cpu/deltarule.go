@@ -110,22 +110,15 @@ func (b *Backend) deltaRule(ps []compute.DeltaRule, f deltaForm) {
 		return
 	}
 	slices.SortStableFunc(jobs, func(x, y deltaJob) int { return cmp.Compare(y.cost, x.cost) })
-	b.q.reset(len(jobs))
-	b.pool.run(b.pool.partsFor(len(jobs), total), func(slot int) {
+	b.drain(len(jobs), total, func(slot, j int) {
 		ws := &b.ws[slot]
-		for {
-			j, ok := b.q.take()
-			if !ok {
-				return
-			}
-			job := &jobs[j]
-			p := &ps[job.seq]
-			if job.chunked {
-				sc := ws.deltaScratch(min(deltaChunk, p.N), p.Dk, p.Dv, p.Nv/p.Nk)
-				b.deltaKeyHead(p, sc, job.h0/(p.Nv/p.Nk), job.h0, job.h1)
-			} else {
-				b.deltaHead(p, ws.floats(2*p.Dv), job.h0)
-			}
+		job := &jobs[j]
+		p := &ps[job.seq]
+		if job.chunked {
+			sc := ws.deltaScratch(min(deltaChunk, p.N), p.Dk, p.Dv, p.Nv/p.Nk)
+			b.deltaKeyHead(p, sc, job.h0/(p.Nv/p.Nk), job.h0, job.h1)
+		} else {
+			b.deltaHead(p, ws.floats(2*p.Dv), job.h0)
 		}
 	})
 }

@@ -186,3 +186,20 @@ const jobGrain = 1 << 15
 func (p *pool) partsFor(jobs int, cost int64) int {
 	return int(min(int64(p.workers), int64(jobs), max(1, cost/jobGrain)))
 }
+
+// drain hands the jobs 0..n-1 (of total cost, in multiply-adds) out one at a
+// time to as many workers as the cost justifies, in index order, and waits;
+// fn(slot, j) runs job j on the worker with scratch slot. Callers sort their
+// jobs longest first so the last ones to start are short.
+func (b *Backend) drain(n int, total int64, fn func(slot, j int)) {
+	b.q.reset(n)
+	b.pool.run(b.pool.partsFor(n, total), func(slot int) {
+		for {
+			j, ok := b.q.take()
+			if !ok {
+				return
+			}
+			fn(slot, j)
+		}
+	})
+}
