@@ -3,11 +3,15 @@ GO      ?= go
 BIN     ?= bin/govinfer
 PKGS    := ./...
 
+# The Debian 13 sysroot with a lavapipe that has VK_KHR_cooperative_matrix
+# (scripts/vk-sysroot.sh), for the cooperative-matrix shaders.
+VKSYS       ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/govinfer/vk-sysroot-trixie
+
 # The demo's random checkpoint is made once, deterministically, here.
 DEMO_DIR    ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/govinfer/demo-qwen3.5-random
 DEMO_REPORT ?= demo-report.json
 
-.PHONY: help build test race test-short vet fmt bench shaders demo clean
+.PHONY: help build test test-coopmat race test-short vet fmt bench shaders demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -24,6 +28,11 @@ test: ## run the whole test suite (what CI runs)
 	if command -v qemu-aarch64-static >/dev/null; then \
 		GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static ./asm/...; \
 	else echo "qemu-aarch64-static not installed: arm64 kernels not tested"; fi
+
+test-coopmat: ## the cooperative-matrix shaders on a lavapipe that has them (downloads a Debian 13 sysroot once; CI runs it)
+	scripts/vk-sysroot.sh "$(VKSYS)" >/dev/null
+	GOVINFER_REQUIRE_COOPMAT=1 GOVINFER_GLSLC_COOPMAT="$(VKSYS)/glslc" $(GO) test -count=1 -run TestSPIRVCurrent ./shaders/
+	GOVINFER_REQUIRE_COOPMAT=1 $(GO) test -count=1 -exec "$(VKSYS)/run" -run 'Coopmat|BF16FitsF16' ./compute/vulkan/ ./model/
 
 race: ## the race detector over the concurrent packages (not part of CI: ~3 minutes here)
 	$(GO) test -race -short -count=1 ./engine/ ./httpapi/ ./compute/cpu/ ./asm/ ./tokenizer/ ./diag/... ./cmd/govinfer/
@@ -52,8 +61,9 @@ demo: build ## serve a small random checkpoint in-process and run the diagnostic
 bench: ## decode and prefill benchmarks of the model package
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./model/
 
-shaders: ## recompile the GLSL shaders to the committed SPIR-V (needs glslc)
-	sh shaders/build.sh
+shaders: ## recompile the GLSL shaders to the committed SPIR-V (needs glslc; the cooperative-matrix ones take the sysroot's)
+	scripts/vk-sysroot.sh "$(VKSYS)" >/dev/null
+	GLSLC_COOPMAT="$(VKSYS)/glslc" sh shaders/build.sh
 
 clean: ## remove build outputs
 	rm -rf bin

@@ -49,3 +49,36 @@ func TestBatchMatchesSoloVulkan(t *testing.T) {
 
 // TestLastArgmaxVulkan checks the device argmax path of greedy decoding.
 func TestLastArgmaxVulkan(t *testing.T) { checkLastArgmax(t, Options{Backend: newVulkan(t)}) }
+
+// TestGoldenVulkanCoopmat runs the golden checks and block prefill with
+// every product of more than 8 tokens on the cooperative-matrix shader. It
+// skips on devices without VK_KHR_cooperative_matrix, unless
+// GOVINFER_REQUIRE_COOPMAT=1 (CI runs it on a lavapipe that has it).
+func TestGoldenVulkanCoopmat(t *testing.T) {
+	open := func(t *testing.T) *vulkan.Backend {
+		be, err := vulkan.New(vulkan.Options{Validation: true, TiledFrom: 9, Log: func(msg string) { t.Log(msg) }})
+		if err != nil {
+			if os.Getenv("GOVINFER_REQUIRE_VULKAN") == "1" {
+				t.Fatalf("GOVINFER_REQUIRE_VULKAN=1 but no Vulkan backend: %v", err)
+			}
+			t.Skipf("no Vulkan device: %v", err)
+		}
+		t.Cleanup(func() { be.Close() })
+		if be.CooperativeMatrix() == 0 {
+			if os.Getenv("GOVINFER_REQUIRE_COOPMAT") == "1" {
+				t.Fatalf("GOVINFER_REQUIRE_COOPMAT=1 but %s", be.Describe())
+			}
+			t.Skipf("no cooperative matrix: %s", be.Describe())
+		}
+		t.Log(be.Describe())
+		return be
+	}
+	for _, name := range []string{"tiny", "small"} {
+		t.Run(name, func(t *testing.T) {
+			runGoldens(t, name, Options{Backend: open(t)})
+		})
+	}
+	t.Run("block-prefill", func(t *testing.T) {
+		checkBlockPrefill(t, "small", Options{Backend: open(t)})
+	})
+}

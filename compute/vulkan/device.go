@@ -53,6 +53,12 @@ type Backend struct {
 	maxBinding uint64 // largest buffer binding in bytes
 	chunkBytes uint64 // largest weight chunk in bytes (maxBinding unless lowered)
 	tiledFrom  int    // batch size from which MatMul uses the tiled shader
+	// coopmat is the tile size (16 or 8) of the cooperative-matrix matmul
+	// shader the device runs (VK_KHR_cooperative_matrix, f16 inputs, f32
+	// accumulators), which MatMul then uses for the tiled products of f16
+	// and bf16 weights; 0 where it runs none.
+	coopmat       int
+	coopmatShader string // matmulcm16 or matmulcm8
 	// attnTarget is how many attention workgroups fill the device: the
 	// cache length is split until that many run. attnSplitLen, when
 	// positive (tests), fixes the split length instead.
@@ -331,18 +337,15 @@ func (b *Backend) init() error {
 	if b.qfam == ^uint32(0) {
 		return fmt.Errorf("vulkan: device %s has no compute queue", name)
 	}
-	dinfo := vk.DeviceCreateInfo{
-		SType:                vk.StructureTypeDeviceCreateInfo,
-		QueueCreateInfoCount: 1,
-		PQueueCreateInfos: []vk.DeviceQueueCreateInfo{{
-			SType:            vk.StructureTypeDeviceQueueCreateInfo,
-			QueueFamilyIndex: b.qfam,
-			QueueCount:       1,
-			PQueuePriorities: []float32{1},
-		}},
+	// The cooperative-matrix shaders take 20 KiB of shared memory and four
+	// subgroups.
+	if !b.opts.NoCooperativeMatrix && b.props.ApiVersion >= vk.MakeVersion(1, 2, 0) &&
+		lim.MaxComputeSharedMemorySize >= 20<<10 && lim.MaxComputeWorkGroupInvocations >= 4*b.sg.size {
+		b.coopmat = coopmatTile(b.gipa, b.inst, b.phys)
 	}
-	var dev vk.Device
-	if err := vkErr("vkCreateDevice", vk.CreateDevice(b.phys, &dinfo, nil, &dev)); err != nil {
+	b.coopmatShader = fmt.Sprintf("matmulcm%d", b.coopmat)
+	dev, err := createDevice(b.gipa, b.inst, b.phys, b.qfam, b.coopmat > 0)
+	if err != nil {
 		return err
 	}
 	b.dev = dev
@@ -377,6 +380,9 @@ func (b *Backend) init() error {
 		b.tiledFrom = math.MaxInt
 		b.attnTarget = attnTargetCPU
 	}
+	if b.opts.TiledFrom > 0 {
+		b.tiledFrom = b.opts.TiledFrom
+	}
 	b.desc = b.describe(name)
 	return nil
 }
@@ -397,6 +403,9 @@ func (b *Backend) describe(name string) string {
 	}
 	fmt.Fprintf(&sb, ", %.1f GiB device-local heap, subgroup %d, max binding %d MiB; features: subgroup arithmetic, bf16/f16 weights as packed uint",
 		float64(local)/(1<<30), b.sg.size, b.maxBinding>>20)
+	if b.coopmat > 0 {
+		fmt.Fprintf(&sb, ", cooperative matrix (f16 %dx%dx%d) for prefill", b.coopmat, b.coopmat, b.coopmat)
+	}
 	if b.opts.Validation {
 		sb.WriteString("; validation on")
 	}
@@ -411,6 +420,11 @@ func (b *Backend) Describe() string { return b.desc }
 func (b *Backend) Name() string {
 	return "vulkan (" + vk.ToString(b.props.DeviceName[:]) + ")"
 }
+
+// CooperativeMatrix returns the side of the f16 cooperative-matrix tiles
+// the prefill products run on (16 or 8), or 0 where they run on the
+// portable tiled shader.
+func (b *Backend) CooperativeMatrix() int { return b.coopmat }
 
 // SubgroupSize returns the device's subgroup size.
 func (b *Backend) SubgroupSize() int { return int(b.sg.size) }

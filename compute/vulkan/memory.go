@@ -151,6 +151,10 @@ type weight struct {
 	dt         compute.DType
 	rows, cols int
 	chunks     []wchunk
+	// f16 says every value converts to f16 without overflow, so the
+	// cooperative-matrix shader may multiply it (set only where the
+	// device has that shader).
+	f16 bool
 }
 
 // wchunk holds rows [row0, row0+rows) of a weight.
@@ -236,6 +240,9 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 		return nil, fmt.Errorf("vulkan: weight %s: rows of %d bytes are too wide for the largest binding (%d bytes)", name, rowBytes, b.maxBinding)
 	}
 	w := &weight{name: name, dt: dt, rows: rows, cols: cols}
+	if b.coopmat > 0 && rows > 1 {
+		w.f16 = dt == compute.F16 || (dt == compute.BF16 && bf16FitsF16(data))
+	}
 	for r0 := 0; r0 < rows; r0 += per {
 		n := min(per, rows-r0)
 		raw, err := b.newRaw(uint64(n)*rowBytes, memDevice)

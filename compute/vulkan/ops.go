@@ -215,8 +215,10 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 
 // MatMul implements compute.Backend, once per weight chunk: the matvec
 // shader for up to 8 inputs (decode) and the tiled shader above that
-// (prefill). On CPU devices (lavapipe), whose barriers are costly, larger
-// batches run as matvec dispatches of 8 inputs instead.
+// (prefill), on cooperative matrices where the device has them and the
+// weight is f16 or bf16 within f16's range. On CPU devices (lavapipe),
+// whose barriers are costly, larger batches run as matvec dispatches of 8
+// inputs instead.
 func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	const op = "MatMul"
 	d, ok1 := b.buf(op, dst)
@@ -241,6 +243,10 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 				b.dispatch("matvec", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup)}, []*rawBuf{c.raw, c.raw, xs.raw, xs.raw, d.raw},
 					[]uint32{u32(c.rows), u32(w.cols), u32(min(maxBatch, n-i0)), u32(c.row0), u32(w.rows), vec, u32(i0)}, gx, gy, 1)
 			}
+		} else if w.f16 {
+			b.dispatch(b.coopmatShader, []uint32{4 * b.sg.size, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
+				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)},
+				u32((c.rows+63)/64), u32((n+63)/64), 1)
 		} else {
 			b.dispatch("matmul", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
 				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)},

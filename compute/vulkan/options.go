@@ -48,4 +48,12 @@ type Options struct {
 	// splitting of large weights on small ones. Weights too narrow to split
 	// (norm and gate vectors, conv taps) must still fit one chunk.
 	MaxBindingBytes int
+	// TiledFrom, if positive, is the number of inputs from which MatMul
+	// runs the tiled matrix-matrix shaders rather than matrix-vector
+	// passes of 8 inputs. Zero picks per device: 9 on GPUs, never on CPU
+	// devices such as lavapipe, where the tiled shaders are slower.
+	TiledFrom int
+	// NoCooperativeMatrix keeps the prefill products on the portable tiled
+	// shader on devices that have VK_KHR_cooperative_matrix.
+	NoCooperativeMatrix bool
 }
