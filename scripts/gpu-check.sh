@@ -44,6 +44,8 @@
 #   PREBUILT [auto]      1 uses bin/gpucheck even where go is installed
 #   BENCH_TIMEOUT [240]  seconds allowed per bench run
 #   DEVICE [0]           Vulkan device index for bench (0: best)
+#   COMPARE_COOPMAT [1]  where the device has cooperative matrices, one more
+#                        bench of the first prompt length with --no-coopmat
 #
 # Testing it without a GPU, on lavapipe (about 2 minutes on 2 cores):
 #   VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
@@ -118,6 +120,7 @@ SKIP_TESTS=${SKIP_TESTS:-0}
 PREBUILT=${PREBUILT:-auto}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
 DEVICE=${DEVICE:-0}
+COMPARE_COOPMAT=${COMPARE_COOPMAT:-1}
 
 REPORT_DIR=${OUT:-$SCRATCH/report}
 mkdir -p "$SCRATCH/bin" "$REPORT_DIR" || exit 1
@@ -264,6 +267,26 @@ for p in $PROMPTS; do
 	fi
 done
 
+# The first prompt length again with the prefill products on the portable
+# tiled shader, where the device runs them on cooperative matrices, to
+# compare the two.
+PORTABLE_FILE=
+if [ "$COMPARE_COOPMAT" = 1 ] && grep -q 'cooperative matrix (f16' "$LOG"; then
+	p=${PROMPTS%% *}
+	out=$REPORT_DIR/bench_${p}_portable.json
+	say "bench: prompt $p on the portable tiled shader (--no-coopmat)"
+	if timeout "$BENCH_TIMEOUT" "$BIN/govinfer" bench --backend vulkan --device "$DEVICE" --model "$MODEL" \
+		--prompt "$p" --gen 8 --repeat "$REPEAT" --no-coopmat --json >"$out"; then
+		PORTABLE_FILE=$out
+	else
+		row "bench prompt $p --no-coopmat" "FAIL or timeout (${BENCH_TIMEOUT}s; see gpu-check.log)"
+		rm -f "$out"
+		FAILED=1
+	fi
+fi
+DEVICE_LINE=$(grep -m1 -o 'backend: vulkan: .*' "$LOG" | cut -c10- || true)
+[ -n "$DEVICE_LINE" ] && row "device" "$DEVICE_LINE"
+
 # --- table --------------------------------------------------------------------------
 {
 	echo
@@ -271,7 +294,7 @@ done
 	for r in "${ROWS[@]}"; do echo "$r"; done
 	if [ ${#BENCH_FILES[@]} -gt 0 ]; then
 		if command -v python3 >/dev/null; then
-			python3 - "${BENCH_FILES[@]}" <<'EOF'
+			PORTABLE_FILE=$PORTABLE_FILE python3 - "${BENCH_FILES[@]}" <<'EOF'
 import json, sys
 rs = [json.load(open(f)) for f in sys.argv[1:]]
 r0 = rs[0]
@@ -284,6 +307,15 @@ print(f"{'prompt':>7} {'prefill tok/s':>14} {'decode tok/s':>13} {'decode GB/s':
 for r in rs:
     print(f"{r['prompt_tokens']:>7} {r['prefill_tokens_per_second']:>14.1f} {r['decode_tokens_per_second']:>13.2f} "
           f"{r['decode_gb_per_second']:>12.1f} {100 * r['decode_bandwidth_fraction']:>12.1f}% {r['repeat']:>5}")
+import os
+pf = os.environ.get("PORTABLE_FILE")
+if pf:
+    p = json.load(open(pf))
+    c = next((r for r in rs if r['prompt_tokens'] == p['prompt_tokens']), None)
+    if c:
+        print(f"\nprefill {p['prompt_tokens']} tokens: cooperative matrix {c['prefill_tokens_per_second']:.1f} tok/s, "
+              f"portable tiled shader {p['prefill_tokens_per_second']:.1f} tok/s "
+              f"({c['prefill_tokens_per_second'] / p['prefill_tokens_per_second']:.2f}x)")
 EOF
 		else
 			cat "${BENCH_FILES[@]}"

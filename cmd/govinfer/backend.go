@@ -15,6 +15,8 @@ type backendOptions struct {
 	name    string // "cpu" or "vulkan"
 	threads int    // CPU worker goroutines; 0 = all cores
 	device  int    // Vulkan device: 0 = best (discrete GPU first), N = the Nth listed
+	// noCoopmat keeps Vulkan prefill products off VK_KHR_cooperative_matrix.
+	noCoopmat bool
 	// log, when set, receives one line describing the backend and device.
 	log goio.Writer
 }
@@ -32,7 +34,7 @@ func newBackend(o backendOptions) (compute.Backend, error) {
 			fmt.Fprintf(o.log, "backend: %s\n", be.Name())
 		}
 	case "vulkan":
-		vk, err := vulkan.New(vulkan.Options{Device: o.device})
+		vk, err := vulkan.New(vulkan.Options{Device: o.device, NoCooperativeMatrix: o.noCoopmat})
 		if err != nil {
 			return nil, fmt.Errorf("--backend vulkan cannot start: %w", err)
 		}

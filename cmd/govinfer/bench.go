@@ -47,6 +47,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
+	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	repeat := fs.Int("repeat", 5, "runs; medians are reported")
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
@@ -67,7 +68,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		return fail(exitUsage, "--model %s: not a directory", *dir)
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, log: io.err})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

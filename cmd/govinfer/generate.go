@@ -24,6 +24,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
+	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -57,7 +58,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 			return fail(exitUsage, "--ids: token %d is outside the vocabulary [0, %d)", id, cfg.VocabSize)
 		}
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, log: io.err})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

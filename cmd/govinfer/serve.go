@@ -31,6 +31,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		be         = fs.String("backend", "cpu", "compute backend: "+backendNames)
 		threads    = fs.Int("threads", 0, "CPU worker threads (default: all cores)")
 		device     = fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
+		noCoopmat  = fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 		apiKey     = fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on the API endpoints")
 		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it)")
 		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
@@ -49,7 +50,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		fmt.Fprintln(io.err, "govinfer serve: --max-model-len, --threads must be >= 0; --max-num-seqs, --max-queue, --max-body-bytes >= 1")
 		return exitUsage
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, log: io.err})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: io.err})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
 		return exitUsage

@@ -41,14 +41,32 @@ func BenchmarkMatMul(b *testing.B) {
 		for i := range x {
 			x[i] = float32(rng.NormFloat64())
 		}
+		// vulkan runs what the device picks (on CPU devices matvec passes
+		// for prefill too); the tiled variants force the portable tiled
+		// shader and the cooperative-matrix one, to compare the two.
 		backends := []struct {
-			name string
-			open func() (compute.Backend, error)
+			name    string
+			prefill bool // only for prefill shapes
+			open    func() (compute.Backend, error)
 		}{
-			{"cpu", func() (compute.Backend, error) { return cpu.New(cpu.Options{}), nil }},
-			{"vulkan", func() (compute.Backend, error) { return New(Options{}) }},
+			{"cpu", false, func() (compute.Backend, error) { return cpu.New(cpu.Options{}), nil }},
+			{"vulkan", false, func() (compute.Backend, error) { return New(Options{}) }},
+			{"vulkan-tiled", true, func() (compute.Backend, error) {
+				return New(Options{TiledFrom: maxBatch + 1, NoCooperativeMatrix: true})
+			}},
+			{"vulkan-coopmat", true, func() (compute.Backend, error) {
+				vb, err := New(Options{TiledFrom: maxBatch + 1})
+				if err == nil && vb.CooperativeMatrix() == 0 {
+					vb.Close()
+					return nil, fmt.Errorf("no cooperative matrix")
+				}
+				return vb, err
+			}},
 		}
 		for _, be := range backends {
+			if be.prefill && sh.n <= maxBatch {
+				continue
+			}
 			b.Run(fmt.Sprintf("%s/%s", sh.name, be.name), func(b *testing.B) {
 				bk, err := be.open()
 				if err != nil {

@@ -20,6 +20,12 @@
 // columns) and, from 64 tokens, in chunks of 64 (WY form): the intra-chunk
 // terms of all chunks in parallel, then one pass sequential over the chunks
 // that carries the state, then the outputs of all chunks in parallel.
+// Prefill products (more than 8 tokens) of f16 and bf16 weights run on
+// cooperative matrices where the device has VK_KHR_cooperative_matrix with
+// f16 16x16x16 or 8x8x8 tiles (tensor cores on NVIDIA): each float32
+// activation is split into two f16 halves under a power-of-two scale per
+// token, so the product keeps about float32 precision and the golden
+// tolerances hold; elsewhere they run on a portable tiled shader.
 // MemoryBandwidth measures the device's copy bandwidth, the baseline
 // "govinfer bench" compares decode with; scripts/gpu-check.sh runs the
 // tests and benchmarks on a real GPU.
