@@ -46,6 +46,8 @@
 #   DEVICE [0]           Vulkan device index for bench (0: best)
 #   COMPARE_COOPMAT [1]  where the device has cooperative matrices, one more
 #                        bench of the first prompt length with --no-coopmat
+#   PROFILE [1]          one more bench of the first prompt length with
+#                        --profile: device time by shader, prefill and decode
 #
 # Testing it without a GPU, on lavapipe (about 2 minutes on 2 cores):
 #   VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
@@ -121,6 +123,7 @@ PREBUILT=${PREBUILT:-auto}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
 DEVICE=${DEVICE:-0}
 COMPARE_COOPMAT=${COMPARE_COOPMAT:-1}
+PROFILE=${PROFILE:-1}
 
 REPORT_DIR=${OUT:-$SCRATCH/report}
 mkdir -p "$SCRATCH/bin" "$REPORT_DIR" || exit 1
@@ -284,6 +287,20 @@ if [ "$COMPARE_COOPMAT" = 1 ] && grep -q 'cooperative matrix (f16' "$LOG"; then
 		FAILED=1
 	fi
 fi
+# Where the device time of a prefill and of a decode step goes, by shader
+# (a separate run: the timestamps would slow the timed ones a little).
+PROFILE_TXT=
+if [ "$PROFILE" = 1 ]; then
+	p=${PROMPTS%% *}
+	PROFILE_TXT=$REPORT_DIR/profile_$p.txt
+	say "bench: prompt $p with --profile"
+	if ! timeout "$BENCH_TIMEOUT" "$BIN/govinfer" bench --backend vulkan --device "$DEVICE" --model "$MODEL" \
+		--prompt "$p" --gen 16 --repeat 1 --profile >"$PROFILE_TXT"; then
+		row "bench prompt $p --profile" "FAIL or timeout (${BENCH_TIMEOUT}s; see gpu-check.log)"
+		PROFILE_TXT=
+		FAILED=1
+	fi
+fi
 DEVICE_LINE=$(grep -m1 -o 'backend: vulkan: .*' "$LOG" | cut -c10- || true)
 [ -n "$DEVICE_LINE" ] && row "device" "$DEVICE_LINE"
 
@@ -320,6 +337,9 @@ EOF
 		else
 			cat "${BENCH_FILES[@]}"
 		fi
+	fi
+	if [ -n "$PROFILE_TXT" ]; then
+		sed -n '/profile/,$p' "$PROFILE_TXT"
 	fi
 	if [ "$FAILED" = 0 ]; then echo "result: PASS"; else echo "result: FAIL"; fi
 } | tee "$TABLE"

@@ -17,6 +17,8 @@ type backendOptions struct {
 	device  int    // Vulkan device: 0 = best (discrete GPU first), N = the Nth listed
 	// noCoopmat keeps Vulkan prefill products off VK_KHR_cooperative_matrix.
 	noCoopmat bool
+	// profile times every Vulkan operation with device timestamps.
+	profile bool
 	// log, when set, receives one line describing the backend and device.
 	log goio.Writer
 }
@@ -34,7 +36,7 @@ func newBackend(o backendOptions) (compute.Backend, error) {
 			fmt.Fprintf(o.log, "backend: %s\n", be.Name())
 		}
 	case "vulkan":
-		vk, err := vulkan.New(vulkan.Options{Device: o.device, NoCooperativeMatrix: o.noCoopmat})
+		vk, err := vulkan.New(vulkan.Options{Device: o.device, NoCooperativeMatrix: o.noCoopmat, Profile: o.profile})
 		if err != nil {
 			return nil, fmt.Errorf("--backend vulkan cannot start: %w", err)
 		}

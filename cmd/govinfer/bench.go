@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	goio "io"
 	"os"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/compute/vulkan"
 	"github.com/govinfer/govinfer/model"
 )
 
@@ -37,11 +39,52 @@ type benchResult struct {
 	MemoryBaseline string `json:"memory_baseline"`
 	// DecodeBandwidthFraction is DecodeGBPerSecond / MemoryReadGBPerSecond.
 	DecodeBandwidthFraction float64 `json:"decode_bandwidth_fraction"`
+	// With --profile: device time by operation, per prefilled prompt and
+	// per decoded token (averaged over the repeats).
+	PrefillProfile []profileRow `json:"prefill_profile,omitempty"`
+	DecodeProfile  []profileRow `json:"decode_profile,omitempty"`
+}
+
+// profileRow is one operation's share of a prefill or a decode step.
+type profileRow struct {
+	Op    string  `json:"op"`
+	Count float64 `json:"count"` // dispatches (or transfers) per prompt or token
+	MS    float64 `json:"ms"`    // device milliseconds per prompt or token
+}
+
+// deviceProfiler is a backend that times its operations (Vulkan with
+// Options.Profile).
+type deviceProfiler interface {
+	Profile() []vulkan.ProfileEntry
+	ResetProfile()
+}
+
+// profileRows divides a profile by the number of prompts or tokens it
+// covers.
+func profileRows(p []vulkan.ProfileEntry, per int) []profileRow {
+	rows := make([]profileRow, 0, len(p))
+	for _, e := range p {
+		rows = append(rows, profileRow{Op: e.Op, Count: float64(e.Count) / float64(per), MS: e.Time.Seconds() * 1e3 / float64(per)})
+	}
+	return rows
+}
+
+// printProfile writes a profile as a table with each operation's share.
+func printProfile(w goio.Writer, title string, rows []profileRow) {
+	var total float64
+	for _, r := range rows {
+		total += r.MS
+	}
+	fmt.Fprintf(w, "\n%s: %.3f ms of device time\n", title, total)
+	fmt.Fprintf(w, "  %-12s %10s %10s %7s\n", "op", "count", "ms", "share")
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-12s %10.1f %10.3f %6.1f%%\n", r.Op, r.Count, r.MS, 100*r.MS/max(total, 1e-12))
+	}
 }
 
 // runBench implements "govinfer bench": prefill and decode speed.
 func runBench(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--threads N] [--repeat N] [--json]")
+	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--profile] [--json]")
 	dir := fs.String("model", "", "`DIR` holding the checkpoint")
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
@@ -51,6 +94,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	repeat := fs.Int("repeat", 5, "runs; medians are reported")
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	profile := fs.Bool("profile", false, "Vulkan: time every operation on the device and print where prefill and decode spend it (timestamps slow the run a little)")
 	memMiB := fs.Int("mem-mib", 1024, "size of the memory-read baseline in MiB")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -68,11 +112,18 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		return fail(exitUsage, "--model %s: not a directory", *dir)
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: io.err})
+	if *profile && *be != "vulkan" {
+		return fail(exitUsage, "--profile needs --backend vulkan")
+	}
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profile, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
 	defer backend.Close()
+	prof, _ := backend.(deviceProfiler)
+	if *profile && prof == nil {
+		return fail(exitUsage, "--profile: backend %s cannot time its operations", backend.Name())
+	}
 	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: *prompt})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
@@ -92,8 +143,9 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		ids[i] = (i*7919 + 13) % m.Config().VocabSize
 	}
 	var prefill, decode []float64
+	var prefillProf, decodeProf []vulkan.ProfileEntry
 	for r := 0; r < *repeat; r++ {
-		p, d, err := benchOnce(ctx, m, ids, *gen)
+		p, d, err := benchOnce(ctx, m, ids, *gen, prof, &prefillProf, &decodeProf)
 		if err != nil {
 			return fail(exitError, "%v", err)
 		}
@@ -101,6 +153,10 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		if !*asJSON {
 			fmt.Fprintf(io.err, "run %d/%d: prefill %.2f tokens/s, decode %.2f tokens/s\n", r+1, *repeat, p, d)
 		}
+	}
+	if prof != nil {
+		res.PrefillProfile = profileRows(prefillProf, *repeat)
+		res.DecodeProfile = profileRows(decodeProf, *repeat**gen)
 	}
 	res.PrefillTokensPerSecond = median(prefill)
 	res.DecodeTokensPerSecond = median(decode)
@@ -127,23 +183,36 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	fmt.Fprintf(io.out, "weights    %8.2f GB/s     (%.3f GB read per decode step)\n", res.DecodeGBPerSecond, float64(res.DecodeBytesPerToken)/1e9)
 	fmt.Fprintf(io.out, "memory     %8.2f GB/s     (%s; decode reaches %.0f%%)\n",
 		res.MemoryReadGBPerSecond, res.MemoryBaseline, 100*res.DecodeBandwidthFraction)
+	if prof != nil {
+		printProfile(io.out, fmt.Sprintf("prefill profile (per %d-token prompt)", *prompt), res.PrefillProfile)
+		printProfile(io.out, "decode profile (per token)", res.DecodeProfile)
+	}
 	return exitOK
 }
 
 // benchOnce prefills ids into a new sequence in one step, then decodes gen
-// tokens greedily one step each, and returns both rates.
-func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int) (prefill, decode float64, err error) {
+// tokens greedily one step each, and returns both rates. With prof, it
+// adds the device profiles of the prefill and of the decode steps to
+// prefillProf and decodeProf.
+func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof deviceProfiler, prefillProf, decodeProf *[]vulkan.ProfileEntry) (prefill, decode float64, err error) {
 	seq, err := m.NewSequence()
 	if err != nil {
 		return 0, 0, err
 	}
 	defer seq.Close()
+	if prof != nil {
+		prof.ResetProfile()
+	}
 	start := time.Now()
 	out, err := m.Step(ctx, []model.Input{{Seq: seq, Tokens: ids}})
 	if err != nil {
 		return 0, 0, err
 	}
 	prefill = float64(len(ids)) / time.Since(start).Seconds()
+	if prof != nil {
+		*prefillProf = addProfile(*prefillProf, prof.Profile())
+		prof.ResetProfile()
+	}
 	tok := compute.Argmax(out[0].Logits)
 	start = time.Now()
 	for i := 0; i < gen; i++ {
@@ -155,7 +224,26 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int) (prefill
 		tok = out[0].Argmax
 	}
 	decode = float64(gen) / time.Since(start).Seconds()
+	if prof != nil {
+		*decodeProf = addProfile(*decodeProf, prof.Profile())
+	}
 	return prefill, decode, nil
+}
+
+// addProfile adds the entries of b to those of a with the same Op, keeping
+// the result sorted by time, largest first.
+func addProfile(a, b []vulkan.ProfileEntry) []vulkan.ProfileEntry {
+	for _, e := range b {
+		i := slices.IndexFunc(a, func(x vulkan.ProfileEntry) bool { return x.Op == e.Op })
+		if i < 0 {
+			a = append(a, e)
+			continue
+		}
+		a[i].Count += e.Count
+		a[i].Time += e.Time
+	}
+	slices.SortStableFunc(a, func(x, y vulkan.ProfileEntry) int { return int(y.Time - x.Time) })
+	return a
 }
 
 func median(v []float64) float64 {

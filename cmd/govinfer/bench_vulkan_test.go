@@ -35,3 +35,41 @@ func TestBenchVulkanBaseline(t *testing.T) {
 		t.Errorf("implausible result: %+v", res)
 	}
 }
+
+// TestBenchProfile checks --profile: the decode profile of the tiny model
+// counts one embed, one argmax and a matvec per projection per token, and
+// --profile on the CPU backend is a usage error.
+func TestBenchProfile(t *testing.T) {
+	if be, err := vulkan.New(vulkan.Options{}); err != nil {
+		if os.Getenv("GOVINFER_REQUIRE_VULKAN") == "1" {
+			t.Fatalf("GOVINFER_REQUIRE_VULKAN=1 but no Vulkan backend: %v", err)
+		}
+		t.Skipf("no Vulkan device: %v", err)
+	} else {
+		be.Close()
+	}
+	dir := filepath.Join("..", "..", "testdata", "models", "tiny")
+	code, out, errOut := run(t, "", "bench", "--backend", "vulkan", "--model", dir, "--prompt", "8", "--gen", "3", "--repeat", "2", "--profile", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res benchResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	ops := map[string]profileRow{}
+	var total float64
+	for _, r := range res.DecodeProfile {
+		ops[r.Op] = r
+		total += r.MS
+	}
+	if ops["embed"].Count != 1 || ops["argmax"].Count != 1 || ops["matvec"].Count < 4 || total <= 0 {
+		t.Errorf("implausible decode profile: %+v", res.DecodeProfile)
+	}
+	if len(res.PrefillProfile) == 0 {
+		t.Errorf("no prefill profile")
+	}
+	if code, _, errOut := run(t, "", "bench", "--model", dir, "--profile"); code != exitUsage || !strings.Contains(errOut, "--profile needs --backend vulkan") {
+		t.Errorf("--profile on cpu: exit %d, %q", code, errOut)
+	}
+}

@@ -73,6 +73,7 @@ type Backend struct {
 	desc            string
 
 	rec          recorder
+	prof         *profiler // nil unless Options.Profile
 	fast         fastPath
 	pipes        pipelines
 	ring         *ring
@@ -327,10 +328,12 @@ func (b *Backend) init() error {
 	qprops := make([]vk.QueueFamilyProperties, nq)
 	vk.GetPhysicalDeviceQueueFamilyProperties(b.phys, &nq, qprops)
 	b.qfam = ^uint32(0)
+	var timestampBits uint32
 	for i := range qprops[:nq] {
 		qprops[i].Deref()
 		if qprops[i].QueueFlags&vk.QueueFlags(vk.QueueComputeBit) != 0 {
 			b.qfam = uint32(i)
+			timestampBits = qprops[i].TimestampValidBits
 			break
 		}
 	}
@@ -358,6 +361,14 @@ func (b *Backend) init() error {
 	}
 	if err := b.rec.init(b); err != nil {
 		return err
+	}
+	if b.opts.Profile {
+		b.prof = &profiler{}
+		if err := b.prof.init(b, timestampBits); err != nil {
+			b.prof = nil
+			return err
+		}
+		b.rec.prof = b.prof
 	}
 	if err := b.pipes.init(b); err != nil {
 		return err
@@ -446,6 +457,9 @@ func (b *Backend) Close() error {
 		// Weights and buffers the caller did not free.
 		for r := range b.live {
 			r.destroy(b)
+		}
+		if b.prof != nil {
+			b.prof.destroy(b)
 		}
 		b.rec.destroy(b)
 		b.fast.destroy()

@@ -36,6 +36,8 @@
 // mesa-vulkan-drivers) is a conformant CPU implementation.
 package vulkan
 
+import "time"
+
 // Options configures a Vulkan backend.
 type Options struct {
 	// Device selects the physical device: 0 picks automatically (discrete
@@ -59,7 +61,22 @@ type Options struct {
 	// passes of 8 inputs. Zero picks per device: 9 on GPUs, never on CPU
 	// devices such as lavapipe, where the tiled shaders are slower.
 	TiledFrom int
+	// Profile times every operation on the device with timestamp queries;
+	// Profile returns the totals by shader. It adds a timestamp write per
+	// operation, so leave it off outside measurements.
+	Profile bool
 	// NoCooperativeMatrix keeps the prefill products on the portable tiled
 	// shader on devices that have VK_KHR_cooperative_matrix.
 	NoCooperativeMatrix bool
+}
+
+// ProfileEntry is the device time one kind of operation took.
+type ProfileEntry struct {
+	// Op names the shader ("matvec", "attention", ...) or "copy" for
+	// transfers (uploads, copies, fills).
+	Op string
+	// Count is how many dispatches or transfers ran.
+	Count int
+	// Time is their total device time.
+	Time time.Duration
 }

@@ -35,7 +35,8 @@ type recorder struct {
 
 	dev    vk.Device
 	fast   *fastPath
-	onIdle func() // recycles what completed work used
+	prof   *profiler // nil unless Options.Profile
+	onIdle func()    // recycles what completed work used
 }
 
 const setsPerPool = 1024
@@ -137,12 +138,20 @@ func (rc *recorder) begin(b *Backend) error {
 		return err
 	}
 	rc.recording = true
+	if rc.prof != nil {
+		rc.prof.begin(rc.cmd)
+	}
 	return nil
 }
 
 // barrier makes every earlier shader and transfer write visible to every
-// later shader and transfer access.
-func (rc *recorder) barrier() { rc.fast.barrier(rc.cmd) }
+// later shader and transfer access. Transfers call it after their copy.
+func (rc *recorder) barrier() {
+	rc.fast.barrier(rc.cmd)
+	if rc.prof != nil {
+		rc.prof.mark(rc.cmd, "copy")
+	}
+}
 
 // wait blocks until submitted work completes (or ctx ends, leaving it in
 // flight), then recycles what that work used.
@@ -170,6 +179,11 @@ func (rc *recorder) waitFence(ctx context.Context) error {
 	rc.inflight = false
 	if err := vkErr("vkResetFences", vk.ResetFences(rc.dev, 1, []vk.Fence{rc.fence})); err != nil {
 		return err
+	}
+	if rc.prof != nil {
+		if err := rc.prof.collect(rc.dev); err != nil {
+			return err
+		}
 	}
 	for _, p := range rc.descPools {
 		vk.ResetDescriptorPool(rc.dev, p, 0)
@@ -295,6 +309,9 @@ func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []ui
 	for {
 		res := b.fast.dispatch(b, rc.descPools[rc.descPool], pipe, &handles, &sizes, push, gx, gy, gz)
 		if res == vk.Success {
+			if rc.prof != nil {
+				rc.prof.mark(rc.cmd, name)
+			}
 			return
 		}
 		if res != vk.ErrorOutOfPoolMemory && res != vk.ErrorFragmentedPool {
