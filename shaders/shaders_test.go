@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -100,5 +102,55 @@ func TestCode(t *testing.T) {
 	}
 	if _, err := Code("nonexistent"); err == nil {
 		t.Error("Code of a missing shader succeeded")
+	}
+}
+
+// TestReflect checks the bindings read from each module's SPIR-V against
+// the declarations in its GLSL source (and the files it includes): every
+// `layout(binding = N) ... buffer` is used, and written unless readonly.
+func TestReflect(t *testing.T) {
+	decl := regexp.MustCompile(`layout\(binding = (\d+)\)\s+(readonly\s+|writeonly\s+)?buffer`)
+	include := regexp.MustCompile(`(?m)^#include "([^"]+)"`)
+	for _, name := range Names() {
+		src, err := os.ReadFile(name + ".comp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range include.FindAllSubmatch(src, -1) {
+			inc, err := os.ReadFile(string(m[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src = append(src, inc...)
+		}
+		var want Bindings
+		for _, m := range decl.FindAllSubmatch(src, -1) {
+			n, _ := strconv.Atoi(string(m[1]))
+			want.Used |= 1 << n
+			if !strings.HasPrefix(string(m[2]), "readonly") {
+				want.Written |= 1 << n
+			}
+		}
+		code, err := Code(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Reflect(code)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got != want {
+			t.Errorf("%s: reflected bindings used %08b written %08b, source declares used %08b written %08b",
+				name, got.Used, got.Written, want.Used, want.Written)
+		}
+		if want.Used == 0 {
+			t.Errorf("%s: no storage buffers found in the source", name)
+		}
+	}
+	if _, err := Reflect([]uint32{1, 2, 3}); err == nil {
+		t.Error("Reflect accepted a non-SPIR-V module")
+	}
+	if _, err := Reflect([]uint32{spirvMagic, 0, 0, 0, 0, 5 << 16}); err == nil {
+		t.Error("Reflect accepted a truncated instruction")
 	}
 }

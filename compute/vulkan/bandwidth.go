@@ -67,9 +67,10 @@ func (b *Backend) MemoryBandwidth(ctx context.Context) (float64, error) {
 	if err := b.rec.begin(b); err != nil {
 		return 0, err
 	}
+	b.rec.transfer(nil, src)
 	vk.CmdFillBuffer(b.rec.cmd, src.buf, 0, vk.DeviceSize(size), bwFillMarker)
+	b.rec.transfer(nil, dst)
 	vk.CmdFillBuffer(b.rec.cmd, dst.buf, 0, vk.DeviceSize(size), 0)
-	b.rec.barrier()
 	if err := b.flush(ctx); err != nil {
 		return 0, err
 	}
@@ -83,8 +84,8 @@ func (b *Backend) MemoryBandwidth(ctx context.Context) (float64, error) {
 			if c%2 == 1 {
 				from, to = dst, src
 			}
+			b.rec.transfer(from, to)
 			vk.CmdCopyBuffer(b.rec.cmd, from.buf, to.buf, 1, []vk.BufferCopy{{Size: vk.DeviceSize(size)}})
-			b.rec.barrier()
 		}
 		start := time.Now()
 		if err := b.flush(ctx); err != nil {

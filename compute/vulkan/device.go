@@ -153,7 +153,8 @@ func layerAvailable(name string) bool {
 	return false
 }
 
-// createInstance makes a Vulkan 1.1 instance, with validation if asked.
+// createInstance makes a Vulkan 1.1 instance, with validation (including
+// synchronization validation) if asked.
 func createInstance(validation bool) (vk.Instance, error) {
 	info := vk.InstanceCreateInfo{
 		SType: vk.StructureTypeInstanceCreateInfo,
@@ -170,8 +171,11 @@ func createInstance(validation bool) (vk.Instance, error) {
 		}
 		info.EnabledLayerCount = 1
 		info.PpEnabledLayerNames = []string{validationLayer + "\x00"}
-		info.EnabledExtensionCount = 1
-		info.PpEnabledExtensionNames = []string{"VK_EXT_debug_report\x00"}
+		info.EnabledExtensionCount = 2
+		info.PpEnabledExtensionNames = []string{"VK_EXT_debug_report\x00", "VK_EXT_validation_features\x00"}
+		features, free := syncValidation()
+		defer free()
+		info.PNext = features
 	}
 	var inst vk.Instance
 	r := vk.CreateInstance(&info, nil, &inst)

@@ -1,6 +1,7 @@
 // The per-dispatch recording path of package vulkan in C: descriptor set
-// allocation and update, bind, push constants, dispatch and barrier in one
-// cgo call, through device function pointers. vulkan-go converts every
+// allocation and update, bind, push constants and dispatch in one cgo
+// call, through device function pointers (barriers are a call of their own,
+// recorded only where a dispatch depends on earlier work). vulkan-go converts every
 // struct through Go allocations and finalizers, which costs tens of
 // microseconds per dispatch; a model step records hundreds.
 //
@@ -110,7 +111,6 @@ int32_t govk_fast_dispatch(const govk_fast* f, void* device, void* cmd, uint64_t
 		((push_fn)f->push)(cmd, pipeLayout, 0x20 /* COMPUTE */, 0, pushBytes, push);
 	}
 	((dispatch_fn)f->dispatch)(cmd, gx, gy, gz);
-	govk_fast_barrier(f, cmd);
 	return 0;
 }
 

@@ -27,6 +27,9 @@ type rawBuf struct {
 	size uint64
 	heap uint32
 	ptr  unsafe.Pointer // mapped memory, nil unless host-visible and mapped
+	// readEpoch and writeEpoch are the recorder epochs of the latest
+	// recorded read and write (see recorder.epoch).
+	readEpoch, writeEpoch uint64
 }
 
 // pickMemory returns the index of the best memory type allowed by bits for
@@ -184,8 +187,9 @@ func (b *Backend) NewBuffer(n int) (compute.Buffer, error) {
 		raw.destroy(b)
 		return nil, err
 	}
+	b.rec.transfer(nil, raw)
 	vk.CmdFillBuffer(b.rec.cmd, raw.buf, 0, vk.DeviceSize(raw.size), 0)
-	b.rec.barrier()
+	b.rec.done("copy")
 	return &buffer{raw: raw, n: n, b: b}, nil
 }
 
@@ -294,8 +298,9 @@ func (b *Backend) stage(r *rawBuf, off uint64, data []byte) error {
 		if err := b.rec.begin(b); err != nil {
 			return err
 		}
+		b.rec.transfer(b.ring.raw, r)
 		vk.CmdCopyBuffer(b.rec.cmd, b.ring.raw.buf, r.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(roff), DstOffset: vk.DeviceSize(off), Size: vk.DeviceSize(n)}})
-		b.rec.barrier()
+		b.rec.done("copy")
 		data = data[n:]
 		off += n
 	}

@@ -107,6 +107,7 @@ func (b *Backend) readInto(ctx context.Context, src *rawBuf, off, n uint64) ([]b
 		return nil, err
 	}
 	if n > 0 {
+		b.rec.transfer(src, b.readback)
 		vk.CmdCopyBuffer(b.rec.cmd, src.buf, b.readback.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(off), Size: vk.DeviceSize(n)}})
 	}
 	if err := b.flush(ctx); err != nil {
@@ -171,9 +172,10 @@ func (b *Backend) Copy(dst compute.Buffer, dstOff int, src compute.Buffer, srcOf
 		b.fail(err)
 		return
 	}
+	b.rec.transfer(s.raw, d.raw)
 	vk.CmdCopyBuffer(b.rec.cmd, s.raw.buf, d.raw.buf, 1, []vk.BufferCopy{{
 		SrcOffset: vk.DeviceSize(srcOff * 4), DstOffset: vk.DeviceSize(dstOff * 4), Size: vk.DeviceSize(n * 4)}})
-	b.rec.barrier()
+	b.rec.done("copy")
 }
 
 // ringData copies bytes into the upload ring and returns their offset in

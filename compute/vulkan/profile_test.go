@@ -55,3 +55,43 @@ func TestProfile(t *testing.T) {
 		t.Errorf("without Options.Profile: %+v", p)
 	}
 }
+
+// TestBarrierElision checks that independent dispatches are recorded
+// without a barrier between them and dependent ones with one (the
+// validation layer's synchronization checks, on in tests, catch a missing
+// one; this catches needless ones).
+func TestBarrierElision(t *testing.T) {
+	b := newTestBackend(t, Options{})
+	defer b.Close()
+	ctx := context.Background()
+	var bufs [4]*buffer
+	for i := range bufs {
+		x, err := b.NewBuffer(4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs[i] = x.(*buffer)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Add(bufs[0], bufs[3], 4096) // begins a command buffer (one barrier)
+	start := b.rec.barriers
+	b.Add(bufs[1], bufs[3], 4096) // reads bufs[3] too, writes another buffer
+	b.Add(bufs[2], bufs[3], 4096)
+	if n := b.rec.barriers - start; n != 0 {
+		t.Errorf("independent dispatches recorded %d barriers", n)
+	}
+	b.Add(bufs[3], bufs[0], 4096) // writes what earlier ones read, reads what one wrote
+	if n := b.rec.barriers - start; n != 1 {
+		t.Errorf("a dependent dispatch recorded %d barriers, want 1", n)
+	}
+	b.Add(bufs[1], bufs[2], 4096) // reads bufs[2], written before the barrier
+	if n := b.rec.barriers - start; n != 1 {
+		t.Errorf("a dispatch on work before the latest barrier recorded %d more barriers", n-1)
+	}
+	got := make([]float32, 4096)
+	if err := b.Download(ctx, got, bufs[1], 0); err != nil {
+		t.Fatal(err)
+	}
+}

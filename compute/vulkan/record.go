@@ -37,6 +37,15 @@ type recorder struct {
 	fast   *fastPath
 	prof   *profiler // nil unless Options.Profile
 	onIdle func()    // recycles what completed work used
+
+	// epoch counts the barriers recorded; a buffer's readEpoch and
+	// writeEpoch say whether work since the latest barrier reads or writes
+	// it, so an operation that conflicts with that work (reads what it
+	// writes, or writes what it reads or writes) gets a barrier first and
+	// independent operations run without one between them.
+	epoch      uint64
+	barriers   int // recorded since the recorder was made (tests)
+	dispatches int // likewise
 }
 
 const setsPerPool = 1024
@@ -141,15 +150,53 @@ func (rc *recorder) begin(b *Backend) error {
 	if rc.prof != nil {
 		rc.prof.begin(rc.cmd)
 	}
+	// Order this command buffer after everything submitted before it.
+	rc.fullBarrier()
 	return nil
 }
 
-// barrier makes every earlier shader and transfer write visible to every
-// later shader and transfer access. Transfers call it after their copy.
-func (rc *recorder) barrier() {
+// fullBarrier makes every earlier shader and transfer write visible to
+// every later shader and transfer access, and waits for earlier reads
+// before later writes.
+func (rc *recorder) fullBarrier() {
 	rc.fast.barrier(rc.cmd)
+	rc.epoch++
+	rc.barriers++
+}
+
+// conflicts reports whether reading (or, with write, writing) r conflicts
+// with work recorded since the latest barrier.
+func (rc *recorder) conflicts(r *rawBuf, write bool) bool {
+	return r.writeEpoch == rc.epoch || (write && r.readEpoch == rc.epoch)
+}
+
+// access notes that the next operation reads or writes r.
+func (rc *recorder) access(r *rawBuf, write bool) {
+	if write {
+		r.writeEpoch = rc.epoch
+	} else {
+		r.readEpoch = rc.epoch
+	}
+}
+
+// transfer records the barrier a copy from src to dst (src nil for a fill)
+// needs before it and notes its accesses.
+func (rc *recorder) transfer(src, dst *rawBuf) {
+	if (src != nil && rc.conflicts(src, false)) || rc.conflicts(dst, true) {
+		rc.fullBarrier()
+	}
+	if src != nil {
+		rc.access(src, false)
+	}
+	rc.access(dst, true)
+}
+
+// done ends an operation: with profiling, a barrier and the timestamp
+// that closes it, so each operation's time is its own.
+func (rc *recorder) done(name string) {
 	if rc.prof != nil {
-		rc.prof.mark(rc.cmd, "copy")
+		rc.fullBarrier()
+		rc.prof.mark(rc.cmd, name)
 	}
 }
 
@@ -271,7 +318,9 @@ func (b *Backend) failf(format string, args ...any) {
 
 // dispatch records one compute dispatch with the given buffers bound to
 // bindings 0.. (nil leaves a binding on a dummy buffer), push constants and
-// group counts, followed by a barrier.
+// group counts, preceded by a barrier where it reads or writes a buffer
+// that work since the latest barrier writes, or writes one that work reads
+// (the shader's SPIR-V says which bindings it writes).
 func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []uint32, gx, gy, gz uint32) {
 	if b.err != nil {
 		return
@@ -284,7 +333,7 @@ func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []ui
 		b.failf("%s: dispatch of %d×%d×%d groups exceeds the device limit %v", name, gx, gy, gz, lim)
 		return
 	}
-	pipe, err := b.pipes.get(b, name, spec)
+	pipe, binds, err := b.pipes.get(b, name, spec)
 	if err != nil {
 		b.fail(err)
 		return
@@ -298,20 +347,33 @@ func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []ui
 		return
 	}
 	var handles, sizes [numBindings]uint64
+	var raws [numBindings]*rawBuf
+	rc := &b.rec
+	hazard := false
 	for i := range handles {
 		r := b.dummy
 		if i < len(bufs) && bufs[i] != nil {
 			r = bufs[i]
 		}
+		raws[i] = r
 		handles[i], sizes[i] = handle64(r.buf), r.size
+		if binds.Used&(1<<i) != 0 && rc.conflicts(r, binds.Written&(1<<i) != 0) {
+			hazard = true
+		}
 	}
-	rc := &b.rec
+	if hazard {
+		rc.fullBarrier()
+	}
+	for i, r := range raws {
+		if binds.Used&(1<<i) != 0 {
+			rc.access(r, binds.Written&(1<<i) != 0)
+		}
+	}
 	for {
 		res := b.fast.dispatch(b, rc.descPools[rc.descPool], pipe, &handles, &sizes, push, gx, gy, gz)
 		if res == vk.Success {
-			if rc.prof != nil {
-				rc.prof.mark(rc.cmd, name)
-			}
+			rc.dispatches++
+			rc.done(name)
 			return
 		}
 		if res != vk.ErrorOutOfPoolMemory && res != vk.ErrorFragmentedPool {
