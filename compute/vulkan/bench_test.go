@@ -12,6 +12,7 @@ import (
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/compute/cpu"
 	"github.com/govinfer/govinfer/internal/half"
+	"github.com/govinfer/govinfer/model"
 )
 
 // benchShapes are decode (n ≤ 8: matvec) and prefill (tiled matmul) sizes.
@@ -226,6 +227,54 @@ func BenchmarkDeltaRule(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(n)/(b.Elapsed().Seconds()/float64(b.N)), "tokens/s")
+		})
+	}
+}
+
+// BenchmarkDecodeSubmit times greedy decode steps of the small test model
+// with each step recorded whole and submitted at its end, against
+// submitting every defaultSubmitEvery dispatches so the device starts
+// while the host records the rest of the step (the default on GPUs; CPU
+// devices execute on the cores that record, so they record whole steps).
+func BenchmarkDecodeSubmit(b *testing.B) {
+	for _, every := range []int{0, defaultSubmitEvery} {
+		name := "whole-step"
+		if every > 0 {
+			name = fmt.Sprintf("every-%d", every)
+		}
+		b.Run(name, func(b *testing.B) {
+			bk, err := New(Options{})
+			if err != nil {
+				b.Skipf("no Vulkan device: %v", err)
+			}
+			defer bk.Close()
+			bk.rec.submitEvery = every
+			m, err := model.Open("../../testdata/models/small", model.Options{Backend: bk})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			ctx := context.Background()
+			seq, err := m.NewSequence()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer seq.Close()
+			out, err := m.Step(ctx, []model.Input{{Seq: seq, Tokens: []int{1, 2, 3, 4, 5, 6, 7, 8}, Logits: model.LastArgmax}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tok := out[0].Argmax
+			s0 := bk.rec.submissions
+			for b.Loop() {
+				out, err = m.Step(ctx, []model.Input{{Seq: seq, Tokens: []int{tok}, Logits: model.LastArgmax}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tok = out[0].Argmax
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			b.ReportMetric(float64(bk.rec.submissions-s0)/float64(b.N), "submits/token")
 		})
 	}
 }

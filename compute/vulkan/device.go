@@ -394,6 +394,8 @@ func (b *Backend) init() error {
 	if b.props.DeviceType == vk.PhysicalDeviceTypeCpu {
 		b.tiledFrom = math.MaxInt
 		b.attnTarget = attnTargetCPU
+		// The host records on the cores that execute: nothing to overlap.
+		b.rec.submitEvery = 0
 	}
 	if b.opts.TiledFrom > 0 {
 		b.tiledFrom = b.opts.TiledFrom

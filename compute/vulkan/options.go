@@ -2,9 +2,14 @@
 // through github.com/vulkan-go/vulkan, with the GLSL compute shaders of
 // package shaders compiled to SPIR-V and embedded in the binary.
 //
-// The backend records every operation into one command buffer and submits
-// it at Download, Sync or Argmax, with a memory barrier between dependent
-// dispatches, so a model step costs one submission and no CPU round trip.
+// The backend records operations into command buffers and submits them at
+// Download, Sync or Argmax, with no CPU round trip inside a step. Barriers
+// separate only dependent operations: the SPIR-V of each shader says which
+// bindings it writes, and an operation waits only where it reads or writes
+// a buffer that work since the latest barrier writes, or writes one that
+// work reads; independent ones (the q, k, v projections, gate and up)
+// overlap. On GPUs a step's command buffer is submitted every 64
+// dispatches while the host records the rest, so the device starts early.
 // Weights live in device-local memory in their stored dtype, split by rows
 // into chunks no larger than the device's maxStorageBufferRange. Small Go
 // slices an operation takes (token ids, rope tables) and Upload data go

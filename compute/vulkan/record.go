@@ -19,40 +19,69 @@ const numBindings = 8
 // pushBytes is the push constant range every pipeline declares.
 const pushBytes = 128
 
-// recorder owns the command buffer a step is recorded into and the
-// descriptor sets its dispatches use.
+// recorder owns the command buffers work is recorded into and the
+// descriptor sets their dispatches use. A step is recorded into a frame's
+// command buffer; after submitEvery dispatches that buffer is submitted and
+// recording goes on in the next frame's, so the device starts on the first
+// part of a step while the host records the rest. Flush submits what is
+// left and waits for every frame.
 type recorder struct {
 	pool      vk.CommandPool
-	cmd       vk.CommandBuffer
-	fence     vk.Fence
-	recording bool // cmd is between begin and submit
-	inflight  bool // submitted and not yet waited for
+	frames    [numFrames]frame
+	cur       *frame           // the frame being recorded (valid while recording)
+	next      int              // the frame the next begin records into
+	cmd       vk.CommandBuffer // cur's command buffer
+	recording bool             // cmd is between begin and submit
+	recorded  int              // dispatches in cmd
 
 	setLayout  vk.DescriptorSetLayout
 	pipeLayout vk.PipelineLayout
-	descPools  []vk.DescriptorPool
-	descPool   int // index of the pool being allocated from
 
 	dev    vk.Device
 	fast   *fastPath
 	prof   *profiler // nil unless Options.Profile
 	onIdle func()    // recycles what completed work used
 
+	// submitEvery is the number of dispatches after which a command buffer
+	// is submitted while recording continues; 0 records each step whole
+	// (profiling does, since its timestamps belong to one submission).
+	submitEvery int
+
 	// epoch counts the barriers recorded; a buffer's readEpoch and
 	// writeEpoch say whether work since the latest barrier reads or writes
 	// it, so an operation that conflicts with that work (reads what it
 	// writes, or writes what it reads or writes) gets a barrier first and
 	// independent operations run without one between them.
-	epoch      uint64
-	barriers   int // recorded since the recorder was made (tests)
-	dispatches int // likewise
+	epoch       uint64
+	barriers    int // recorded since the recorder was made (tests)
+	dispatches  int // likewise
+	submissions int // likewise
 }
+
+// frame is one command buffer with the fence of its submission and the
+// descriptor pools its dispatches allocate from.
+type frame struct {
+	cmd       vk.CommandBuffer
+	fence     vk.Fence
+	inflight  bool // submitted and not yet waited for
+	descPools []vk.DescriptorPool
+	descPool  int // index of the pool being allocated from
+}
+
+// numFrames is the number of command buffers that can be in flight.
+const numFrames = 3
+
+// defaultSubmitEvery is how many dispatches a command buffer holds before
+// it is submitted mid-step: a decode step of the 9B model records about
+// 600, so the device starts after the first tenth.
+const defaultSubmitEvery = 64
 
 const setsPerPool = 1024
 
 func (rc *recorder) init(b *Backend) error {
 	rc.dev = b.dev
 	rc.fast = &b.fast
+	rc.submitEvery = defaultSubmitEvery
 	rc.onIdle = func() {
 		b.releasePending()
 		if b.ring != nil {
@@ -69,22 +98,28 @@ func (rc *recorder) init(b *Backend) error {
 		return err
 	}
 	rc.pool = pool
-	cmds := make([]vk.CommandBuffer, 1)
+	cmds := make([]vk.CommandBuffer, numFrames)
 	ainfo := vk.CommandBufferAllocateInfo{
 		SType:              vk.StructureTypeCommandBufferAllocateInfo,
 		CommandPool:        rc.pool,
 		Level:              vk.CommandBufferLevelPrimary,
-		CommandBufferCount: 1,
+		CommandBufferCount: numFrames,
 	}
 	if err := vkErr("vkAllocateCommandBuffers", vk.AllocateCommandBuffers(b.dev, &ainfo, cmds)); err != nil {
 		return err
 	}
-	rc.cmd = cmds[0]
-	var fence vk.Fence
-	if err := vkErr("vkCreateFence", vk.CreateFence(b.dev, &vk.FenceCreateInfo{SType: vk.StructureTypeFenceCreateInfo}, nil, &fence)); err != nil {
-		return err
+	for i := range rc.frames {
+		f := &rc.frames[i]
+		f.cmd = cmds[i]
+		var fence vk.Fence
+		if err := vkErr("vkCreateFence", vk.CreateFence(b.dev, &vk.FenceCreateInfo{SType: vk.StructureTypeFenceCreateInfo}, nil, &fence)); err != nil {
+			return err
+		}
+		f.fence = fence
+		if err := f.addPool(b.dev); err != nil {
+			return err
+		}
 	}
-	rc.fence = fence
 
 	binds := make([]vk.DescriptorSetLayoutBinding, numBindings)
 	for i := range binds {
@@ -113,10 +148,10 @@ func (rc *recorder) init(b *Backend) error {
 		return err
 	}
 	rc.pipeLayout = pl
-	return rc.addPool(b)
+	return nil
 }
 
-func (rc *recorder) addPool(b *Backend) error {
+func (f *frame) addPool(dev vk.Device) error {
 	info := vk.DescriptorPoolCreateInfo{
 		SType:         vk.StructureTypeDescriptorPoolCreateInfo,
 		MaxSets:       setsPerPool,
@@ -124,34 +159,82 @@ func (rc *recorder) addPool(b *Backend) error {
 		PPoolSizes:    []vk.DescriptorPoolSize{{Type: vk.DescriptorTypeStorageBuffer, DescriptorCount: setsPerPool * numBindings}},
 	}
 	var p vk.DescriptorPool
-	if err := vkErr("vkCreateDescriptorPool", vk.CreateDescriptorPool(b.dev, &info, nil, &p)); err != nil {
+	if err := vkErr("vkCreateDescriptorPool", vk.CreateDescriptorPool(dev, &info, nil, &p)); err != nil {
 		return err
 	}
-	rc.descPools = append(rc.descPools, p)
+	f.descPools = append(f.descPools, p)
 	return nil
 }
 
 // busy reports whether recorded or submitted work may still use resources.
-func (rc *recorder) busy() bool { return rc.recording || rc.inflight }
+func (rc *recorder) busy() bool {
+	if rc.recording {
+		return true
+	}
+	for i := range rc.frames {
+		if rc.frames[i].inflight {
+			return true
+		}
+	}
+	return false
+}
 
-// begin starts recording if not already, waiting for earlier work first.
+// begin starts recording if not already, into the next frame once its
+// earlier submission has completed.
 func (rc *recorder) begin(b *Backend) error {
 	if rc.recording {
 		return nil
 	}
-	if err := b.rec.wait(nil); err != nil {
-		return err
+	f := &rc.frames[rc.next]
+	if f.inflight {
+		if err := rc.waitFrame(nil, f); err != nil {
+			return err
+		}
 	}
 	info := vk.CommandBufferBeginInfo{SType: vk.StructureTypeCommandBufferBeginInfo, Flags: vk.CommandBufferUsageFlags(vk.CommandBufferUsageOneTimeSubmitBit)}
-	if err := vkErr("vkBeginCommandBuffer", vk.BeginCommandBuffer(rc.cmd, &info)); err != nil {
+	if err := vkErr("vkBeginCommandBuffer", vk.BeginCommandBuffer(f.cmd, &info)); err != nil {
 		return err
 	}
+	rc.cur, rc.cmd = f, f.cmd
+	rc.next = (rc.next + 1) % numFrames
 	rc.recording = true
+	rc.recorded = 0
 	if rc.prof != nil {
 		rc.prof.begin(rc.cmd)
 	}
 	// Order this command buffer after everything submitted before it.
 	rc.fullBarrier()
+	return nil
+}
+
+// submit ends the command buffer being recorded and submits it, with a
+// final barrier that makes its writes visible to the host when toHost.
+func (rc *recorder) submit(b *Backend, toHost bool) error {
+	if !rc.recording {
+		return nil
+	}
+	if toHost {
+		vk.CmdPipelineBarrier(rc.cmd, vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit|vk.PipelineStageTransferBit),
+			vk.PipelineStageFlags(vk.PipelineStageHostBit), 0, 1, []vk.MemoryBarrier{{
+				SType:         vk.StructureTypeMemoryBarrier,
+				SrcAccessMask: vk.AccessFlags(vk.AccessShaderWriteBit | vk.AccessTransferWriteBit),
+				DstAccessMask: vk.AccessFlags(vk.AccessHostReadBit),
+			}}, 0, nil, 0, nil)
+	}
+	rc.recording = false
+	if err := vkErr("vkEndCommandBuffer", vk.EndCommandBuffer(rc.cmd)); err != nil {
+		return err
+	}
+	submit := []vk.SubmitInfo{{
+		SType:              vk.StructureTypeSubmitInfo,
+		CommandBufferCount: 1,
+		PCommandBuffers:    []vk.CommandBuffer{rc.cmd},
+	}}
+	if err := vkErr("vkQueueSubmit", vk.QueueSubmit(b.queue, 1, submit, rc.cur.fence)); err != nil {
+		return err
+	}
+	rc.cur.inflight = true
+	rc.submissions++
 	return nil
 }
 
@@ -200,92 +283,86 @@ func (rc *recorder) done(name string) {
 	}
 }
 
-// wait blocks until submitted work completes (or ctx ends, leaving it in
-// flight), then recycles what that work used.
+// wait blocks until every submitted command buffer completes (or ctx
+// ends, leaving work in flight), then recycles what that work used.
 func (rc *recorder) wait(ctx context.Context) error {
-	if !rc.inflight {
-		return nil
+	any := false
+	for k := 0; k < numFrames; k++ {
+		// Oldest first: the frames after the next one to record.
+		f := &rc.frames[(rc.next+k)%numFrames]
+		if f.inflight {
+			any = true
+			if err := rc.waitFrame(ctx, f); err != nil {
+				return err
+			}
+		}
 	}
-	return rc.waitFence(ctx)
+	if any && !rc.recording && rc.onIdle != nil {
+		rc.onIdle()
+	}
+	return nil
 }
 
-func (rc *recorder) waitFence(ctx context.Context) error {
+// waitFrame blocks until f's submission completes, then resets its
+// descriptor pools and collects its timestamps.
+func (rc *recorder) waitFrame(ctx context.Context, f *frame) error {
 	for {
-		r := vk.WaitForFences(rc.dev, 1, []vk.Fence{rc.fence}, vk.True, uint64(50*time.Millisecond))
+		r := vk.WaitForFences(rc.dev, 1, []vk.Fence{f.fence}, vk.True, uint64(50*time.Millisecond))
 		if r == vk.Success {
 			break
 		}
 		if r != vk.Timeout {
-			rc.inflight = false
+			f.inflight = false
 			return vkErr("vkWaitForFences", r)
 		}
 		if ctx != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
-	rc.inflight = false
-	if err := vkErr("vkResetFences", vk.ResetFences(rc.dev, 1, []vk.Fence{rc.fence})); err != nil {
+	f.inflight = false
+	if err := vkErr("vkResetFences", vk.ResetFences(rc.dev, 1, []vk.Fence{f.fence})); err != nil {
 		return err
 	}
+	for _, p := range f.descPools {
+		vk.ResetDescriptorPool(rc.dev, p, 0)
+	}
+	f.descPool = 0
 	if rc.prof != nil {
 		if err := rc.prof.collect(rc.dev); err != nil {
 			return err
 		}
 	}
-	for _, p := range rc.descPools {
-		vk.ResetDescriptorPool(rc.dev, p, 0)
-	}
-	rc.descPool = 0
-	if rc.onIdle != nil {
-		rc.onIdle()
-	}
 	return nil
 }
 
 func (rc *recorder) destroy(b *Backend) {
-	for _, p := range rc.descPools {
-		vk.DestroyDescriptorPool(b.dev, p, nil)
+	for i := range rc.frames {
+		f := &rc.frames[i]
+		for _, p := range f.descPools {
+			vk.DestroyDescriptorPool(b.dev, p, nil)
+		}
+		f.descPools = nil
+		if f.fence != vk.NullFence {
+			vk.DestroyFence(b.dev, f.fence, nil)
+		}
 	}
-	rc.descPools = nil
 	if rc.pipeLayout != vk.NullPipelineLayout {
 		vk.DestroyPipelineLayout(b.dev, rc.pipeLayout, nil)
 	}
 	if rc.setLayout != vk.NullDescriptorSetLayout {
 		vk.DestroyDescriptorSetLayout(b.dev, rc.setLayout, nil)
 	}
-	if rc.fence != vk.NullFence {
-		vk.DestroyFence(b.dev, rc.fence, nil)
-	}
 	if rc.pool != vk.NullCommandPool {
 		vk.DestroyCommandPool(b.dev, rc.pool, nil)
 	}
 }
 
-// flush submits the recorded work and waits for it.
+// flush submits the recorded work and waits for everything submitted.
 func (b *Backend) flush(ctx context.Context) error {
-	rc := &b.rec
-	if rc.recording {
-		vk.CmdPipelineBarrier(rc.cmd, vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit|vk.PipelineStageTransferBit),
-			vk.PipelineStageFlags(vk.PipelineStageHostBit), 0, 1, []vk.MemoryBarrier{{
-				SType:         vk.StructureTypeMemoryBarrier,
-				SrcAccessMask: vk.AccessFlags(vk.AccessShaderWriteBit | vk.AccessTransferWriteBit),
-				DstAccessMask: vk.AccessFlags(vk.AccessHostReadBit),
-			}}, 0, nil, 0, nil)
-		rc.recording = false
-		if err := vkErr("vkEndCommandBuffer", vk.EndCommandBuffer(rc.cmd)); err != nil {
-			return err
-		}
-		submit := []vk.SubmitInfo{{
-			SType:              vk.StructureTypeSubmitInfo,
-			CommandBufferCount: 1,
-			PCommandBuffers:    []vk.CommandBuffer{rc.cmd},
-		}}
-		if err := vkErr("vkQueueSubmit", vk.QueueSubmit(b.queue, 1, submit, rc.fence)); err != nil {
-			return err
-		}
-		rc.inflight = true
+	if err := b.rec.submit(b, true); err != nil {
+		return err
 	}
-	return rc.wait(ctx)
+	return b.rec.wait(ctx)
 }
 
 // report returns and clears the first error raised since the last report,
@@ -369,23 +446,31 @@ func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []ui
 			rc.access(r, binds.Written&(1<<i) != 0)
 		}
 	}
+	f := rc.cur
 	for {
-		res := b.fast.dispatch(b, rc.descPools[rc.descPool], pipe, &handles, &sizes, push, gx, gy, gz)
+		res := b.fast.dispatch(b, f.descPools[f.descPool], pipe, &handles, &sizes, push, gx, gy, gz)
 		if res == vk.Success {
-			rc.dispatches++
-			rc.done(name)
-			return
+			break
 		}
 		if res != vk.ErrorOutOfPoolMemory && res != vk.ErrorFragmentedPool {
 			b.fail(vkErr("vkAllocateDescriptorSets", res))
 			return
 		}
-		rc.descPool++
-		if rc.descPool == len(rc.descPools) {
-			if err := rc.addPool(b); err != nil {
+		f.descPool++
+		if f.descPool == len(f.descPools) {
+			if err := f.addPool(b.dev); err != nil {
 				b.fail(err)
 				return
 			}
+		}
+	}
+	rc.dispatches++
+	rc.recorded++
+	rc.done(name)
+	if rc.submitEvery > 0 && rc.prof == nil && rc.recorded >= rc.submitEvery {
+		// Let the device start on this part while the rest is recorded.
+		if err := rc.submit(b, false); err != nil {
+			b.fail(err)
 		}
 	}
 }

@@ -116,6 +116,25 @@ func TestConformanceTiled(t *testing.T) {
 	})
 }
 
+// TestConformanceSubmitEach runs the suite with every dispatch submitted
+// on its own, so every operation's inputs come from earlier submissions
+// and all frames cycle through reuse.
+func TestConformanceSubmitEach(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	computetest.Run(t, func(t *testing.T) compute.Backend {
+		b := newTestBackend(t, Options{})
+		b.rec.submitEvery = 1
+		t.Cleanup(func() {
+			if b.rec.submissions < b.rec.dispatches {
+				t.Errorf("%d submissions for %d dispatches", b.rec.submissions, b.rec.dispatches)
+			}
+		})
+		return b
+	})
+}
+
 func TestDescribe(t *testing.T) {
 	b := newTestBackend(t, Options{})
 	defer b.Close()
