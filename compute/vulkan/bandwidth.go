@@ -67,9 +67,9 @@ func (b *Backend) MemoryBandwidth(ctx context.Context) (float64, error) {
 	if err := b.rec.begin(b); err != nil {
 		return 0, err
 	}
-	b.rec.transfer(nil, src)
+	b.rec.transfer(nil, span{}, src, span{})
 	vk.CmdFillBuffer(b.rec.cmd, src.buf, 0, vk.DeviceSize(size), bwFillMarker)
-	b.rec.transfer(nil, dst)
+	b.rec.transfer(nil, span{}, dst, span{})
 	vk.CmdFillBuffer(b.rec.cmd, dst.buf, 0, vk.DeviceSize(size), 0)
 	if err := b.flush(ctx); err != nil {
 		return 0, err
@@ -84,7 +84,7 @@ func (b *Backend) MemoryBandwidth(ctx context.Context) (float64, error) {
 			if c%2 == 1 {
 				from, to = dst, src
 			}
-			b.rec.transfer(from, to)
+			b.rec.transfer(from, span{}, to, span{})
 			vk.CmdCopyBuffer(b.rec.cmd, from.buf, to.buf, 1, []vk.BufferCopy{{Size: vk.DeviceSize(size)}})
 		}
 		start := time.Now()

@@ -27,9 +27,72 @@ type rawBuf struct {
 	size uint64
 	heap uint32
 	ptr  unsafe.Pointer // mapped memory, nil unless host-visible and mapped
-	// readEpoch and writeEpoch are the recorder epochs of the latest
-	// recorded read and write (see recorder.epoch).
-	readEpoch, writeEpoch uint64
+	// reads and writes are the byte ranges recorded work reads and
+	// writes since the latest barrier (see recorder.epoch).
+	reads, writes spanSet
+}
+
+// span is a byte range [lo, hi) of a buffer; the zero span stands for the
+// whole buffer.
+type span struct{ lo, hi uint64 }
+
+// floats returns the span of n float32 elements from element off.
+func floats(off, n int) span { return span{uint64(off) * 4, uint64(off+n) * 4} }
+
+// headsSpan returns the span of n rows of the head layouts hs (the range
+// from the first element of any to the last of any).
+func headsSpan(n int, hs ...compute.Heads) span {
+	var lo, hi int
+	for i, h := range hs {
+		a, z := h.Off, h.Head(n-1, h.Count-1)+h.Dim
+		if i == 0 || a < lo {
+			lo = a
+		}
+		if i == 0 || z > hi {
+			hi = z
+		}
+	}
+	return floats(lo, hi-lo)
+}
+
+// maxSpans is how many separate ranges a spanSet keeps before it merges
+// them into one covering range (which can only add barriers).
+const maxSpans = 8
+
+// spanSet holds the ranges of a buffer accessed in one recorder epoch.
+type spanSet struct {
+	epoch uint64
+	spans []span
+}
+
+// overlaps reports whether s overlaps a range accessed in epoch.
+func (ss *spanSet) overlaps(epoch uint64, s span) bool {
+	if ss.epoch != epoch {
+		return false
+	}
+	for _, t := range ss.spans {
+		if s.lo < t.hi && t.lo < s.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// add notes s as accessed in epoch.
+func (ss *spanSet) add(epoch uint64, s span) {
+	if ss.epoch != epoch {
+		ss.epoch = epoch
+		ss.spans = ss.spans[:0]
+	}
+	if len(ss.spans) == maxSpans {
+		all := s
+		for _, t := range ss.spans {
+			all.lo, all.hi = min(all.lo, t.lo), max(all.hi, t.hi)
+		}
+		ss.spans = append(ss.spans[:0], all)
+		return
+	}
+	ss.spans = append(ss.spans, s)
 }
 
 // pickMemory returns the index of the best memory type allowed by bits for
@@ -187,7 +250,7 @@ func (b *Backend) NewBuffer(n int) (compute.Buffer, error) {
 		raw.destroy(b)
 		return nil, err
 	}
-	b.rec.transfer(nil, raw)
+	b.rec.transfer(nil, span{}, raw, span{})
 	vk.CmdFillBuffer(b.rec.cmd, raw.buf, 0, vk.DeviceSize(raw.size), 0)
 	b.rec.done("copy")
 	return &buffer{raw: raw, n: n, b: b}, nil
@@ -298,7 +361,7 @@ func (b *Backend) stage(r *rawBuf, off uint64, data []byte) error {
 		if err := b.rec.begin(b); err != nil {
 			return err
 		}
-		b.rec.transfer(b.ring.raw, r)
+		b.rec.transfer(b.ring.raw, span{roff, roff + n}, r, span{off, off + n})
 		vk.CmdCopyBuffer(b.rec.cmd, b.ring.raw.buf, r.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(roff), DstOffset: vk.DeviceSize(off), Size: vk.DeviceSize(n)}})
 		b.rec.done("copy")
 		data = data[n:]

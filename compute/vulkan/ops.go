@@ -107,7 +107,7 @@ func (b *Backend) readInto(ctx context.Context, src *rawBuf, off, n uint64) ([]b
 		return nil, err
 	}
 	if n > 0 {
-		b.rec.transfer(src, b.readback)
+		b.rec.transfer(src, span{off, off + n}, b.readback, span{0, n})
 		vk.CmdCopyBuffer(b.rec.cmd, src.buf, b.readback.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(off), Size: vk.DeviceSize(n)}})
 	}
 	if err := b.flush(ctx); err != nil {
@@ -172,7 +172,7 @@ func (b *Backend) Copy(dst compute.Buffer, dstOff int, src compute.Buffer, srcOf
 		b.fail(err)
 		return
 	}
-	b.rec.transfer(s.raw, d.raw)
+	b.rec.transfer(s.raw, floats(srcOff, n), d.raw, floats(dstOff, n))
 	vk.CmdCopyBuffer(b.rec.cmd, s.raw.buf, d.raw.buf, 1, []vk.BufferCopy{{
 		SrcOffset: vk.DeviceSize(srcOff * 4), DstOffset: vk.DeviceSize(dstOff * 4), Size: vk.DeviceSize(n * 4)}})
 	b.rec.done("copy")
@@ -384,9 +384,10 @@ func (b *Backend) CausalConv1D(x compute.Buffer, rowStride, channels int, wt com
 		if !b.span(op, "x", xs, s.Row*rowStride, (s.N-1)*rowStride+channels) || !b.span(op, "state", st, 0, (kernel-1)*channels) {
 			return
 		}
+		rows := []span{floats(s.Row*rowStride, (s.N-1)*rowStride+channels)} // this sequence's rows of x
 		for _, c := range w.chunks {
 			gx, gy := grid((c.rows + wgElem - 1) / wgElem)
-			b.dispatch("conv", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{xs.raw, c.raw, st.raw},
+			b.dispatchSpans("conv", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{xs.raw, c.raw, st.raw}, rows,
 				[]uint32{u32(s.Row), u32(rowStride), u32(s.N), u32(channels), u32(kernel), u32(c.row0), u32(c.rows)}, gx, gy, 1)
 		}
 	}
@@ -462,7 +463,10 @@ func (b *Backend) deltaRule(p *compute.DeltaRule) {
 		b.deltaChunked(p, qkv, g, beta, out, st)
 		return
 	}
-	b.dispatch("deltarule", []uint32{wgDelta, u32(p.Dk)}, []*rawBuf{qkv.raw, g.raw, beta.raw, out.raw, st.raw},
+	// This sequence's rows of q, k, v, the gates and the output.
+	spans := []span{headsSpan(p.N, p.Q, p.K, p.V), floats(p.GateRow*p.Nv, p.N*p.Nv), floats(p.GateRow*p.Nv, p.N*p.Nv),
+		floats(p.OutRow*p.Nv*p.Dv, p.N*p.Nv*p.Dv)}
+	b.dispatchSpans("deltarule", []uint32{wgDelta, u32(p.Dk)}, []*rawBuf{qkv.raw, g.raw, beta.raw, out.raw, st.raw}, spans,
 		[]uint32{u32(p.Q.Off), u32(p.Q.RowStride), u32(p.Q.HeadStride),
 			u32(p.K.Off), u32(p.K.RowStride), u32(p.K.HeadStride),
 			u32(p.V.Off), u32(p.V.RowStride), u32(p.V.HeadStride),
@@ -506,7 +510,8 @@ func (b *Backend) causalAttention(p *compute.Attention) {
 		return
 	}
 	gx, gy := grid((p.N*width + wgElem - 1) / wgElem)
-	b.dispatch("kvstore", []uint32{wgElem}, []*rawBuf{kb.raw, vb.raw, kc.raw, vc.raw},
+	b.dispatchSpans("kvstore", []uint32{wgElem}, []*rawBuf{kb.raw, vb.raw, kc.raw, vc.raw},
+		[]span{headsSpan(p.N, p.K), headsSpan(p.N, p.V), floats(p.Pos*width, p.N*width), floats(p.Pos*width, p.N*width)},
 		[]uint32{u32(p.K.Off), u32(p.K.RowStride), u32(p.K.HeadStride), u32(p.V.Off), u32(p.V.RowStride), u32(p.V.HeadStride),
 			u32(p.N), u32(nkv), u32(dim), u32(p.Pos)}, gx, gy, 1)
 	b.attend(*p, q, kc, vc, out)
@@ -579,13 +584,16 @@ func (b *Backend) attend(p compute.Attention, q, kc, vc, out *buffer) {
 		return
 	}
 	gx, gy := grid(groups)
-	b.dispatch("attention", nil, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw, part},
+	outRows := floats(p.OutRow*nh*dim, p.N*nh*dim)
+	cache := floats(0, (p.Pos+p.N)*nkv*dim)
+	b.dispatchSpans("attention", nil, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw, part},
+		[]span{headsSpan(p.N, p.Q), cache, cache, outRows},
 		[]uint32{u32(p.Q.Off), u32(p.Q.RowStride), u32(p.Q.HeadStride), u32(nh), u32(nkv), u32(dim), u32(p.Pos), u32(p.OutRow), f32(p.Scale),
 			u32(p.N), u32(splitLen), u32(nsplit), u32(rowBlocks), u32(partML)},
 		gx, gy, u32(nsplit))
 	if nsplit > 1 {
 		gx, gy := grid(p.N * nh)
-		b.dispatch("attnmerge", nil, []*rawBuf{0: part, 3: out.raw},
+		b.dispatchSpans("attnmerge", nil, []*rawBuf{0: part, 3: out.raw}, []span{3: outRows},
 			[]uint32{u32(nh), u32(dim), u32(p.N), u32(p.Pos), u32(p.OutRow), u32(splitLen), u32(nsplit), u32(partML)},
 			gx, gy, 1)
 	}

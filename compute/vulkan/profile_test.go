@@ -90,8 +90,50 @@ func TestBarrierElision(t *testing.T) {
 	if n := b.rec.barriers - start; n != 1 {
 		t.Errorf("a dispatch on work before the latest barrier recorded %d more barriers", n-1)
 	}
+	// Copies into disjoint ranges of one buffer are independent; into
+	// overlapping ranges they are not.
+	start = b.rec.barriers
+	b.Copy(bufs[3], 0, bufs[2], 0, 1024)
+	b.Copy(bufs[3], 1024, bufs[2], 1024, 1024)
+	if n := b.rec.barriers - start; n != 1 { // bufs[3] was read above
+		t.Errorf("copies into disjoint ranges recorded %d barriers, want 1", n)
+	}
+	b.Copy(bufs[3], 1500, bufs[2], 0, 100)
+	if n := b.rec.barriers - start; n != 2 {
+		t.Errorf("a copy into an overlapping range recorded %d barriers, want 2", n)
+	}
 	got := make([]float32, 4096)
 	if err := b.Download(ctx, got, bufs[1], 0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSpanSet(t *testing.T) {
+	var ss spanSet
+	if ss.overlaps(1, span{0, 10}) {
+		t.Error("empty set overlaps")
+	}
+	ss.add(1, span{10, 20})
+	ss.add(1, span{40, 50})
+	for _, c := range []struct {
+		s    span
+		want bool
+	}{{span{0, 10}, false}, {span{0, 11}, true}, {span{19, 41}, true}, {span{20, 40}, false}, {span{49, 60}, true}, {span{50, 60}, false}} {
+		if got := ss.overlaps(1, c.s); got != c.want {
+			t.Errorf("overlaps(%v) = %v, want %v", c.s, got, c.want)
+		}
+	}
+	if ss.overlaps(2, span{10, 20}) {
+		t.Error("ranges of an earlier epoch overlap")
+	}
+	ss.add(2, span{100, 110})
+	if ss.overlaps(2, span{10, 20}) || !ss.overlaps(2, span{105, 106}) {
+		t.Error("a new epoch did not start afresh")
+	}
+	for i := 0; i < maxSpans+3; i++ {
+		ss.add(2, span{uint64(200 + 20*i), uint64(210 + 20*i)})
+	}
+	if len(ss.spans) > maxSpans || !ss.overlaps(2, span{105, 106}) || !ss.overlaps(2, span{205, 206}) {
+		t.Errorf("after merging: %v", ss.spans)
 	}
 }

@@ -47,11 +47,11 @@ type recorder struct {
 	// (profiling does, since its timestamps belong to one submission).
 	submitEvery int
 
-	// epoch counts the barriers recorded; a buffer's readEpoch and
-	// writeEpoch say whether work since the latest barrier reads or writes
-	// it, so an operation that conflicts with that work (reads what it
-	// writes, or writes what it reads or writes) gets a barrier first and
-	// independent operations run without one between them.
+	// epoch counts the barriers recorded; a buffer's reads and writes hold
+	// the byte ranges work since the latest barrier reads and writes, so an
+	// operation that conflicts with that work (reads what it writes, or
+	// writes what it reads or writes) gets a barrier first and independent
+	// operations run without one between them.
 	epoch       uint64
 	barriers    int // recorded since the recorder was made (tests)
 	dispatches  int // likewise
@@ -247,31 +247,38 @@ func (rc *recorder) fullBarrier() {
 	rc.barriers++
 }
 
-// conflicts reports whether reading (or, with write, writing) r conflicts
-// with work recorded since the latest barrier.
-func (rc *recorder) conflicts(r *rawBuf, write bool) bool {
-	return r.writeEpoch == rc.epoch || (write && r.readEpoch == rc.epoch)
+// conflicts reports whether reading (or, with write, writing) the range s
+// of r conflicts with work recorded since the latest barrier.
+func (rc *recorder) conflicts(r *rawBuf, s span, write bool) bool {
+	if s.hi == 0 {
+		s = span{0, r.size}
+	}
+	return r.writes.overlaps(rc.epoch, s) || (write && r.reads.overlaps(rc.epoch, s))
 }
 
-// access notes that the next operation reads or writes r.
-func (rc *recorder) access(r *rawBuf, write bool) {
+// access notes that the next operation reads or writes the range s of r.
+func (rc *recorder) access(r *rawBuf, s span, write bool) {
+	if s.hi == 0 {
+		s = span{0, r.size}
+	}
 	if write {
-		r.writeEpoch = rc.epoch
+		r.writes.add(rc.epoch, s)
 	} else {
-		r.readEpoch = rc.epoch
+		r.reads.add(rc.epoch, s)
 	}
 }
 
-// transfer records the barrier a copy from src to dst (src nil for a fill)
-// needs before it and notes its accesses.
-func (rc *recorder) transfer(src, dst *rawBuf) {
-	if (src != nil && rc.conflicts(src, false)) || rc.conflicts(dst, true) {
+// transfer records the barrier a copy from the range ss of src to the
+// range ds of dst (src nil for a fill) needs before it and notes its
+// accesses.
+func (rc *recorder) transfer(src *rawBuf, ss span, dst *rawBuf, ds span) {
+	if (src != nil && rc.conflicts(src, ss, false)) || rc.conflicts(dst, ds, true) {
 		rc.fullBarrier()
 	}
 	if src != nil {
-		rc.access(src, false)
+		rc.access(src, ss, false)
 	}
-	rc.access(dst, true)
+	rc.access(dst, ds, true)
 }
 
 // done ends an operation: with profiling, a barrier and the timestamp
@@ -399,6 +406,14 @@ func (b *Backend) failf(format string, args ...any) {
 // that work since the latest barrier writes, or writes one that work reads
 // (the shader's SPIR-V says which bindings it writes).
 func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []uint32, gx, gy, gz uint32) {
+	b.dispatchSpans(name, spec, bufs, nil, push, gx, gy, gz)
+}
+
+// dispatchSpans is dispatch where the shader accesses only spans[i] of
+// bufs[i] (a zero or missing span: all of it), so operations on disjoint
+// ranges of one buffer (the rows of different sequences) need no barrier
+// between them.
+func (b *Backend) dispatchSpans(name string, spec []uint32, bufs []*rawBuf, spans []span, push []uint32, gx, gy, gz uint32) {
 	if b.err != nil {
 		return
 	}
@@ -434,7 +449,11 @@ func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []ui
 		}
 		raws[i] = r
 		handles[i], sizes[i] = handle64(r.buf), r.size
-		if binds.Used&(1<<i) != 0 && rc.conflicts(r, binds.Written&(1<<i) != 0) {
+		var s span
+		if i < len(spans) {
+			s = spans[i]
+		}
+		if binds.Used&(1<<i) != 0 && rc.conflicts(r, s, binds.Written&(1<<i) != 0) {
 			hazard = true
 		}
 	}
@@ -443,7 +462,11 @@ func (b *Backend) dispatch(name string, spec []uint32, bufs []*rawBuf, push []ui
 	}
 	for i, r := range raws {
 		if binds.Used&(1<<i) != 0 {
-			rc.access(r, binds.Written&(1<<i) != 0)
+			var s span
+			if i < len(spans) {
+				s = spans[i]
+			}
+			rc.access(r, s, binds.Written&(1<<i) != 0)
 		}
 	}
 	f := rc.cur
