@@ -260,8 +260,10 @@ func (m *Model) gatedDeltaNet(l int, lw *layerWeights, pass []piece, rows int) {
 	qh := compute.Heads{Off: 0, RowStride: convDim, HeadStride: dk, Count: nk, Dim: dk}
 	kh := compute.Heads{Off: nk * dk, RowStride: convDim, HeadStride: dk, Count: nk, Dim: dk}
 	vh := compute.Heads{Off: 2 * nk * dk, RowStride: convDim, HeadStride: dv, Count: nv, Dim: dv}
-	be.L2Norm(sc.qkv, qh, rows, l2NormEps)
-	be.L2Norm(sc.qkv, kh, rows, l2NormEps)
+	// q and k heads are adjacent in each row: one L2Norm over both.
+	qkh := qh
+	qkh.Count = 2 * nk
+	be.L2Norm(sc.qkv, qkh, rows, l2NormEps)
 	be.GDNGates(sc.g, sc.beta, sc.a, sc.b, lw.aLog, lw.dtBias, rows, nv)
 	sc.deltas = sc.deltas[:0]
 	for _, p := range pass {
