@@ -319,6 +319,9 @@ print(f"{'backend':34} {r0['backend']}")
 print(f"{'copy bandwidth':34} {r0['memory_read_gb_per_second']:.1f} GB/s ({r0['memory_baseline']})")
 print(f"{'weight bytes per decode token':34} {r0['decode_bytes_per_token'] / 1e9:.3f} GB")
 print(f"{'bandwidth limit':34} {r0['memory_read_gb_per_second'] * 1e9 / r0['decode_bytes_per_token']:.1f} decode tokens/s")
+if r0.get('decode_dispatches_per_token'):
+    print(f"{'recorded per decode step':34} {r0['decode_dispatches_per_token']:.0f} dispatches, "
+          f"{r0['decode_barriers_per_token']:.0f} barriers, {r0['decode_submissions_per_token']:.1f} submissions")
 print()
 print(f"{'prompt':>7} {'prefill tok/s':>14} {'decode tok/s':>13} {'decode GB/s':>12} {'of bandwidth':>13} {'runs':>5}  (decode: {r0['gen_tokens']} steps after the prompt; medians)")
 for r in rs:

@@ -43,7 +43,14 @@ type benchResult struct {
 	// per decoded token (averaged over the repeats).
 	PrefillProfile []profileRow `json:"prefill_profile,omitempty"`
 	DecodeProfile  []profileRow `json:"decode_profile,omitempty"`
+	// Vulkan: what a decode step records, averaged over the steps.
+	DecodeDispatchesPerToken  float64 `json:"decode_dispatches_per_token,omitempty"`
+	DecodeBarriersPerToken    float64 `json:"decode_barriers_per_token,omitempty"`
+	DecodeSubmissionsPerToken float64 `json:"decode_submissions_per_token,omitempty"`
 }
+
+// recordStats is a backend that counts what it records (Vulkan).
+type recordStats interface{ Stats() vulkan.Stats }
 
 // profileRow is one operation's share of a prefill or a decode step.
 type profileRow struct {
@@ -120,9 +127,11 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer backend.Close()
-	prof, _ := backend.(deviceProfiler)
-	if *profile && prof == nil {
-		return fail(exitUsage, "--profile: backend %s cannot time its operations", backend.Name())
+	var prof deviceProfiler
+	if *profile {
+		if prof, _ = backend.(deviceProfiler); prof == nil {
+			return fail(exitUsage, "--profile: backend %s cannot time its operations", backend.Name())
+		}
 	}
 	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: *prompt})
 	if err != nil {
@@ -144,8 +153,9 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	}
 	var prefill, decode []float64
 	var prefillProf, decodeProf []vulkan.ProfileEntry
+	var decodeStats vulkan.Stats
 	for r := 0; r < *repeat; r++ {
-		p, d, err := benchOnce(ctx, m, ids, *gen, prof, &prefillProf, &decodeProf)
+		p, d, err := benchOnce(ctx, m, ids, *gen, prof, &prefillProf, &decodeProf, &decodeStats)
 		if err != nil {
 			return fail(exitError, "%v", err)
 		}
@@ -153,6 +163,11 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		if !*asJSON {
 			fmt.Fprintf(io.err, "run %d/%d: prefill %.2f tokens/s, decode %.2f tokens/s\n", r+1, *repeat, p, d)
 		}
+	}
+	if steps := float64(*repeat * *gen); decodeStats.Dispatches > 0 {
+		res.DecodeDispatchesPerToken = float64(decodeStats.Dispatches) / steps
+		res.DecodeBarriersPerToken = float64(decodeStats.Barriers) / steps
+		res.DecodeSubmissionsPerToken = float64(decodeStats.Submissions) / steps
 	}
 	if prof != nil {
 		res.PrefillProfile = profileRows(prefillProf, *repeat)
@@ -183,6 +198,10 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	fmt.Fprintf(io.out, "weights    %8.2f GB/s     (%.3f GB read per decode step)\n", res.DecodeGBPerSecond, float64(res.DecodeBytesPerToken)/1e9)
 	fmt.Fprintf(io.out, "memory     %8.2f GB/s     (%s; decode reaches %.0f%%)\n",
 		res.MemoryReadGBPerSecond, res.MemoryBaseline, 100*res.DecodeBandwidthFraction)
+	if res.DecodeDispatchesPerToken > 0 {
+		fmt.Fprintf(io.out, "recorded   %8.1f dispatches, %.1f barriers, %.1f submissions per decode step\n",
+			res.DecodeDispatchesPerToken, res.DecodeBarriersPerToken, res.DecodeSubmissionsPerToken)
+	}
 	if prof != nil {
 		printProfile(io.out, fmt.Sprintf("prefill profile (per %d-token prompt)", *prompt), res.PrefillProfile)
 		printProfile(io.out, "decode profile (per token)", res.DecodeProfile)
@@ -194,7 +213,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 // tokens greedily one step each, and returns both rates. With prof, it
 // adds the device profiles of the prefill and of the decode steps to
 // prefillProf and decodeProf.
-func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof deviceProfiler, prefillProf, decodeProf *[]vulkan.ProfileEntry) (prefill, decode float64, err error) {
+func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof deviceProfiler, prefillProf, decodeProf *[]vulkan.ProfileEntry, decodeStats *vulkan.Stats) (prefill, decode float64, err error) {
 	seq, err := m.NewSequence()
 	if err != nil {
 		return 0, 0, err
@@ -214,6 +233,11 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof dev
 		prof.ResetProfile()
 	}
 	tok := compute.Argmax(out[0].Logits)
+	counter, _ := m.Backend().(recordStats)
+	var s0 vulkan.Stats
+	if counter != nil {
+		s0 = counter.Stats()
+	}
 	start = time.Now()
 	for i := 0; i < gen; i++ {
 		// Greedy decode: the backend returns the argmax, not the logits.
@@ -224,6 +248,12 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof dev
 		tok = out[0].Argmax
 	}
 	decode = float64(gen) / time.Since(start).Seconds()
+	if counter != nil {
+		s1 := counter.Stats()
+		decodeStats.Dispatches += s1.Dispatches - s0.Dispatches
+		decodeStats.Barriers += s1.Barriers - s0.Barriers
+		decodeStats.Submissions += s1.Submissions - s0.Submissions
+	}
 	if prof != nil {
 		*decodeProf = addProfile(*decodeProf, prof.Profile())
 	}

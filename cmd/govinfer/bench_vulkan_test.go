@@ -69,6 +69,21 @@ func TestBenchProfile(t *testing.T) {
 	if len(res.PrefillProfile) == 0 {
 		t.Errorf("no prefill profile")
 	}
+	if res.DecodeDispatchesPerToken < ops["matvec"].Count || res.DecodeBarriersPerToken <= 0 || res.DecodeSubmissionsPerToken < 1 {
+		t.Errorf("implausible record counts: %+v", res)
+	}
+	// Without --profile: counts, but no profile.
+	code, out, errOut = run(t, "", "bench", "--backend", "vulkan", "--model", dir, "--prompt", "8", "--gen", "2", "--repeat", "1", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	res = benchResult{}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if res.DecodeProfile != nil || res.PrefillProfile != nil || res.DecodeDispatchesPerToken <= 0 {
+		t.Errorf("without --profile: %+v", res)
+	}
 	if code, _, errOut := run(t, "", "bench", "--model", dir, "--profile"); code != exitUsage || !strings.Contains(errOut, "--profile needs --backend vulkan") {
 		t.Errorf("--profile on cpu: exit %d, %q", code, errOut)
 	}

@@ -85,3 +85,10 @@ type ProfileEntry struct {
 	// Time is their total device time.
 	Time time.Duration
 }
+
+// Stats counts what the backend has recorded since it opened.
+type Stats struct {
+	Dispatches  int // compute dispatches
+	Barriers    int // pipeline barriers between them
+	Submissions int // command buffers submitted
+}

@@ -135,3 +135,9 @@ func (b *Backend) ResetProfile() {
 		clear(b.prof.totals)
 	}
 }
+
+// Stats returns the counts of dispatches, barriers and submissions
+// recorded since the backend opened.
+func (b *Backend) Stats() Stats {
+	return Stats{Dispatches: b.rec.dispatches, Barriers: b.rec.barriers, Submissions: b.rec.submissions}
+}
