@@ -453,7 +453,9 @@ func (b *Backend) dispatchSpans(name string, spec []uint32, bufs []*rawBuf, span
 		if i < len(spans) {
 			s = spans[i]
 		}
-		if binds.Used&(1<<i) != 0 && rc.conflicts(r, s, binds.Written&(1<<i) != 0) {
+		// The dummy stands in for bindings a shader does not touch in this
+		// dispatch (attention's partials without a split): never a hazard.
+		if binds.Used&(1<<i) != 0 && r != b.dummy && rc.conflicts(r, s, binds.Written&(1<<i) != 0) {
 			hazard = true
 		}
 	}
@@ -461,7 +463,7 @@ func (b *Backend) dispatchSpans(name string, spec []uint32, bufs []*rawBuf, span
 		rc.fullBarrier()
 	}
 	for i, r := range raws {
-		if binds.Used&(1<<i) != 0 {
+		if binds.Used&(1<<i) != 0 && r != b.dummy {
 			var s span
 			if i < len(spans) {
 				s = spans[i]
