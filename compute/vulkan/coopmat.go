@@ -204,6 +204,16 @@ func bf16FitsF16(data []byte) bool {
 		carry = 0x8000_8000_8000_8000
 	)
 	i := 0
+	for ; i+32 <= len(data); i += 32 {
+		w := data[i : i+32 : i+32]
+		a := (binary.LittleEndian.Uint64(w[0:]) & mag) + bias
+		b := (binary.LittleEndian.Uint64(w[8:]) & mag) + bias
+		c := (binary.LittleEndian.Uint64(w[16:]) & mag) + bias
+		d := (binary.LittleEndian.Uint64(w[24:]) & mag) + bias
+		if (a|b|c|d)&carry != 0 {
+			return false
+		}
+	}
 	for ; i+8 <= len(data); i += 8 {
 		v := binary.LittleEndian.Uint64(data[i:])
 		if ((v&mag)+bias)&carry != 0 {

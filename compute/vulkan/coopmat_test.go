@@ -51,7 +51,7 @@ func TestBF16FitsF16(t *testing.T) {
 		return true
 	}
 	edges := []uint16{0, 0x8000, 0x3f80, 0x477f, 0xc77f, 0x4780, 0xc780, 0x7f7f, 0x7f80, 0xff80, 0x7fc0, 0xffff, 0x0001}
-	for n := 0; n <= 19; n++ {
+	for n := 0; n <= 41; n++ { // the 32-byte blocks, 8-byte words and the tail
 		for _, e := range edges {
 			for pos := 0; pos < n; pos++ {
 				data := make([]byte, 2*n+1) // an odd trailing byte is ignored
@@ -176,4 +176,20 @@ func coopmatProduct(t *testing.T, ctx context.Context, be compute.Backend, name 
 		t.Fatalf("%s: %v", name, err)
 	}
 	return out
+}
+
+// BenchmarkBF16FitsF16 measures the range check LoadWeight runs over bf16
+// weights on devices with cooperative matrices (it reads every byte the
+// upload copies).
+func BenchmarkBF16FitsF16(b *testing.B) {
+	data := make([]byte, 64<<20)
+	for i := 0; i < len(data); i += 2 {
+		binary.LittleEndian.PutUint16(data[i:], 0x3c00|uint16(i&0x3ff))
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if !bf16FitsF16(data) {
+			b.Fatal("in-range data reported out of range")
+		}
+	}
 }
