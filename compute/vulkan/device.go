@@ -352,6 +352,13 @@ func (b *Backend) init() error {
 	}
 	b.coopmatShader = fmt.Sprintf("matmulcm%d", b.coopmat)
 	dev, err := createDevice(b.gipa, b.inst, b.phys, b.qfam, b.coopmat > 0)
+	if err != nil && b.coopmat > 0 {
+		// A driver that lists the extension and features but will not
+		// enable them: run on the portable shaders instead.
+		b.logf("vulkan: creating the device with cooperative matrices failed (%v); using the portable tiled shader", err)
+		b.coopmat = 0
+		dev, err = createDevice(b.gipa, b.inst, b.phys, b.qfam, false)
+	}
 	if err != nil {
 		return err
 	}
