@@ -184,6 +184,11 @@ type Backend interface {
 	// RMSNorm computes dst[r] = x[r] / sqrt(mean(x[r]²) + eps) * (1 + w) for n
 	// rows of dim, with w a [dim] weight (Qwen3.5's zero-centred norm).
 	RMSNorm(dst, x Buffer, w Weight, n, dim int, eps float32)
+	// AddRMSNorm adds y to x in place and normalises the sums into dst:
+	// x[r] += y[r]; dst[r] = RMSNorm of x[r] with (1 + w), for n rows of
+	// dim (a residual add and the next norm, as one operation). dst must
+	// not alias x or y.
+	AddRMSNorm(x, y, dst Buffer, w Weight, n, dim int, eps float32)
 	// HeadRMSNorm applies the (1 + w) RMSNorm in place to every head vector of
 	// n rows, with w a [Dim] weight.
 	HeadRMSNorm(x Buffer, h Heads, n int, w Weight, eps float32)

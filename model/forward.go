@@ -147,23 +147,30 @@ func (m *Model) forward(ctx context.Context, pass []piece, inputs []Input, outs 
 
 	eps := float32(c.RMSNormEps)
 	h := c.HiddenSize
+	// Each residual add is fused with the norm that follows it, so the
+	// input norm of layer l > 0 runs at the end of layer l-1.
+	if len(m.w.layers) > 0 {
+		m.be.RMSNorm(sc.xn, sc.x, m.w.layers[0].inputNorm, rows, h, eps)
+	}
 	for l := range m.w.layers {
 		lw := &m.w.layers[l]
-		// h = h + mixer(rmsnorm(h))
-		m.be.RMSNorm(sc.xn, sc.x, lw.inputNorm, rows, h, eps)
+		// h = h + mixer(xn), xn = rmsnorm(h)
 		if c.LayerTypes[l] == LinearAttention {
 			m.gatedDeltaNet(l, lw, pass, rows)
 		} else {
 			m.gatedAttention(l, lw, pass, rows, ropeTable)
 		}
-		m.be.Add(sc.x, sc.tmp, rows*h)
-		// h = h + down(silu(gate(x)) * up(x)), x = rmsnorm(h)
-		m.be.RMSNorm(sc.xn, sc.x, lw.postNorm, rows, h, eps)
+		m.be.AddRMSNorm(sc.x, sc.tmp, sc.xn, lw.postNorm, rows, h, eps)
+		// h = h + down(silu(gate(xn)) * up(xn)), xn = next layer's rmsnorm(h)
 		m.be.MatMul(sc.gate, sc.xn, lw.gateProj, rows)
 		m.be.MatMul(sc.up, sc.xn, lw.upProj, rows)
 		m.be.SiLUMul(sc.gate, sc.gate, sc.up, rows*c.IntermediateSize)
 		m.be.MatMul(sc.tmp, sc.gate, lw.downProj, rows)
-		m.be.Add(sc.x, sc.tmp, rows*h)
+		if l+1 < len(m.w.layers) {
+			m.be.AddRMSNorm(sc.x, sc.tmp, sc.xn, m.w.layers[l+1].inputNorm, rows, h, eps)
+		} else {
+			m.be.Add(sc.x, sc.tmp, rows*h)
+		}
 		if trace != nil {
 			if err := m.traceHidden(ctx, trace, l+1, rows); err != nil {
 				return err

@@ -93,6 +93,7 @@ func Cases() []Case {
 		{"Embed", testEmbed},
 		{"MatMul", testMatMul},
 		{"RMSNorm", testRMSNorm},
+		{"AddRMSNorm", testAddRMSNorm},
 		{"HeadRMSNorm", testHeadRMSNorm},
 		{"GatedRMSNorm", testGatedRMSNorm},
 		{"L2Norm", testL2Norm},
@@ -480,6 +481,60 @@ func (e *Env) matmulOne(dt compute.DType, n, rows, cols int) error {
 	})
 	e.free(x, dst)
 	return err
+}
+
+func testAddRMSNorm(e *Env) error {
+	for _, dt := range dtypes {
+		for _, sh := range [][2]int{{1, 1}, {1, 17}, {3, 64}, {2, 65}, {5, 1000}, {17, 256}, {2, 4096}} {
+			n, dim := sh[0], sh[1]
+			w, err := e.weight("norm", dt, 1, dim, e.normal(0.3))
+			if err != nil {
+				return err
+			}
+			x, err := e.randBuf(n*dim+1, 2) // the tails must stay untouched
+			if err != nil {
+				return err
+			}
+			y, err := e.randBuf(n*dim, 1)
+			if err != nil {
+				return err
+			}
+			dst, err := e.randBuf(n*dim+1, 1)
+			if err != nil {
+				return err
+			}
+			const eps = 1e-6
+			e.Ref.AddRMSNorm(x.ref, y.ref, dst.ref, w.ref, n, dim, eps)
+			e.DUT.AddRMSNorm(x.dut, y.dut, dst.dut, w.dut, n, dim, eps)
+			what := fmt.Sprintf("AddRMSNorm %v n=%d dim=%d", dt, n, dim)
+			// The sums are one float32 addition each: exact up to rounding.
+			sum := make([]float32, n*dim)
+			for i := range sum {
+				sum[i] = x.vals[i] + y.vals[i]
+			}
+			err = e.check(what+" sums", x, func(i int) float64 {
+				if i >= n*dim {
+					return 0
+				}
+				return unitRoundoff * (math.Abs(float64(x.vals[i])) + math.Abs(float64(y.vals[i])))
+			})
+			if err == nil {
+				err = e.check(what, dst, func(i int) float64 {
+					if i >= n*dim {
+						return 0
+					}
+					r := i / dim
+					inv := invRMS64(sum[r*dim:(r+1)*dim], eps)
+					return tol(math.Abs(float64(sum[i])*inv)*(1+math.Abs(w.vals[i%dim])), dim)
+				})
+			}
+			if err != nil {
+				return err
+			}
+			e.free(x, y, dst)
+		}
+	}
+	return nil
 }
 
 // headShapes are strided head layouts: heads of dim elements at HeadStride,

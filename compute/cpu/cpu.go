@@ -251,6 +251,19 @@ func (b *Backend) RMSNorm(dst, x compute.Buffer, wt compute.Weight, n, dim int, 
 	})
 }
 
+// AddRMSNorm implements compute.Backend: each row's add and norm in one
+// pass of a worker.
+func (b *Backend) AddRMSNorm(x, y, dst compute.Buffer, wt compute.Weight, n, dim int, eps float32) {
+	w, d, xs, ys := wt.(*weight), Data(dst), Data(x), Data(y)
+	b.eachRow(n, dim, func(r int) {
+		row, add := xs[r*dim:(r+1)*dim], ys[r*dim:(r+1)*dim]
+		for i := range row {
+			row[i] += add[i]
+		}
+		rmsNorm1p(d[r*dim:(r+1)*dim], row, w, eps)
+	})
+}
+
 // parallelGrain is the number of elements below which an elementwise
 // operation is not worth handing to another worker.
 const parallelGrain = 1 << 12

@@ -299,6 +299,34 @@ func (b *Backend) RMSNorm(dst, x compute.Buffer, wt compute.Weight, n, dim int, 
 	b.norm(op, 0, xs, h, d, h, w, nil, h, n, eps)
 }
 
+// AddRMSNorm implements compute.Backend.
+func (b *Backend) AddRMSNorm(x, y, dst compute.Buffer, wt compute.Weight, n, dim int, eps float32) {
+	const op = "AddRMSNorm"
+	xs, ok1 := b.buf(op, x)
+	ys, ok2 := b.buf(op, y)
+	d, ok3 := b.buf(op, dst)
+	w, ok4 := b.wt(op, wt)
+	if !ok1 || !ok2 || !ok3 || !ok4 || dim <= 0 || n <= 0 || !b.span(op, "x", xs, 0, n*dim) || !b.span(op, "y", ys, 0, n*dim) ||
+		!b.span(op, "dst", d, 0, n*dim) {
+		return
+	}
+	if d == xs || d == ys {
+		b.failf("AddRMSNorm: dst aliases x or y")
+		return
+	}
+	if w.rows*w.cols != dim {
+		b.failf("AddRMSNorm: weight %s has %d elements for dim %d", w.name, w.rows*w.cols, dim)
+		return
+	}
+	wraw, ok := b.singleChunk(op, w)
+	if !ok {
+		return
+	}
+	gx, gy := grid(n)
+	b.dispatch("addnorm", []uint32{wgRow, uint32(w.dt)}, []*rawBuf{xs.raw, d.raw, wraw, ys.raw},
+		[]uint32{u32(n), u32(dim), f32(eps)}, gx, gy, 1)
+}
+
 // HeadRMSNorm implements compute.Backend.
 func (b *Backend) HeadRMSNorm(x compute.Buffer, h compute.Heads, n int, wt compute.Weight, eps float32) {
 	const op = "HeadRMSNorm"
