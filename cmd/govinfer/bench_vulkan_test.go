@@ -10,17 +10,24 @@ import (
 	"github.com/govinfer/govinfer/compute/vulkan"
 )
 
-// TestBenchVulkanBaseline checks that bench on the Vulkan backend uses the
-// device's copy bandwidth as its baseline.
-func TestBenchVulkanBaseline(t *testing.T) {
-	if be, err := vulkan.New(vulkan.Options{}); err != nil {
+// requireVulkan skips the test without a Vulkan device, or fails it under
+// GOVINFER_REQUIRE_VULKAN=1 (CI).
+func requireVulkan(t *testing.T) {
+	t.Helper()
+	be, err := vulkan.New(vulkan.Options{})
+	if err != nil {
 		if os.Getenv("GOVINFER_REQUIRE_VULKAN") == "1" {
 			t.Fatalf("GOVINFER_REQUIRE_VULKAN=1 but no Vulkan backend: %v", err)
 		}
 		t.Skipf("no Vulkan device: %v", err)
-	} else {
-		be.Close()
 	}
+	be.Close()
+}
+
+// TestBenchVulkanBaseline checks that bench on the Vulkan backend uses the
+// device's copy bandwidth as its baseline.
+func TestBenchVulkanBaseline(t *testing.T) {
+	requireVulkan(t)
 	dir := filepath.Join("..", "..", "testdata", "models", "tiny")
 	code, out, errOut := run(t, "", "bench", "--backend", "vulkan", "--model", dir, "--prompt", "8", "--gen", "2", "--repeat", "1", "--json")
 	if code != exitOK {
@@ -40,14 +47,7 @@ func TestBenchVulkanBaseline(t *testing.T) {
 // counts one embed, one argmax and a matvec per projection per token, and
 // --profile on the CPU backend is a usage error.
 func TestBenchProfile(t *testing.T) {
-	if be, err := vulkan.New(vulkan.Options{}); err != nil {
-		if os.Getenv("GOVINFER_REQUIRE_VULKAN") == "1" {
-			t.Fatalf("GOVINFER_REQUIRE_VULKAN=1 but no Vulkan backend: %v", err)
-		}
-		t.Skipf("no Vulkan device: %v", err)
-	} else {
-		be.Close()
-	}
+	requireVulkan(t)
 	dir := filepath.Join("..", "..", "testdata", "models", "tiny")
 	code, out, errOut := run(t, "", "bench", "--backend", "vulkan", "--model", dir, "--prompt", "8", "--gen", "3", "--repeat", "2", "--profile", "--json")
 	if code != exitOK {
