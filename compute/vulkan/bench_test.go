@@ -107,6 +107,7 @@ func BenchmarkMatMul(b *testing.B) {
 // Add), the overhead a model step pays per operation before the device
 // does any work.
 func BenchmarkRecord(b *testing.B) {
+	b.ReportAllocs()
 	bk, err := New(Options{})
 	if err != nil {
 		b.Skipf("no Vulkan device: %v", err)

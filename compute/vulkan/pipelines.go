@@ -68,7 +68,10 @@ func (p *pipelines) get(b *Backend, name string, spec []uint32) (vk.Pipeline, sh
 	if err != nil {
 		return vk.NullPipeline, shaders.Bindings{}, err
 	}
-	pl, res := b.fast.createPipeline(b, m, key.spec[:])
+	// A copy goes to C, so that key (looked up on every dispatch) stays
+	// on the stack.
+	spec2 := key.spec
+	pl, res := b.fast.createPipeline(b, m, spec2[:])
 	if err := vkErr(fmt.Sprintf("vkCreateComputePipelines %s %v", name, key.spec), res); err != nil {
 		return vk.NullPipeline, shaders.Bindings{}, err
 	}

@@ -137,3 +137,28 @@ func TestSpanSet(t *testing.T) {
 		t.Errorf("after merging: %v", ss.spans)
 	}
 }
+
+// TestRecordAllocs checks that recording a dispatch allocates nothing on
+// the Go heap once its pipeline exists: a decode step records hundreds.
+func TestRecordAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
+	b := newTestBackend(t, Options{})
+	defer b.Close()
+	x, err := b.NewBuffer(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := b.NewBuffer(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Add(x, y, 64)
+	if n := testing.AllocsPerRun(200, func() { b.Add(x, y, 64) }); n != 0 {
+		t.Errorf("recording an Add allocates %.1f times", n)
+	}
+	if err := b.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -52,6 +52,11 @@ type recorder struct {
 	// operation that conflicts with that work (reads what it writes, or
 	// writes what it reads or writes) gets a barrier first and independent
 	// operations run without one between them.
+	// Arguments of the dispatch being recorded, kept here because they go
+	// to C by pointer (locals would escape to the heap on every dispatch).
+	handles, sizes [numBindings]uint64
+	push           [pushBytes / 4]uint32
+
 	epoch       uint64
 	barriers    int // recorded since the recorder was made (tests)
 	dispatches  int // likewise
@@ -438,9 +443,9 @@ func (b *Backend) dispatchSpans(name string, spec []uint32, bufs []*rawBuf, span
 		b.failf("%s: %d bytes of push constants", name, len(push)*4)
 		return
 	}
-	var handles, sizes [numBindings]uint64
-	var raws [numBindings]*rawBuf
 	rc := &b.rec
+	handles, sizes := &rc.handles, &rc.sizes
+	var raws [numBindings]*rawBuf
 	hazard := false
 	for i := range handles {
 		r := b.dummy
@@ -473,7 +478,7 @@ func (b *Backend) dispatchSpans(name string, spec []uint32, bufs []*rawBuf, span
 	}
 	f := rc.cur
 	for {
-		res := b.fast.dispatch(b, f.descPools[f.descPool], pipe, &handles, &sizes, push, gx, gy, gz)
+		res := b.fast.dispatch(b, f.descPools[f.descPool], pipe, handles, sizes, rc.push[:copy(rc.push[:], push)], gx, gy, gz)
 		if res == vk.Success {
 			break
 		}
