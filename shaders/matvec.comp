@@ -15,6 +15,9 @@ layout(constant_id = 1) const uint DTYPE = DT_BF16;
 // the workgroup size over the subgroup size so each subgroup takes one row,
 // but any actual subgroup size is correct (subgroups loop over the rows).
 layout(constant_id = 2) const uint ROWS = 4;
+// UNROLL is how many 128-bit weight loads each lane issues per iteration
+// of the 16-bit path (more loads in flight; the GPU check compares 1 and 2).
+layout(constant_id = 3) const uint UNROLL = 1;
 
 layout(binding = 0) readonly buffer WS { uint w[]; };
 layout(binding = 1) readonly buffer WV { uvec4 w4[]; };
@@ -33,6 +36,17 @@ layout(push_constant) uniform P {
 } p;
 
 const uint NMAX = 8;
+
+// unpack8 converts the eight 16-bit weights of q to floats.
+void unpack8(uvec4 q, out vec4 lo, out vec4 hi) {
+	if (DTYPE == DT_BF16) {
+		lo = uintBitsToFloat(uvec4(q.x << 16, q.x & 0xffff0000u, q.y << 16, q.y & 0xffff0000u));
+		hi = uintBitsToFloat(uvec4(q.z << 16, q.z & 0xffff0000u, q.w << 16, q.w & 0xffff0000u));
+	} else {
+		lo = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
+		hi = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
+	}
+}
 
 void main() {
 	uint lane = gl_SubgroupInvocationID;
@@ -60,16 +74,28 @@ void main() {
 				uint nb = p.cols / 8u;
 				uint wb = r * nb;
 				uint xb = p.cols / 4u;
-				for (uint b = lane; b < nb; b += sg) {
-					uvec4 q = w4[wb + b];
-					vec4 lo, hi;
-					if (DTYPE == DT_BF16) {
-						lo = uintBitsToFloat(uvec4(q.x << 16, q.x & 0xffff0000u, q.y << 16, q.y & 0xffff0000u));
-						hi = uintBitsToFloat(uvec4(q.z << 16, q.z & 0xffff0000u, q.w << 16, q.w & 0xffff0000u));
-					} else {
-						lo = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
-						hi = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
+				uint b = lane;
+				// UNROLL loads per lane, all issued before any is used; then
+				// the remaining blocks one at a time.
+				for (; UNROLL > 1u && b + (UNROLL - 1u) * sg < nb; b += UNROLL * sg) {
+					uvec4 qs[4];
+					[[unroll]] for (uint u = 0; u < UNROLL; u++) {
+						qs[u] = w4[wb + b + u * sg];
 					}
+					[[unroll]] for (uint u = 0; u < UNROLL; u++) {
+						uint bu = b + u * sg;
+						vec4 lo, hi;
+						unpack8(qs[u], lo, hi);
+						[[unroll]] for (uint i = 0; i < NMAX; i++) {
+							if (i < p.n) {
+								acc[i] += dot(lo, x4[(xo >> 2) + i * xb + 2u * bu]) + dot(hi, x4[(xo >> 2) + i * xb + 2u * bu + 1u]);
+							}
+						}
+					}
+				}
+				for (; b < nb; b += sg) {
+					vec4 lo, hi;
+					unpack8(w4[wb + b], lo, hi);
 					[[unroll]] for (uint i = 0; i < NMAX; i++) {
 						if (i < p.n) {
 							acc[i] += dot(lo, x4[(xo >> 2) + i * xb + 2u * b]) + dot(hi, x4[(xo >> 2) + i * xb + 2u * b + 1u]);

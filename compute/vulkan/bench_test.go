@@ -58,6 +58,13 @@ func BenchmarkMatMul(b *testing.B) {
 		}{
 			{"cpu", false, func() (compute.Backend, error) { return cpu.New(cpu.Options{}), nil }},
 			{"vulkan", false, func() (compute.Backend, error) { return New(Options{}) }},
+			{"vulkan-unroll2", false, func() (compute.Backend, error) {
+				vb, err := New(Options{})
+				if err == nil {
+					vb.matvecUnroll = 2
+				}
+				return vb, err
+			}},
 			{"vulkan-tiled", true, func() (compute.Backend, error) {
 				return New(Options{TiledFrom: maxBatch + 1, NoCooperativeMatrix: true})
 			}},

@@ -53,6 +53,9 @@ type Backend struct {
 	maxBinding uint64 // largest buffer binding in bytes
 	chunkBytes uint64 // largest weight chunk in bytes (maxBinding unless lowered)
 	tiledFrom  int    // batch size from which MatMul uses the tiled shader
+	// matvecUnroll is the matvec shader's UNROLL (1 to 4): 128-bit weight
+	// loads per lane per iteration. 1 until a GPU measurement says more.
+	matvecUnroll int
 	// coopmat is the tile size (16 or 8) of the cooperative-matrix matmul
 	// shader the device runs (VK_KHR_cooperative_matrix, f16 inputs, f32
 	// accumulators), which MatMul then uses for the tiled products of f16
@@ -395,6 +398,7 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.tiledFrom = maxBatch + 1
+	b.matvecUnroll = 1
 	b.attnTarget = attnTargetGPU
 	b.deltaChunkMin = deltaChunkMinDefault
 	b.deltaScratchMax = min(b.maxBinding, deltaScratchCap)

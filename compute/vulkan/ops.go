@@ -242,7 +242,7 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 			rowsPerGroup := max(1, wgRow/int(b.sg.size))
 			gx, gy := grid((c.rows + rowsPerGroup - 1) / rowsPerGroup)
 			for i0 := 0; i0 < n; i0 += maxBatch {
-				b.dispatch("matvec", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup)}, []*rawBuf{c.raw, c.raw, xs.raw, xs.raw, d.raw},
+				b.dispatch("matvec", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup), u32(b.matvecUnroll)}, []*rawBuf{c.raw, c.raw, xs.raw, xs.raw, d.raw},
 					[]uint32{u32(c.rows), u32(w.cols), u32(min(maxBatch, n-i0)), u32(c.row0), u32(w.rows), vec, u32(i0)}, gx, gy, 1)
 			}
 		} else if w.f16 {

@@ -116,6 +116,20 @@ func TestConformanceTiled(t *testing.T) {
 	})
 }
 
+// TestConformanceMatvecUnroll runs the suite with the matvec shader
+// issuing 2 and 4 weight loads per lane per iteration.
+func TestConformanceMatvecUnroll(t *testing.T) {
+	for _, u := range []int{2, 4} {
+		t.Run(fmt.Sprintf("unroll%d", u), func(t *testing.T) {
+			computetest.Run(t, func(t *testing.T) compute.Backend {
+				b := newTestBackend(t, Options{})
+				b.matvecUnroll = u
+				return b
+			})
+		})
+	}
+}
+
 // TestConformanceSubmitEach runs the suite with every dispatch submitted
 // on its own, so every operation's inputs come from earlier submissions
 // and all frames cycle through reuse.
