@@ -207,7 +207,7 @@ if [ "$SKIP_TESTS" != 1 ]; then
 	done < <(awk '/^Benchmark/ {
 		name = substr($1, 10); sub(/-[0-9]+$/, "", name); rest = ""
 		for (i = 5; i < NF; i += 2) rest = rest sprintf(", %s %s", $i, $(i + 1))
-		printf "%-34s %.3f ms%s\n", name, $3 / 1e6, rest }' "$SCRATCH/kernels.txt")
+		printf "%-44s %.3f ms%s\n", name, $3 / 1e6, rest }' "$SCRATCH/kernels.txt")
 else
 	row "correctness tests" "skipped (SKIP_TESTS=1)"
 fi
