@@ -483,60 +483,6 @@ func (e *Env) matmulOne(dt compute.DType, n, rows, cols int) error {
 	return err
 }
 
-func testAddRMSNorm(e *Env) error {
-	for _, dt := range dtypes {
-		for _, sh := range [][2]int{{1, 1}, {1, 17}, {3, 64}, {2, 65}, {5, 1000}, {17, 256}, {2, 4096}} {
-			n, dim := sh[0], sh[1]
-			w, err := e.weight("norm", dt, 1, dim, e.normal(0.3))
-			if err != nil {
-				return err
-			}
-			x, err := e.randBuf(n*dim+1, 2) // the tails must stay untouched
-			if err != nil {
-				return err
-			}
-			y, err := e.randBuf(n*dim, 1)
-			if err != nil {
-				return err
-			}
-			dst, err := e.randBuf(n*dim+1, 1)
-			if err != nil {
-				return err
-			}
-			const eps = 1e-6
-			e.Ref.AddRMSNorm(x.ref, y.ref, dst.ref, w.ref, n, dim, eps)
-			e.DUT.AddRMSNorm(x.dut, y.dut, dst.dut, w.dut, n, dim, eps)
-			what := fmt.Sprintf("AddRMSNorm %v n=%d dim=%d", dt, n, dim)
-			// The sums are one float32 addition each: exact up to rounding.
-			sum := make([]float32, n*dim)
-			for i := range sum {
-				sum[i] = x.vals[i] + y.vals[i]
-			}
-			err = e.check(what+" sums", x, func(i int) float64 {
-				if i >= n*dim {
-					return 0
-				}
-				return unitRoundoff * (math.Abs(float64(x.vals[i])) + math.Abs(float64(y.vals[i])))
-			})
-			if err == nil {
-				err = e.check(what, dst, func(i int) float64 {
-					if i >= n*dim {
-						return 0
-					}
-					r := i / dim
-					inv := invRMS64(sum[r*dim:(r+1)*dim], eps)
-					return tol(math.Abs(float64(sum[i])*inv)*(1+math.Abs(w.vals[i%dim])), dim)
-				})
-			}
-			if err != nil {
-				return err
-			}
-			e.free(x, y, dst)
-		}
-	}
-	return nil
-}
-
 // headShapes are strided head layouts: heads of dim elements at HeadStride,
 // starting at Off, in rows of RowStride.
 var headShapes = []compute.Heads{
@@ -562,15 +508,33 @@ func invRMS64(v []float32, eps float64) float64 {
 	return 1 / math.Sqrt(ss/float64(len(v))+eps)
 }
 
-func testRMSNorm(e *Env) error {
+// rmsNormShapes are the [n, dim] shapes of the RMSNorm cases.
+var rmsNormShapes = [][2]int{{1, 1}, {1, 17}, {3, 64}, {2, 65}, {5, 1000}, {17, 256}, {2, 4096}}
+
+// rmsNormTol returns the tolerances of dst = rmsnorm(x) * (1 + w) for n
+// rows of dim (zero past them, where dst must stay untouched).
+func rmsNormTol(x []float32, w []float64, n, dim int, eps float64) func(int) float64 {
+	return func(i int) float64 {
+		if i >= n*dim {
+			return 0
+		}
+		r := i / dim
+		inv := invRMS64(x[r*dim:(r+1)*dim], eps)
+		return tol(math.Abs(float64(x[i])*inv)*(1+math.Abs(w[i%dim])), dim)
+	}
+}
+
+// eachRMSNorm calls fn with every dtype and shape of the RMSNorm cases, a
+// norm weight, an input of n*dim+1 elements and an output with one more.
+func (e *Env) eachRMSNorm(fn func(dt compute.DType, n, dim int, w wpair, x, dst pair) error) error {
 	for _, dt := range dtypes {
-		for _, sh := range [][2]int{{1, 1}, {1, 17}, {3, 64}, {2, 65}, {5, 1000}, {17, 256}, {2, 4096}} {
+		for _, sh := range rmsNormShapes {
 			n, dim := sh[0], sh[1]
 			w, err := e.weight("norm", dt, 1, dim, e.normal(0.3))
 			if err != nil {
 				return err
 			}
-			x, err := e.randBuf(n*dim, 2)
+			x, err := e.randBuf(n*dim+1, 2) // the tails must stay untouched
 			if err != nil {
 				return err
 			}
@@ -578,24 +542,51 @@ func testRMSNorm(e *Env) error {
 			if err != nil {
 				return err
 			}
-			const eps = 1e-6
-			e.Ref.RMSNorm(dst.ref, x.ref, w.ref, n, dim, eps)
-			e.DUT.RMSNorm(dst.dut, x.dut, w.dut, n, dim, eps)
-			err = e.check(fmt.Sprintf("RMSNorm %v n=%d dim=%d", dt, n, dim), dst, func(i int) float64 {
-				if i >= n*dim {
-					return 0
-				}
-				r := i / dim
-				inv := invRMS64(x.vals[r*dim:(r+1)*dim], eps)
-				return tol(math.Abs(float64(x.vals[i])*inv)*(1+math.Abs(w.vals[i%dim])), dim)
-			})
-			if err != nil {
+			if err := fn(dt, n, dim, w, x, dst); err != nil {
 				return err
 			}
 			e.free(x, dst)
 		}
 	}
 	return nil
+}
+
+func testRMSNorm(e *Env) error {
+	return e.eachRMSNorm(func(dt compute.DType, n, dim int, w wpair, x, dst pair) error {
+		const eps = 1e-6
+		e.Ref.RMSNorm(dst.ref, x.ref, w.ref, n, dim, eps)
+		e.DUT.RMSNorm(dst.dut, x.dut, w.dut, n, dim, eps)
+		return e.check(fmt.Sprintf("RMSNorm %v n=%d dim=%d", dt, n, dim), dst, rmsNormTol(x.vals, w.vals, n, dim, eps))
+	})
+}
+
+func testAddRMSNorm(e *Env) error {
+	return e.eachRMSNorm(func(dt compute.DType, n, dim int, w wpair, x, dst pair) error {
+		y, err := e.randBuf(n*dim, 1)
+		if err != nil {
+			return err
+		}
+		defer e.free(y)
+		const eps = 1e-6
+		e.Ref.AddRMSNorm(x.ref, y.ref, dst.ref, w.ref, n, dim, eps)
+		e.DUT.AddRMSNorm(x.dut, y.dut, dst.dut, w.dut, n, dim, eps)
+		what := fmt.Sprintf("AddRMSNorm %v n=%d dim=%d", dt, n, dim)
+		// The sums are one float32 addition each: exact up to rounding.
+		sum := make([]float32, n*dim)
+		for i := range sum {
+			sum[i] = x.vals[i] + y.vals[i]
+		}
+		err = e.check(what+" sums", x, func(i int) float64 {
+			if i >= n*dim {
+				return 0
+			}
+			return unitRoundoff * (math.Abs(float64(x.vals[i])) + math.Abs(float64(y.vals[i])))
+		})
+		if err != nil {
+			return err
+		}
+		return e.check(what, dst, rmsNormTol(sum, w.vals, n, dim, eps))
+	})
 }
 
 // headTol builds a tolerance map over every element of every head of n rows.
