@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -272,7 +273,7 @@ func addProfile(a, b []vulkan.ProfileEntry) []vulkan.ProfileEntry {
 		a[i].Count += e.Count
 		a[i].Time += e.Time
 	}
-	slices.SortStableFunc(a, func(x, y vulkan.ProfileEntry) int { return int(y.Time - x.Time) })
+	slices.SortStableFunc(a, func(x, y vulkan.ProfileEntry) int { return cmp.Compare(y.Time, x.Time) })
 	return a
 }
 

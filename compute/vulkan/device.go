@@ -353,7 +353,6 @@ func (b *Backend) init() error {
 		lim.MaxComputeSharedMemorySize >= 20<<10 && lim.MaxComputeWorkGroupInvocations >= 4*b.sg.size {
 		b.coopmat = coopmatTile(b.gipa, b.inst, b.phys)
 	}
-	b.coopmatShader = fmt.Sprintf("matmulcm%d", b.coopmat)
 	dev, err := createDevice(b.gipa, b.inst, b.phys, b.qfam, b.coopmat > 0)
 	if err != nil && b.coopmat > 0 {
 		// A driver that lists the extension and features but will not
@@ -365,6 +364,7 @@ func (b *Backend) init() error {
 	if err != nil {
 		return err
 	}
+	b.coopmatShader = fmt.Sprintf("matmulcm%d", b.coopmat)
 	b.dev = dev
 	var q vk.Queue
 	vk.GetDeviceQueue(b.dev, b.qfam, 0, &q)

@@ -47,16 +47,16 @@ type recorder struct {
 	// (profiling does, since its timestamps belong to one submission).
 	submitEvery int
 
-	// epoch counts the barriers recorded; a buffer's reads and writes hold
-	// the byte ranges work since the latest barrier reads and writes, so an
-	// operation that conflicts with that work (reads what it writes, or
-	// writes what it reads or writes) gets a barrier first and independent
-	// operations run without one between them.
 	// Arguments of the dispatch being recorded, kept here because they go
 	// to C by pointer (locals would escape to the heap on every dispatch).
 	handles, sizes [numBindings]uint64
 	push           [pushBytes / 4]uint32
 
+	// epoch counts the barriers recorded; a buffer's reads and writes hold
+	// the byte ranges work since the latest barrier reads and writes, so an
+	// operation that conflicts with that work (reads what it writes, or
+	// writes what it reads or writes) gets a barrier first and independent
+	// operations run without one between them.
 	epoch       uint64
 	barriers    int // recorded since the recorder was made (tests)
 	dispatches  int // likewise
@@ -298,18 +298,18 @@ func (rc *recorder) done(name string) {
 // wait blocks until every submitted command buffer completes (or ctx
 // ends, leaving work in flight), then recycles what that work used.
 func (rc *recorder) wait(ctx context.Context) error {
-	any := false
+	waited := false
 	for k := 0; k < numFrames; k++ {
 		// Oldest first: the frames after the next one to record.
 		f := &rc.frames[(rc.next+k)%numFrames]
 		if f.inflight {
-			any = true
+			waited = true
 			if err := rc.waitFrame(ctx, f); err != nil {
 				return err
 			}
 		}
 	}
-	if any && !rc.recording && rc.onIdle != nil {
+	if waited && !rc.recording && rc.onIdle != nil {
 		rc.onIdle()
 	}
 	return nil
@@ -445,35 +445,30 @@ func (b *Backend) dispatchSpans(name string, spec []uint32, bufs []*rawBuf, span
 	}
 	rc := &b.rec
 	handles, sizes := &rc.handles, &rc.sizes
-	var raws [numBindings]*rawBuf
+	// The buffers the shader accesses, with their ranges. The dummy stands
+	// in for bindings a shader does not touch in this dispatch (attention's
+	// partials without a split): never a hazard.
+	var tracked [numBindings]*rawBuf
+	var ranges [numBindings]span
+	copy(ranges[:], spans)
 	hazard := false
 	for i := range handles {
 		r := b.dummy
 		if i < len(bufs) && bufs[i] != nil {
 			r = bufs[i]
 		}
-		raws[i] = r
 		handles[i], sizes[i] = handle64(r.buf), r.size
-		var s span
-		if i < len(spans) {
-			s = spans[i]
-		}
-		// The dummy stands in for bindings a shader does not touch in this
-		// dispatch (attention's partials without a split): never a hazard.
-		if binds.Used&(1<<i) != 0 && r != b.dummy && rc.conflicts(r, s, binds.Written&(1<<i) != 0) {
-			hazard = true
+		if binds.Used&(1<<i) != 0 && r != b.dummy {
+			tracked[i] = r
+			hazard = hazard || rc.conflicts(r, ranges[i], binds.Written&(1<<i) != 0)
 		}
 	}
 	if hazard {
 		rc.fullBarrier()
 	}
-	for i, r := range raws {
-		if binds.Used&(1<<i) != 0 && r != b.dummy {
-			var s span
-			if i < len(spans) {
-				s = spans[i]
-			}
-			rc.access(r, s, binds.Written&(1<<i) != 0)
+	for i, r := range tracked {
+		if r != nil {
+			rc.access(r, ranges[i], binds.Written&(1<<i) != 0)
 		}
 	}
 	f := rc.cur
