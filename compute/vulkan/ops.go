@@ -218,9 +218,9 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 // MatMul implements compute.Backend, once per weight chunk: the matvec
 // shader for up to 8 inputs (decode) and the tiled shader above that
 // (prefill), on cooperative matrices where the device has them and the
-// weight is f16 or bf16 within f16's range. On CPU devices (lavapipe),
-// whose barriers are costly, larger batches run as matvec dispatches of 8
-// inputs instead.
+// weight is f16 or bf16 within f16's range. On CPU devices (lavapipe)
+// larger batches run as matvec dispatches of 8 inputs instead, unless
+// Options.TiledFrom says otherwise.
 func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	const op = "MatMul"
 	d, ok1 := b.buf(op, dst)

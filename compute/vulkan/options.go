@@ -64,7 +64,7 @@ type Options struct {
 	// TiledFrom, if positive, is the number of inputs from which MatMul
 	// runs the tiled matrix-matrix shaders rather than matrix-vector
 	// passes of 8 inputs. Zero picks per device: 9 on GPUs, never on CPU
-	// devices such as lavapipe, where the tiled shaders are slower.
+	// devices such as lavapipe.
 	TiledFrom int
 	// Profile times every operation on the device with timestamp queries;
 	// Profile returns the totals by shader. It adds a timestamp write per
