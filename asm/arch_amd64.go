@@ -30,22 +30,22 @@ func axpyAVX2(a float32, x, y *float32, n int)
 func scaleAVX2(a float32, x *float32, n int)
 
 //go:noescape
-func matVec4BF16AVX2(dst *float32, w *uint16, x *float32, groups, cols, n int)
+func matVec4BF16AVX2(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
-func matVec4F16AVX2(dst *float32, w *uint16, x *float32, groups, cols, n int)
+func matVec4F16AVX2(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
-func matVec4F32AVX2(dst *float32, w *float32, x *float32, groups, cols, n int)
+func matVec4F32AVX2(dst *float32, w *float32, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
-func matVec4BF16AVX512(dst *float32, w *uint16, x *float32, groups, cols, n int)
+func matVec4BF16AVX512(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
-func matVec4F16AVX512(dst *float32, w *uint16, x *float32, groups, cols, n int)
+func matVec4F16AVX512(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
-func matVec4F32AVX512(dst *float32, w *float32, x *float32, groups, cols, n int)
+func matVec4F32AVX512(dst *float32, w *float32, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
 func tileBF16AVX2(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
@@ -109,8 +109,8 @@ type simd struct {
 	lanes                 int
 	dotBF16, dotF16       func(w *uint16, x *float32, n int) float32
 	dotF32                func(w *float32, x *float32, n int) float32
-	mvBF16, mvF16         func(dst *float32, w *uint16, x *float32, groups, cols, n int)
-	mvF32                 func(dst *float32, w *float32, x *float32, groups, cols, n int)
+	mvBF16, mvF16         func(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
+	mvF32                 func(dst *float32, w *float32, x *float32, groups, cols, n, kblock int)
 	tileBF16, tileF16     func(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
 	tileF32               func(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int, k, nb int)
 	tileBB                func(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)

@@ -20,13 +20,13 @@ func axpyNEON(a float32, x, y *float32, n int)
 func scaleNEON(a float32, x *float32, n int)
 
 //go:noescape
-func matVec4BF16NEON(dst *float32, w *uint16, x *float32, groups, cols, n int)
+func matVec4BF16NEON(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
-func matVec4F16NEON(dst *float32, w *uint16, x *float32, groups, cols, n int)
+func matVec4F16NEON(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
-func matVec4F32NEON(dst *float32, w *float32, x *float32, groups, cols, n int)
+func matVec4F32NEON(dst *float32, w *float32, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
 func tileBF16NEON(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)

@@ -23,26 +23,41 @@ func dotTail[W, X any](f func(w *W, x *X, n int) float32, align int, twin func([
 }
 
 // matVec4 runs the four-row assembly routine mv over the rows in groups of four
-// and the columns up to a multiple of align, then finishes the remaining
-// columns and rows with dot (which takes any length).
-func matVec4[W any](mv func(dst *float32, w *W, x *float32, groups, cols, n int), align int,
+// and the columns up to a multiple of align, then adds the remaining columns
+// with dot (which takes any length). Every output, the last rows' included,
+// is summed exactly as the tiler sums one element of a matrix-matrix
+// product: per segment of kBlock columns, then the ragged columns. A
+// product's result for one input therefore depends neither on how many
+// inputs share the call nor on which other rows do.
+func matVec4[W any](mv func(dst *float32, w *W, x *float32, groups, cols, n, kblock int), align int,
 	dot func([]W, []float32) float32, dst []float32, w []W, rows, cols int, x []float32) {
 	groups := rows / 4
 	m := cols - cols%align
-	if groups > 0 {
-		if m > 0 {
-			mv(&dst[0], &w[0], &x[0], groups, cols, m)
-		} else {
-			clear(dst[:groups*4])
+	if m == 0 {
+		clear(dst[:rows])
+	} else {
+		if groups > 0 {
+			mv(&dst[0], &w[0], &x[0], groups, cols, m, kBlock)
 		}
-		if m < cols {
-			for r := range groups * 4 {
-				dst[r] += dot(w[r*cols+m:(r+1)*cols], x[m:cols])
+		switch rest := rows - groups*4; {
+		case rest > 0 && groups > 0:
+			// The last four rows again: each row's sum is the same in
+			// any group, so the rows computed twice get the same values.
+			mv(&dst[rows-4], &w[(rows-4)*cols], &x[0], 1, cols, m, kBlock)
+		case rest > 0:
+			// Fewer than four rows: each as a group of four copies of
+			// itself (a row stride of zero).
+			out := make([]float32, 4)
+			for r := range rows {
+				mv(&out[0], &w[r*cols], &x[0], 1, 0, m, kBlock)
+				dst[r] = out[0]
 			}
 		}
 	}
-	for r := groups * 4; r < rows; r++ {
-		dst[r] = dot(w[r*cols:(r+1)*cols], x[:cols])
+	if m < cols {
+		for r := range rows {
+			dst[r] += dot(w[r*cols+m:(r+1)*cols], x[m:cols])
+		}
 	}
 }
 
@@ -58,9 +73,14 @@ type tiler[W, X any] struct {
 	dot func([]W, []X) float32
 	// pad is the number of X elements that make 64 bytes.
 	pad int
-	// pool holds *[]X scratch buffers of nBlock*(kBlock+pad) elements for
-	// the repacked input blocks.
+	// pool holds the *tileScratch[X] of matMul calls.
 	pool *sync.Pool
+}
+
+// tileScratch is the memory of one matMul call.
+type tileScratch[X any] struct {
+	x   []X // nBlock*(kBlock+pad) elements: the repacked input block
+	out [4 * maxTileN]float32
 }
 
 // newTiler returns a tiler with its scratch pool.
@@ -68,7 +88,7 @@ func newTiler[W, X any](tile func(dst *float32, ldd int, w *W, ldw int, x *X, ld
 	maxN, align int, dot func([]W, []X) float32, pad int) *tiler[W, X] {
 	size := (nBlock + maxN) * (kBlock + pad)
 	return &tiler[W, X]{tile: tile, maxN: maxN, align: align, dot: dot, pad: pad,
-		pool: &sync.Pool{New: func() any { b := make([]X, size); return &b }}}
+		pool: &sync.Pool{New: func() any { return &tileScratch[X]{x: make([]X, size)} }}}
 }
 
 // Cache blocking of the tiled product: a block of kBlock columns of up to
@@ -86,16 +106,23 @@ const (
 // apart: input rows of a power-of-two length would otherwise all map to the
 // same L1 cache sets as each other and as the weight rows, and the tile's
 // ten streams would evict each other (measured 1.6x slower at 4096 columns).
+//
+// Every element is summed the same way, whatever n, rows and its place: per
+// segment of kBlock columns one accumulator per (row, input), reduced and
+// added in segment order, then the ragged columns with dot. The last rows%4
+// rows run through the tile as four copies of themselves (a weight stride of
+// zero). So one input's results do not depend on the other inputs of the
+// call, which prefill resumed at a cut point and batches of sequences rely on.
 func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []X, n int) {
 	rows4 := rows - rows%4
 	m := cols - cols%t.align
 	for i := range n {
-		clear(dst[i*ldd : i*ldd+rows4])
+		clear(dst[i*ldd : i*ldd+rows])
 	}
 	nb := max(t.maxN, nBlock-nBlock%t.maxN)
-	if rows4 > 0 && m > 0 {
-		bufp := t.pool.Get().(*[]X)
-		buf := *bufp
+	if m > 0 {
+		sc := t.pool.Get().(*tileScratch[X])
+		buf := sc.x
 		ldx := kBlock + t.pad
 		for k0 := 0; k0 < m; k0 += kBlock {
 			kb := min(kBlock, m-k0)
@@ -109,21 +136,37 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []
 						t.tile(&dst[i*ldd+r], ldd, &w[r*cols+k0], cols, &buf[(i-i0)*ldx], ldx, kb, min(t.maxN, i1-i))
 					}
 				}
+				for r := rows4; r < rows; r++ {
+					for i := i0; i < i1; i += t.maxN {
+						t.rowTile(&sc.out, dst[i*ldd+r:], ldd, &w[r*cols+k0], &buf[(i-i0)*ldx], ldx, kb, min(t.maxN, i1-i))
+					}
+				}
 			}
 		}
-		t.pool.Put(bufp)
+		t.pool.Put(sc)
 	}
 	if m < cols {
-		for r := range rows4 {
+		for r := range rows {
 			for i := range n {
 				dst[i*ldd+r] += t.dot(w[r*cols+m:(r+1)*cols], x[i*cols+m:(i+1)*cols])
 			}
 		}
 	}
-	for r := rows4; r < rows; r++ {
-		for i := range n {
-			dst[i*ldd+r] = t.dot(w[r*cols:(r+1)*cols], x[i*cols:(i+1)*cols])
-		}
+}
+
+// maxTileN bounds the inputs of every tile kernel.
+const maxTileN = 8
+
+// rowTile adds one weight row's products with nb inputs to dst[j*ldd],
+// running the tile on four copies of the row so the sums are those of any
+// row of a full tile. out is scratch.
+func (t *tiler[W, X]) rowTile(out *[4 * maxTileN]float32, dst []float32, ldd int, w *W, x *X, ldx, k, nb int) {
+	for j := range nb {
+		out[4*j] = dst[j*ldd]
+	}
+	t.tile(&out[0], 4, w, 0, x, ldx, k, nb)
+	for j := range nb {
+		dst[j*ldd] = out[4*j]
 	}
 }
 

@@ -4,67 +4,34 @@
 
 #include "textflag.h"
 
-// func matVec4BF16AVX512(dst *float32, w *uint16, x *float32, groups, cols, n int)
-// Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups.
-// Requires groups > 0 and n a positive multiple of 16.
-TEXT ·matVec4BF16AVX512(SB), NOSPLIT, $0-48
+// func matVec4BF16AVX512(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
+// Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups, summed per segment of kblock columns.
+// Requires groups > 0 and n and kblock positive multiples of 16.
+TEXT ·matVec4BF16AVX512(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ x+16(FP), DX
 	MOVQ groups+24(FP), CX
 	MOVQ cols+32(FP), R8
 	MOVQ n+40(FP), R9
+	MOVQ kblock+48(FP), R14
 	SHLQ $1, R8
-	MOVQ R9, BX
-	ANDQ $-32, BX
 group:
 	MOVQ SI, R10
 	LEAQ (R10)(R8*1), R11
 	LEAQ (R11)(R8*1), R12
 	LEAQ (R12)(R8*1), R13
+	VXORPS X14, X14, X14
+	XORQ AX, AX
+segment:
+	LEAQ (AX)(R14*1), BX
+	CMPQ BX, R9
+	CMOVQGT R9, BX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	XORQ AX, AX
-loop2:
-	CMPQ AX, BX
-	JAE loop1
-	VMOVUPS (DX)(AX*4), Z12
-	VMOVUPS 64(DX)(AX*4), Z13
-	VPMOVZXWD (R10)(AX*2), Z8
-	VPSLLD $16, Z8, Z8
-	VFMADD231PS Z12, Z8, Z0
-	VPMOVZXWD 32(R10)(AX*2), Z8
-	VPSLLD $16, Z8, Z8
-	VFMADD231PS Z13, Z8, Z4
-	VPMOVZXWD (R11)(AX*2), Z9
-	VPSLLD $16, Z9, Z9
-	VFMADD231PS Z12, Z9, Z1
-	VPMOVZXWD 32(R11)(AX*2), Z9
-	VPSLLD $16, Z9, Z9
-	VFMADD231PS Z13, Z9, Z5
-	VPMOVZXWD (R12)(AX*2), Z10
-	VPSLLD $16, Z10, Z10
-	VFMADD231PS Z12, Z10, Z2
-	VPMOVZXWD 32(R12)(AX*2), Z10
-	VPSLLD $16, Z10, Z10
-	VFMADD231PS Z13, Z10, Z6
-	VPMOVZXWD (R13)(AX*2), Z11
-	VPSLLD $16, Z11, Z11
-	VFMADD231PS Z12, Z11, Z3
-	VPMOVZXWD 32(R13)(AX*2), Z11
-	VPSLLD $16, Z11, Z11
-	VFMADD231PS Z13, Z11, Z7
-	ADDQ $32, AX
-	JMP loop2
-loop1:
-	CMPQ AX, R9
-	JAE reduce
+loop:
 	VMOVUPS (DX)(AX*4), Z12
 	VPMOVZXWD (R10)(AX*2), Z8
 	VPSLLD $16, Z8, Z8
@@ -79,12 +46,8 @@ loop1:
 	VPSLLD $16, Z11, Z11
 	VFMADD231PS Z12, Z11, Z3
 	ADDQ $16, AX
-	JMP loop1
-reduce:
-	VADDPS Z4, Z0, Z0
-	VADDPS Z5, Z1, Z1
-	VADDPS Z6, Z2, Z2
-	VADDPS Z7, Z3, Z3
+	CMPQ AX, BX
+	JB loop
 	VEXTRACTF64X4 $1, Z0, Y8
 	VADDPS Y8, Y0, Y0
 	VEXTRACTF64X4 $1, Z1, Y8
@@ -104,7 +67,10 @@ reduce:
 	VADDPS Y11, Y10, Y10
 	VEXTRACTF32X4 $1, Y10, X11
 	VADDPS X11, X10, X10
-	VMOVUPS X10, (DI)
+	VADDPS X10, X14, X14
+	CMPQ AX, R9
+	JB segment
+	VMOVUPS X14, (DI)
 	ADDQ $16, DI
 	LEAQ (R13)(R8*1), SI
 	DECQ CX

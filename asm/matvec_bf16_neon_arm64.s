@@ -4,17 +4,19 @@
 
 #include "textflag.h"
 
-// func matVec4BF16NEON(dst *float32, w *uint16, x *float32, groups, cols, n int)
-// Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups.
-// Requires groups > 0 and n a positive multiple of 8.
-TEXT ·matVec4BF16NEON(SB), NOSPLIT, $0-48
+// func matVec4BF16NEON(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
+// Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups, summed per segment of kblock columns.
+// Requires groups > 0 and n and kblock positive multiples of 8.
+TEXT ·matVec4BF16NEON(SB), NOSPLIT, $0-56
 	MOVD dst+0(FP), R0
 	MOVD w+8(FP), R1
 	MOVD x+16(FP), R2
 	MOVD groups+24(FP), R3
 	MOVD cols+32(FP), R4
 	MOVD n+40(FP), R5
+	MOVD kblock+48(FP), R13
 	LSL $1, R4, R4
+	LSR $3, R13, R13
 	VEOR V31.B16, V31.B16, V31.B16
 group:
 	MOVD R1, R6
@@ -23,46 +25,46 @@ group:
 	ADD R4, R8, R9
 	MOVD R2, R10
 	LSR $3, R5, R11
+	VEOR V5.B16, V5.B16, V5.B16
+segment:
+	MOVD R13, R14
+	CMP R11, R14
+	CSEL GT, R11, R14, R14
+	SUB R14, R11, R11
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
 	VEOR V3.B16, V3.B16, V3.B16
-	VEOR V4.B16, V4.B16, V4.B16
-	VEOR V5.B16, V5.B16, V5.B16
-	VEOR V6.B16, V6.B16, V6.B16
-	VEOR V7.B16, V7.B16, V7.B16
 loop:
 	VLD1.P 32(R10), [V24.S4, V25.S4]
 	VLD1.P 16(R6), [V16.H8]
 	VZIP1 V16.H8, V31.H8, V20.H8
 	VZIP2 V16.H8, V31.H8, V21.H8
 	VFMLA V20.S4, V24.S4, V0.S4
-	VFMLA V21.S4, V25.S4, V4.S4
+	VFMLA V21.S4, V25.S4, V0.S4
 	VLD1.P 16(R7), [V16.H8]
 	VZIP1 V16.H8, V31.H8, V20.H8
 	VZIP2 V16.H8, V31.H8, V21.H8
 	VFMLA V20.S4, V24.S4, V1.S4
-	VFMLA V21.S4, V25.S4, V5.S4
+	VFMLA V21.S4, V25.S4, V1.S4
 	VLD1.P 16(R8), [V16.H8]
 	VZIP1 V16.H8, V31.H8, V20.H8
 	VZIP2 V16.H8, V31.H8, V21.H8
 	VFMLA V20.S4, V24.S4, V2.S4
-	VFMLA V21.S4, V25.S4, V6.S4
+	VFMLA V21.S4, V25.S4, V2.S4
 	VLD1.P 16(R9), [V16.H8]
 	VZIP1 V16.H8, V31.H8, V20.H8
 	VZIP2 V16.H8, V31.H8, V21.H8
 	VFMLA V20.S4, V24.S4, V3.S4
-	VFMLA V21.S4, V25.S4, V7.S4
-	SUB $1, R11, R11
-	CBNZ R11, loop
-	WORD $0x4e24d400 // FADD V0.4S, V0.4S, V4.4S
-	WORD $0x4e25d421 // FADD V1.4S, V1.4S, V5.4S
-	WORD $0x4e26d442 // FADD V2.4S, V2.4S, V6.4S
-	WORD $0x4e27d463 // FADD V3.4S, V3.4S, V7.4S
-	WORD $0x6e21d400 // FADDP V0.4S, V0.4S, V1.4S
-	WORD $0x6e23d442 // FADDP V2.4S, V2.4S, V3.4S
-	WORD $0x6e22d400 // FADDP V0.4S, V0.4S, V2.4S
-	VST1.P [V0.S4], 16(R0)
+	VFMLA V21.S4, V25.S4, V3.S4
+	SUB $1, R14, R14
+	CBNZ R14, loop
+	WORD $0x6e21d406 // FADDP V6.4S, V0.4S, V1.4S
+	WORD $0x6e23d447 // FADDP V7.4S, V2.4S, V3.4S
+	WORD $0x6e27d4c6 // FADDP V6.4S, V6.4S, V7.4S
+	WORD $0x4e26d4a5 // FADD V5.4S, V5.4S, V6.4S
+	CBNZ R11, segment
+	VST1.P [V5.S4], 16(R0)
 	ADD R4<<2, R1, R1
 	SUB $1, R3, R3
 	CBNZ R3, group

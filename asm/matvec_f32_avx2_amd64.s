@@ -4,59 +4,34 @@
 
 #include "textflag.h"
 
-// func matVec4F32AVX2(dst *float32, w *float32, x *float32, groups, cols, n int)
-// Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups.
-// Requires groups > 0 and n a positive multiple of 8.
-TEXT ·matVec4F32AVX2(SB), NOSPLIT, $0-48
+// func matVec4F32AVX2(dst *float32, w *float32, x *float32, groups, cols, n, kblock int)
+// Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups, summed per segment of kblock columns.
+// Requires groups > 0 and n and kblock positive multiples of 8.
+TEXT ·matVec4F32AVX2(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ x+16(FP), DX
 	MOVQ groups+24(FP), CX
 	MOVQ cols+32(FP), R8
 	MOVQ n+40(FP), R9
+	MOVQ kblock+48(FP), R14
 	SHLQ $2, R8
-	MOVQ R9, BX
-	ANDQ $-16, BX
 group:
 	MOVQ SI, R10
 	LEAQ (R10)(R8*1), R11
 	LEAQ (R11)(R8*1), R12
 	LEAQ (R12)(R8*1), R13
+	VXORPS X14, X14, X14
+	XORQ AX, AX
+segment:
+	LEAQ (AX)(R14*1), BX
+	CMPQ BX, R9
+	CMOVQGT R9, BX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	XORQ AX, AX
-loop2:
-	CMPQ AX, BX
-	JAE loop1
-	VMOVUPS (DX)(AX*4), Y12
-	VMOVUPS 32(DX)(AX*4), Y13
-	VMOVUPS (R10)(AX*4), Y8
-	VFMADD231PS Y12, Y8, Y0
-	VMOVUPS 32(R10)(AX*4), Y8
-	VFMADD231PS Y13, Y8, Y4
-	VMOVUPS (R11)(AX*4), Y9
-	VFMADD231PS Y12, Y9, Y1
-	VMOVUPS 32(R11)(AX*4), Y9
-	VFMADD231PS Y13, Y9, Y5
-	VMOVUPS (R12)(AX*4), Y10
-	VFMADD231PS Y12, Y10, Y2
-	VMOVUPS 32(R12)(AX*4), Y10
-	VFMADD231PS Y13, Y10, Y6
-	VMOVUPS (R13)(AX*4), Y11
-	VFMADD231PS Y12, Y11, Y3
-	VMOVUPS 32(R13)(AX*4), Y11
-	VFMADD231PS Y13, Y11, Y7
-	ADDQ $16, AX
-	JMP loop2
-loop1:
-	CMPQ AX, R9
-	JAE reduce
+loop:
 	VMOVUPS (DX)(AX*4), Y12
 	VMOVUPS (R10)(AX*4), Y8
 	VFMADD231PS Y12, Y8, Y0
@@ -67,12 +42,8 @@ loop1:
 	VMOVUPS (R13)(AX*4), Y11
 	VFMADD231PS Y12, Y11, Y3
 	ADDQ $8, AX
-	JMP loop1
-reduce:
-	VADDPS Y4, Y0, Y0
-	VADDPS Y5, Y1, Y1
-	VADDPS Y6, Y2, Y2
-	VADDPS Y7, Y3, Y3
+	CMPQ AX, BX
+	JB loop
 	VUNPCKLPS Y1, Y0, Y8
 	VUNPCKHPS Y1, Y0, Y9
 	VADDPS Y9, Y8, Y8
@@ -84,7 +55,10 @@ reduce:
 	VADDPS Y11, Y10, Y10
 	VEXTRACTF128 $1, Y10, X11
 	VADDPS X11, X10, X10
-	VMOVUPS X10, (DI)
+	VADDPS X10, X14, X14
+	CMPQ AX, R9
+	JB segment
+	VMOVUPS X14, (DI)
 	ADDQ $16, DI
 	LEAQ (R13)(R8*1), SI
 	DECQ CX

@@ -88,18 +88,25 @@ func armDot(g *gen, e elem) {
 	g.l("RET")
 }
 
+// armMatVec4 emits the decode product over groups of four weight rows,
+// summing each row in the order armTile sums one (row, input) pair: per
+// segment of kblock columns, one float32x4 accumulator takes the low then
+// the high four columns of every step of eight, and the segment's FADDP
+// reduction is added to the row's running sum.
 func armMatVec4(g *gen, e elem) {
 	name := "matVec4" + e.name + "NEON"
-	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, w *%s, x *float32, groups, cols, n int)\n"+
-		"Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups.\n"+
-		"Requires groups > 0 and n a positive multiple of 8.", name, goType(e)))
+	g.text(name, "$0-56", fmt.Sprintf("func %s(dst *float32, w *%s, x *float32, groups, cols, n, kblock int)\n"+
+		"Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups, summed per segment of kblock columns.\n"+
+		"Requires groups > 0 and n and kblock positive multiples of 8.", name, goType(e)))
 	g.l("MOVD dst+0(FP), R0")
 	g.l("MOVD w+8(FP), R1")
 	g.l("MOVD x+16(FP), R2")
 	g.l("MOVD groups+24(FP), R3")
 	g.l("MOVD cols+32(FP), R4")
 	g.l("MOVD n+40(FP), R5")
+	g.l("MOVD kblock+48(FP), R13")
 	g.l("LSL $%d, R4, R4", e.shift)
+	g.l("LSR $3, R13, R13")
 	armZero(g, 31)
 	g.label("group")
 	g.l("MOVD R1, R6")
@@ -108,23 +115,29 @@ func armMatVec4(g *gen, e elem) {
 	g.l("ADD R4, R8, R9")
 	g.l("MOVD R2, R10")
 	g.l("LSR $3, R5, R11")
-	armZero(g, 0, 1, 2, 3, 4, 5, 6, 7)
+	armZero(g, 5)
+	g.label("segment")
+	// R14 = min(kblock/8, steps left) steps in this segment.
+	g.l("MOVD R13, R14")
+	g.l("CMP R11, R14")
+	g.l("CSEL GT, R11, R14, R14")
+	g.l("SUB R14, R11, R11")
+	armZero(g, 0, 1, 2, 3)
 	g.label("loop")
 	g.l("VLD1.P 32(R10), [V24.S4, V25.S4]")
 	for r, p := range []string{"R6", "R7", "R8", "R9"} {
 		armLoad8(g, e, p, 20, 21)
 		g.l("VFMLA V20.S4, V24.S4, V%d.S4", r)
-		g.l("VFMLA V21.S4, V25.S4, V%d.S4", 4+r)
+		g.l("VFMLA V21.S4, V25.S4, V%d.S4", r)
 	}
-	g.l("SUB $1, R11, R11")
-	g.l("CBNZ R11, loop")
-	for r := range 4 {
-		faddv(g, r, r, 4+r)
-	}
-	faddp(g, 0, 0, 1)
-	faddp(g, 2, 2, 3)
-	faddp(g, 0, 0, 2)
-	g.l("VST1.P [V0.S4], 16(R0)")
+	g.l("SUB $1, R14, R14")
+	g.l("CBNZ R14, loop")
+	faddp(g, 6, 0, 1)
+	faddp(g, 7, 2, 3)
+	faddp(g, 6, 6, 7)
+	faddv(g, 5, 5, 6)
+	g.l("CBNZ R11, segment")
+	g.l("VST1.P [V5.S4], 16(R0)")
 	g.l("ADD R4<<2, R1, R1")
 	g.l("SUB $1, R3, R3")
 	g.l("CBNZ R3, group")

@@ -219,57 +219,53 @@ func goType(e elem) string {
 	return "uint16"
 }
 
+// x86MatVec4 emits the decode product over groups of four weight rows. Each
+// row's dot product is summed in the same order as the tile kernels sum one
+// (row, input) pair, so that a matrix-vector product and any column of a
+// matrix-matrix product agree bit for bit: the columns are cut into segments
+// of kblock, each segment is accumulated in one vector register, one lane
+// group per step, reduced with reduce4 and added to the row's running sum.
 func x86MatVec4(g *gen, a x86, e elem) {
 	name := "matVec4" + e.name + a.name
-	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, w *%s, x *float32, groups, cols, n int)\n"+
-		"Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups.\n"+
-		"Requires groups > 0 and n a positive multiple of %d.", name, goType(e), a.lanes))
+	g.text(name, "$0-56", fmt.Sprintf("func %s(dst *float32, w *%s, x *float32, groups, cols, n, kblock int)\n"+
+		"Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c] for r < 4*groups, summed per segment of kblock columns.\n"+
+		"Requires groups > 0 and n and kblock positive multiples of %d.", name, goType(e), a.lanes))
 	g.l("MOVQ dst+0(FP), DI")
 	g.l("MOVQ w+8(FP), SI")
 	g.l("MOVQ x+16(FP), DX")
 	g.l("MOVQ groups+24(FP), CX")
 	g.l("MOVQ cols+32(FP), R8")
 	g.l("MOVQ n+40(FP), R9")
+	g.l("MOVQ kblock+48(FP), R14")
 	g.l("SHLQ $%d, R8", e.shift)
-	g.l("MOVQ R9, BX")
-	g.l("ANDQ $-%d, BX", 2*a.lanes)
 	rows := []string{"R10", "R11", "R12", "R13"}
 	g.label("group")
 	g.l("MOVQ SI, R10")
 	g.l("LEAQ (R10)(R8*1), R11")
 	g.l("LEAQ (R11)(R8*1), R12")
 	g.l("LEAQ (R12)(R8*1), R13")
-	a.zero(g, a.r(0), a.r(1), a.r(2), a.r(3), a.r(4), a.r(5), a.r(6), a.r(7))
+	g.l("VXORPS X14, X14, X14")
 	g.l("XORQ AX, AX")
-	g.label("loop2")
-	g.l("CMPQ AX, BX")
-	g.l("JAE loop1")
-	g.l("VMOVUPS (DX)(AX*4), %s", a.r(12))
-	g.l("VMOVUPS %d(DX)(AX*4), %s", a.lanes*4, a.r(13))
-	for r, p := range rows {
-		a.load(g, e, fmt.Sprintf("(%s)(AX*%d)", p, e.size), a.r(8+r))
-		g.l("VFMADD231PS %s, %s, %s", a.r(12), a.r(8+r), a.r(r))
-		a.load(g, e, fmt.Sprintf("%d(%s)(AX*%d)", a.lanes*e.size, p, e.size), a.r(8+r))
-		g.l("VFMADD231PS %s, %s, %s", a.r(13), a.r(8+r), a.r(4+r))
-	}
-	g.l("ADDQ $%d, AX", 2*a.lanes)
-	g.l("JMP loop2")
-	g.label("loop1")
-	g.l("CMPQ AX, R9")
-	g.l("JAE reduce")
+	g.label("segment")
+	// BX = min(AX+kblock, n), the end of this segment.
+	g.l("LEAQ (AX)(R14*1), BX")
+	g.l("CMPQ BX, R9")
+	g.l("CMOVQGT R9, BX")
+	a.zero(g, a.r(0), a.r(1), a.r(2), a.r(3))
+	g.label("loop")
 	g.l("VMOVUPS (DX)(AX*4), %s", a.r(12))
 	for r, p := range rows {
 		a.load(g, e, fmt.Sprintf("(%s)(AX*%d)", p, e.size), a.r(8+r))
 		g.l("VFMADD231PS %s, %s, %s", a.r(12), a.r(8+r), a.r(r))
 	}
 	g.l("ADDQ $%d, AX", a.lanes)
-	g.l("JMP loop1")
-	g.label("reduce")
-	for r := range 4 {
-		g.l("VADDPS %s, %s, %s", a.r(4+r), a.r(r), a.r(r))
-	}
+	g.l("CMPQ AX, BX")
+	g.l("JB loop")
 	a.reduce4(g, [4]int{0, 1, 2, 3}, [4]int{8, 9, 10, 11})
-	g.l("VMOVUPS X10, (DI)")
+	g.l("VADDPS X10, X14, X14")
+	g.l("CMPQ AX, R9")
+	g.l("JB segment")
+	g.l("VMOVUPS X14, (DI)")
 	g.l("ADDQ $16, DI")
 	g.l("LEAQ (R13)(R8*1), SI")
 	g.l("DECQ CX")

@@ -1,0 +1,111 @@
+package asm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestMatMulBatchInvariant checks that a matrix product's result for one
+// input does not depend on the other inputs of the call: every column of a
+// MatMul over n inputs equals, bit for bit, the MatMul of that input alone
+// (the matrix-vector path), of any run of inputs that contains it, and
+// MatVec, and that it does not depend on the other weight rows either: a
+// product over any run of rows gives those rows' results bit for bit.
+// Prefill that resumes from a cut point, and sequences batched with
+// others, rely on it to reproduce a cold single-sequence run exactly.
+func TestMatMulBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	shapes := []struct{ rows, cols int }{
+		{1, 8}, {3, 24}, {4, 7}, {5, 64}, {8, 257}, {13, 100}, {36, 512},
+		{12, kBlock}, {9, kBlock + 8}, {7, 2*kBlock + 40},
+	}
+	const n = 19
+	for _, k := range kernelSets(t) {
+		for _, s := range shapes {
+			x := randF32(r, n*s.cols)
+			wb := randU16(r, kinds[0], s.rows*s.cols)
+			wh := randU16(r, kinds[1], s.rows*s.cols)
+			wf := randF32(r, s.rows*s.cols)
+			type product struct {
+				name string
+				mm   func(dst []float32, x []float32, n int) error
+				mv   func(dst []float32, x []float32) error
+				// mmRows computes rows [a, b) only, into dst[i*ldd+a:].
+				mmRows func(dst []float32, ldd, a, b int, x []float32, n int) error
+			}
+			products := []product{
+				{"BF16", func(d, x []float32, n int) error { return k.MatMulBF16(d, s.rows, wb, s.rows, s.cols, x, n) },
+					func(d, x []float32) error { return k.MatVecBF16(d, wb, s.rows, s.cols, x) },
+					func(d []float32, ldd, a, b int, x []float32, n int) error {
+						return k.MatMulBF16(d[a:], ldd, wb[a*s.cols:b*s.cols], b-a, s.cols, x, n)
+					}},
+				{"F16", func(d, x []float32, n int) error { return k.MatMulF16(d, s.rows, wh, s.rows, s.cols, x, n) },
+					func(d, x []float32) error { return k.MatVecF16(d, wh, s.rows, s.cols, x) },
+					func(d []float32, ldd, a, b int, x []float32, n int) error {
+						return k.MatMulF16(d[a:], ldd, wh[a*s.cols:b*s.cols], b-a, s.cols, x, n)
+					}},
+				{"F32", func(d, x []float32, n int) error { return k.MatMulF32(d, s.rows, wf, s.rows, s.cols, x, n) },
+					func(d, x []float32) error { return k.MatVecF32(d, wf, s.rows, s.cols, x) },
+					func(d []float32, ldd, a, b int, x []float32, n int) error {
+						return k.MatMulF32(d[a:], ldd, wf[a*s.cols:b*s.cols], b-a, s.cols, x, n)
+					}},
+			}
+			for _, p := range products {
+				what := fmt.Sprintf("%s %s %dx%d", k.Name(), p.name, s.rows, s.cols)
+				all := make([]float32, n*s.rows)
+				if err := p.mm(all, x, n); err != nil {
+					t.Fatal(err)
+				}
+				// Runs [i, j) of the inputs, including single inputs.
+				for _, run := range [][2]int{{0, 1}, {5, 6}, {n - 1, n}, {1, 4}, {2, 9}, {3, n}, {7, 15}} {
+					i, j := run[0], run[1]
+					got := make([]float32, (j-i)*s.rows)
+					if err := p.mm(got, x[i*s.cols:j*s.cols], j-i); err != nil {
+						t.Fatal(err)
+					}
+					for q := i; q < j; q++ {
+						sameBits(t, fmt.Sprintf("%s MatMul of inputs [%d,%d)", what, i, j), q,
+							got[(q-i)*s.rows:(q-i+1)*s.rows], all[q*s.rows:(q+1)*s.rows])
+					}
+				}
+				for q := range n {
+					got := make([]float32, s.rows)
+					if err := p.mv(got, x[q*s.cols:(q+1)*s.cols]); err != nil {
+						t.Fatal(err)
+					}
+					sameBits(t, what+" MatVec", q, got, all[q*s.rows:(q+1)*s.rows])
+				}
+				// Runs of weight rows, as the workers' shares of a product.
+				for _, run := range [][2]int{{0, 1}, {s.rows - 1, s.rows}, {1, s.rows}, {0, s.rows - 1}, {s.rows / 3, s.rows/3 + 5}} {
+					a, b := run[0], min(run[1], s.rows)
+					if a >= b {
+						continue
+					}
+					for _, m := range []int{1, 2, n} {
+						got := make([]float32, m*s.rows)
+						if err := p.mmRows(got, s.rows, a, b, x, m); err != nil {
+							t.Fatal(err)
+						}
+						for q := range m {
+							sameBits(t, fmt.Sprintf("%s rows [%d,%d) of %d inputs", what, a, b, m), q,
+								got[q*s.rows+a:q*s.rows+b], all[q*s.rows+a:q*s.rows+b])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// sameBits fails unless got and want are identical bit for bit.
+func sameBits(t *testing.T, what string, input int, got, want []float32) {
+	t.Helper()
+	for r := range want {
+		if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
+			t.Fatalf("%s: input %d row %d: %v (%#x), with all inputs %v (%#x)", what, input, r,
+				got[r], math.Float32bits(got[r]), want[r], math.Float32bits(want[r]))
+		}
+	}
+}
