@@ -24,6 +24,11 @@ const (
 	attnRows = 128
 	// attnKeys is the number of cache positions of a key block.
 	attnKeys = 64
+	// attnChunk is the multiple of positions at which a sequence's new
+	// tokens are cut into pieces that are each evaluated on their own: the
+	// delta rule's chunk, so that prefill cut at its multiples reproduces
+	// one pass exactly.
+	attnChunk = deltaChunk
 )
 
 // CausalAttention implements compute.Backend. The new keys and values go
@@ -31,8 +36,9 @@ const (
 //
 //	out = softmax(q · Kᵀ * Scale over positions 0..pos) · V
 //
-// with query head h reading KV head h / (Heads / KVHeads). Sequences of
-// attnBlockMin new tokens or more (prompts) run as blocks of matrix products
+// with query head h reading KV head h / (Heads / KVHeads). A sequence's new
+// tokens are cut into pieces at multiples of attnChunk positions. Pieces of
+// attnBlockMin tokens or more (prompts) run as blocks of matrix products
 // (see attendBlock). Shorter ones (decode) run one job per (token, KV head)
 // that serves all the query heads of that KV head, so each cached key and
 // value is read once per group: scores are dot products and the weighted
@@ -54,39 +60,48 @@ func (b *Backend) CausalAttention(ps []compute.Attention) {
 		if p.N <= 0 || p.Q.Count <= 0 {
 			continue
 		}
-		v := b.view(*p)
-		nkv, group, dim := p.K.Count, v.group, v.dim
-		if p.N >= attnBlockMin {
-			bq := max(1, attnRows/group) // tokens per block
-			for t0 := 0; t0 < p.N; t0 += bq {
-				t1 := min(p.N, t0+bq)
-				cost := 2 * int64((t1-t0)*group) * int64(p.Pos+t1) * int64(dim)
-				for kvh := 0; kvh < nkv; kvh++ {
-					jobs = append(jobs, attnJob{seq: len(seqs), blocked: true, kvh: kvh, t: t0, t1: t1, cost: cost})
-					total += cost
+		// Pieces of the new tokens that end at multiples of attnChunk
+		// positions: each piece's form and splits depend on the piece
+		// alone, not on the rest of the call.
+		for a := 0; a < p.N; {
+			e := min(p.N, a+attnChunk-(p.Pos+a)%attnChunk)
+			piece := *p
+			piece.Q, piece.Pos, piece.N, piece.OutRow = p.Q.Rows(a), p.Pos+a, e-a, p.OutRow+a
+			a = e
+			v := b.view(piece)
+			nkv, group, dim := piece.K.Count, v.group, v.dim
+			if piece.N >= attnBlockMin {
+				bq := max(1, attnRows/group) // tokens per block
+				for t0 := 0; t0 < piece.N; t0 += bq {
+					t1 := min(piece.N, t0+bq)
+					cost := 2 * int64((t1-t0)*group) * int64(piece.Pos+t1) * int64(dim)
+					for kvh := 0; kvh < nkv; kvh++ {
+						jobs = append(jobs, attnJob{seq: len(seqs), blocked: true, kvh: kvh, t: t0, t1: t1, cost: cost})
+						total += cost
+					}
 				}
+				seqs = append(seqs, attnSeq{v: v})
+				continue
 			}
-			seqs = append(seqs, attnSeq{v: v})
-			continue
-		}
-		splits := attnSplits(b.pool.workers, p.N*nkv, p.Pos+p.N)
-		sq := attnSeq{v: v, splits: splits, ml: ml, od: od}
-		for t := 0; t < p.N; t++ {
-			n := p.Pos + t + 1
-			for kvh := 0; kvh < nkv; kvh++ {
-				for part := 0; part < splits; part++ {
-					s0, s1 := part*n/splits, (part+1)*n/splits
-					cost := 2 * int64(s1-s0) * int64(group*dim)
-					jobs = append(jobs, attnJob{seq: len(seqs), kvh: kvh, t: t, s0: s0, s1: s1, ml: ml, od: od, cost: cost})
-					total += cost
-					ml += group
-					if splits > 1 {
-						od += group * dim
+			splits := attnSplits(b.pool.workers, piece.N*nkv, piece.Pos+piece.N)
+			sq := attnSeq{v: v, splits: splits, ml: ml, od: od}
+			for t := 0; t < piece.N; t++ {
+				n := piece.Pos + t + 1
+				for kvh := 0; kvh < nkv; kvh++ {
+					for part := 0; part < splits; part++ {
+						s0, s1 := part*n/splits, (part+1)*n/splits
+						cost := 2 * int64(s1-s0) * int64(group*dim)
+						jobs = append(jobs, attnJob{seq: len(seqs), kvh: kvh, t: t, s0: s0, s1: s1, ml: ml, od: od, cost: cost})
+						total += cost
+						ml += group
+						if splits > 1 {
+							od += group * dim
+						}
 					}
 				}
 			}
+			seqs = append(seqs, sq)
 		}
-		seqs = append(seqs, sq)
 	}
 	b.attnJobs, b.attnSeqs = jobs, seqs
 	if len(jobs) == 0 {

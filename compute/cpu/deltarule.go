@@ -30,8 +30,12 @@ const (
 //	S = S + k_t uᵀ
 //	o_t = Sᵀ (q_t * QScale)
 //
-// Sequences of at least deltaChunkMin tokens run the equivalent chunked form
-// (see deltaChunked); shorter ones run the recurrence token by token. The
+// A sequence's tokens are cut into chunks of deltaChunk from its first
+// token; chunks of at least deltaChunkMin tokens run the equivalent chunked
+// form (see deltaKeyHead), shorter ones (decode, and a prompt's last few
+// tokens) the recurrence token by token. Each token's form and arithmetic
+// thus depend only on its chunk, so a prompt fed in passes cut at
+// multiples of deltaChunk gives the results of one pass, bit for bit. The
 // work of all sequences is one list of jobs, longest first, shared by the
 // workers: one job per (sequence, value head) for the recurrence, one per
 // (sequence, key head) for the chunked form (split over the key head's value
@@ -44,7 +48,7 @@ func (b *Backend) GatedDeltaRule(ps []compute.DeltaRule) { b.deltaRule(ps, delta
 type deltaForm uint8
 
 const (
-	deltaAuto      deltaForm = iota // chunked from deltaChunkMin tokens
+	deltaAuto      deltaForm = iota // chunked for chunks of deltaChunkMin tokens or more
 	deltaRecurrent                  // token by token
 	deltaChunked                    // chunked form at any length
 )
@@ -116,15 +120,15 @@ func (b *Backend) deltaRule(ps []compute.DeltaRule, f deltaForm) {
 		p := &ps[job.seq]
 		if job.chunked {
 			sc := ws.deltaScratch(min(deltaChunk, p.N), p.Dk, p.Dv, p.Nv/p.Nk)
-			b.deltaKeyHead(p, sc, job.h0/(p.Nv/p.Nk), job.h0, job.h1)
+			b.deltaKeyHead(p, sc, job.h0/(p.Nv/p.Nk), job.h0, job.h1, f == deltaAuto)
 		} else {
-			b.deltaHead(p, ws.floats(2*p.Dv), job.h0)
+			b.deltaHead(p, ws.floats(2*p.Dv), job.h0, 0)
 		}
 	})
 }
 
 // deltaHead runs the delta rule for value head h of p one token at a time,
-// with scratch of 2*Dv elements. With S the state before the token and
+// from token t0 on, with scratch of 2*Dv elements. With S the state before the token and
 // d = exp(g_t), the step is rewritten so that S is read once and then
 // updated once, row by row with the vector kernels:
 //
@@ -132,14 +136,14 @@ func (b *Backend) deltaRule(ps []compute.DeltaRule, f deltaForm) {
 //	u = beta (v - d a)
 //	o = QScale (d c + (k·q) u)
 //	S = d S + k uᵀ
-func (b *Backend) deltaHead(p *compute.DeltaRule, scratch []float32, h int) {
+func (b *Backend) deltaHead(p *compute.DeltaRule, scratch []float32, h, t0 int) {
 	qkv, gs, bs, out, st := Data(p.QKV), Data(p.G), Data(p.Beta), Data(p.Out), Data(p.State)
 	dk, dv := p.Dk, p.Dv
 	k := b.k
 	a, c := scratch[:dv], scratch[dv:2*dv]
 	kh := h / (p.Nv / p.Nk)
 	s := st[h*dk*dv : (h+1)*dk*dv]
-	for t := 0; t < p.N; t++ {
+	for t := t0; t < p.N; t++ {
 		qv := qkv[p.Q.Head(t, kh) : p.Q.Head(t, kh)+dk]
 		kv := qkv[p.K.Head(t, kh) : p.K.Head(t, kh)+dk]
 		vv := qkv[p.V.Head(t, h) : p.V.Head(t, h)+dv]
@@ -221,8 +225,9 @@ func newDeltaScratch(c, dk, dv, group int) *deltaScratch {
 // small matrices. The last chunk is simply shorter: HF's zero padding (g = 0,
 // beta = 0) adds nothing. The states of the value heads are kept transposed
 // ([Dv, Dk]) while it runs, and the key products are computed once for all
-// of them.
-func (b *Backend) deltaKeyHead(p *compute.DeltaRule, sc *deltaScratch, kh, h0, h1 int) {
+// of them. With shortTail, a last chunk shorter than deltaChunkMin runs the
+// recurrence instead, as a pass of just those tokens would.
+func (b *Backend) deltaKeyHead(p *compute.DeltaRule, sc *deltaScratch, kh, h0, h1 int, shortTail bool) {
 	k := b.k
 	qkv, gs, bs, out, st := Data(p.QKV), Data(p.G), Data(p.Beta), Data(p.Out), Data(p.State)
 	dk, dv := p.Dk, p.Dv
@@ -233,6 +238,13 @@ func (b *Backend) deltaKeyHead(p *compute.DeltaRule, sc *deltaScratch, kh, h0, h
 	}
 	for t0 := 0; t0 < p.N; t0 += deltaChunk {
 		l := min(deltaChunk, p.N-t0)
+		if shortTail && l < deltaChunkMin {
+			for h := h0; h < h1; h++ {
+				transpose(st[h*dk*dv:(h+1)*dk*dv], dv, sc.st[(h-h0)*dv*dk:(h-h0+1)*dv*dk], dv, dk)
+				b.deltaHead(p, sc.pq[:2*dv], h, t0)
+			}
+			return
+		}
 		// Keys then scaled queries of the chunk, and their products with
 		// the keys: kkqk[s*l+j] = k_s·k_j, kkqk[(l+r)*l+s] = q_r·k_s.
 		kq := sc.kq[:2*l*dk]
