@@ -2,6 +2,8 @@
 
 package asm
 
+import "sync"
+
 // Assembly kernels, generated into *_amd64.s by internal/asmgen. The Go
 // declarations document only the ABI; each .s file states its preconditions.
 
@@ -75,6 +77,12 @@ func tileBF16BF16AVX512(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ld
 func tileBF16BF16AVX512BF16(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
 
 //go:noescape
+func tileBF16AVX2U(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
+func matVec4BF16AVX2U(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
+
+//go:noescape
 func expAVX2(dst, x *float32, n int)
 
 //go:noescape
@@ -115,6 +123,9 @@ type simd struct {
 	tileF32               func(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int, k, nb int)
 	tileBB                func(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
 	maxN, maxNBB, alignBB int
+	// unpacked selects the AVX2 bf16 kernels that widen weights with
+	// VPUNPCKLWD/VPUNPCKHWD and read inputs in swapped-quad order.
+	unpacked bool
 }
 
 // archImpl installs the assembly kernels that f allows into k and returns the
@@ -125,7 +136,7 @@ func archImpl(k *impl, f Features) Features {
 	case f.AVX512:
 		s = simd{16, dotBF16AVX512, dotF16AVX512, dotF32AVX512,
 			matVec4BF16AVX512, matVec4F16AVX512, matVec4F32AVX512,
-			tileBF16AVX512, tileF16AVX512, tileF32AVX512, tileBF16BF16AVX512, 6, 6, 16}
+			tileBF16AVX512, tileF16AVX512, tileF32AVX512, tileBF16BF16AVX512, 6, 6, 16, false}
 		k.name = "avx512"
 		if f.AVX512BF16 {
 			s.tileBB, s.alignBB = tileBF16BF16AVX512BF16, 32
@@ -134,8 +145,11 @@ func archImpl(k *impl, f Features) Features {
 	case f.AVX2:
 		s = simd{8, dotBF16AVX2, dotF16AVX2, dotF32AVX2,
 			matVec4BF16AVX2, matVec4F16AVX2, matVec4F32AVX2,
-			tileBF16AVX2, tileF16AVX2, tileF32AVX2, tileBF16BF16AVX2, 3, 2, 8}
+			tileBF16AVX2, tileF16AVX2, tileF32AVX2, tileBF16BF16AVX2, 3, 2, 8, !f.packedBF16}
 		k.name = "avx2"
+		if f.packedBF16 {
+			k.name = "avx2-vpmovzx"
+		}
 	default:
 		return Features{}
 	}
@@ -189,13 +203,30 @@ func install(k *impl, s simd) {
 	k.matVecBF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
 		matVec4(s.mvBF16, L, k.dotBF16, dst, w, rows, cols, x)
 	}
+	tBF16 := newTiler(s.tileBF16, s.maxN, L, k.dotBF16, 16)
+	if s.unpacked {
+		xs := &sync.Pool{New: func() any { return new([]float32) }}
+		k.matVecBF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
+			p := xs.Get().(*[]float32)
+			if cap(*p) < cols {
+				*p = make([]float32, cols)
+			}
+			sx := (*p)[:cols]
+			m := cols - cols%16
+			swapQuads(sx[:m], x[:m])
+			copy(sx[m:], x[m:cols])
+			matVec4(matVec4BF16AVX2U, 16, k.dotBF16, dst, w, rows, cols, sx)
+			xs.Put(p)
+		}
+		tBF16 = newTiler(tileBF16AVX2U, 2, 16, k.dotBF16, 16)
+		tBF16.pack = swapQuads
+	}
 	k.matVecF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
 		matVec4(s.mvF16, L, k.dotF16, dst, w, rows, cols, x)
 	}
 	k.matVecF32 = func(dst []float32, w []float32, rows, cols int, x []float32) {
 		matVec4(s.mvF32, L, k.dotF32, dst, w, rows, cols, x)
 	}
-	tBF16 := newTiler(s.tileBF16, s.maxN, L, k.dotBF16, 16)
 	tF16 := newTiler(s.tileF16, s.maxN, L, k.dotF16, 16)
 	tF32 := newTiler(s.tileF32, s.maxN, L, k.dotF32, 16)
 	tBB := newTiler(s.tileBB, s.maxNBB, s.alignBB, dotBF16BF16Go, 32)

@@ -73,6 +73,9 @@ type tiler[W, X any] struct {
 	dot func([]W, []X) float32
 	// pad is the number of X elements that make 64 bytes.
 	pad int
+	// pack, when set, stores a block of inputs in the order tile reads
+	// (len(src) a multiple of align); nil means a plain copy.
+	pack func(dst, src []X)
 	// pool holds the *tileScratch[X] of matMul calls.
 	pool *sync.Pool
 }
@@ -129,7 +132,11 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []
 			for i0 := 0; i0 < n; i0 += nb {
 				i1 := min(i0+nb, n)
 				for i := i0; i < i1; i++ {
-					copy(buf[(i-i0)*ldx:(i-i0)*ldx+kb], x[i*cols+k0:i*cols+k0+kb])
+					if t.pack != nil {
+						t.pack(buf[(i-i0)*ldx:(i-i0)*ldx+kb], x[i*cols+k0:i*cols+k0+kb])
+					} else {
+						copy(buf[(i-i0)*ldx:(i-i0)*ldx+kb], x[i*cols+k0:i*cols+k0+kb])
+					}
 				}
 				for r := 0; r < rows4; r += 4 {
 					for i := i0; i < i1; i += t.maxN {
@@ -194,5 +201,18 @@ func binaryTail(f func(dst, a, b *float32, n int), align int, rest func(dst, a, 
 	}
 	if m < n {
 		rest(dst[m:], a[m:n], b[m:n])
+	}
+}
+
+// swapQuads copies src to dst, both of a length that is a multiple of 16,
+// swapping the second and third four values of every 16: the order in
+// which the unpacked AVX2 bf16 kernels pair inputs with weights.
+func swapQuads(dst, src []float32) {
+	for i := 0; i+16 <= len(src); i += 16 {
+		s, d := src[i:i+16:i+16], dst[i:i+16:i+16]
+		copy(d[0:4], s[0:4])
+		copy(d[4:8], s[8:12])
+		copy(d[8:12], s[4:8])
+		copy(d[12:16], s[12:16])
 	}
 }

@@ -18,6 +18,10 @@ type Features struct {
 	AVX512BF16 bool
 	// NEON means the arm64 Advanced SIMD unit (ASIMD).
 	NEON bool
+
+	// packedBF16 keeps the AVX2 set's older bf16 product kernels
+	// (VPMOVZXWD and VPSLLD per eight weights), for comparisons.
+	packedBF16 bool
 }
 
 // DetectFeatures reports the capabilities of the running CPU that this
@@ -46,6 +50,7 @@ func (f Features) and(g Features) Features {
 		AVX512:     f.AVX512 && g.AVX512,
 		AVX512BF16: f.AVX512BF16 && g.AVX512BF16,
 		NEON:       f.NEON && g.NEON,
+		packedBF16: f.packedBF16 || g.packedBF16,
 	}
 	r.AVX512 = r.AVX512 && r.AVX2
 	r.AVX512BF16 = r.AVX512BF16 && r.AVX512

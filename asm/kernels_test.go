@@ -26,6 +26,7 @@ func kernelSets(t testing.TB) []*Kernels {
 	wants := []Features{
 		{},
 		{AVX2: true},
+		{AVX2: true, packedBF16: true},
 		{AVX2: true, AVX512: true},
 		{AVX2: true, AVX512: true, AVX512BF16: true},
 		{NEON: true},

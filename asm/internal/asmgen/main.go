@@ -81,6 +81,8 @@ func files() map[string]string {
 		}
 	}
 	add("tile_bf16bf16_avx512bf16_amd64.s", x86TileDPBF16)
+	add("tile_bf16u_avx2_amd64.s", x86TileU)
+	add("matvec_bf16u_avx2_amd64.s", x86MatVecU)
 	add("axpy_avx2_amd64.s", x86Axpy)
 	add("scale_avx2_amd64.s", x86Scale)
 	for _, e := range []elem{bf16, f16, f32} {
@@ -500,6 +502,115 @@ func x86Scale(g *gen) {
 	g.l("ADDQ $8, AX")
 	g.l("JMP loop1")
 	g.label("done")
+	g.l("VZEROUPPER")
+	g.l("RET")
+}
+
+// The "unpacked" AVX2 bf16 kernels widen 16 bf16 weights with two
+// VPUNPCKLWD/VPUNPCKHWD against a zero register (one operation per eight
+// weights instead of VPMOVZXWD and VPSLLD). Within each 128-bit lane the
+// low words go to the first vector and the high words to the second, so
+// the two vectors hold columns [0-3, 8-11] and [4-7, 12-15] of each group
+// of 16; the inputs are stored in that order (quads 1 and 2 of every 16
+// swapped, see swapQuads in package asm) and every (row, input) pair is
+// accumulated in one register, low vector then high vector per group.
+
+// x86TileU emits the 4x2 unpacked bf16 tile: 8 accumulators (Y0-Y7, row r
+// input j in Y(2r+j)), the two inputs' halves in Y8-Y11, the weight row and
+// its halves in Y12-Y14, zero in Y15.
+func x86TileU(g *gen) {
+	a := avx2
+	name := "tileBF16AVX2U"
+	const maxN = 2
+	g.text(name, "$0-64", fmt.Sprintf("func %s(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)\n"+
+		"Adds to dst[j*ldd+r], for r < 4 and j < nb, sum_{p<k} w[r*ldw+p]*x[j*ldx+p'], where x\n"+
+		"holds each group of 16 inputs with quads 1 and 2 swapped (p' the stored place of p).\n"+
+		"Requires k a positive multiple of 16 and 1 <= nb <= %d.", name, maxN))
+	wrows, xrows := tileProlog(g, bf16, f32, maxN)
+	for i := range 8 {
+		a.zero(g, a.r(i))
+	}
+	a.zero(g, "Y15")
+	// With one input, the second input's pointer repeats the first; only
+	// nb results are stored.
+	g.l("CMPQ nb+56(FP), $1")
+	g.l("CMOVQEQ DI, R13")
+	g.l("XORQ AX, AX")
+	g.label("loop")
+	g.l("CMPQ AX, CX")
+	g.l("JAE reduce")
+	for j := range maxN {
+		g.l("VMOVUPS (%s)(AX*4), Y%d", xrows[j], 8+2*j)
+		g.l("VMOVUPS 32(%s)(AX*4), Y%d", xrows[j], 9+2*j)
+	}
+	for r, p := range wrows {
+		g.l("VMOVDQU (%s)(AX*2), Y12", p)
+		g.l("VPUNPCKLWD Y12, Y15, Y13")
+		g.l("VPUNPCKHWD Y12, Y15, Y14")
+		for j := range maxN {
+			g.l("VFMADD231PS Y%d, Y13, Y%d", 8+2*j, 2*r+j)
+			g.l("VFMADD231PS Y%d, Y14, Y%d", 9+2*j, 2*r+j)
+		}
+	}
+	g.l("ADDQ $16, AX")
+	g.l("JMP loop")
+	tileEpilog(g, a, maxN, func(r, j int) int { return 2*r + j }, [4]int{12, 13, 14, 15})
+}
+
+// x86MatVecU emits the unpacked bf16 matrix-vector product over groups of
+// four rows, summing each row as x86TileU sums a (row, input) pair, per
+// segment of kblock columns.
+func x86MatVecU(g *gen) {
+	a := avx2
+	name := "matVec4BF16AVX2U"
+	g.text(name, "$0-56", fmt.Sprintf("func %s(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)\n"+
+		"Sets dst[r] = sum_{c<n} w[r*cols+c]*x[c'] for r < 4*groups, summed per segment of kblock\n"+
+		"columns, with x in the swapped-quad order of tileBF16AVX2U.\n"+
+		"Requires groups > 0 and n and kblock positive multiples of 16.", name))
+	g.l("MOVQ dst+0(FP), DI")
+	g.l("MOVQ w+8(FP), SI")
+	g.l("MOVQ x+16(FP), DX")
+	g.l("MOVQ groups+24(FP), CX")
+	g.l("MOVQ cols+32(FP), R8")
+	g.l("MOVQ n+40(FP), R9")
+	g.l("MOVQ kblock+48(FP), R14")
+	g.l("SHLQ $1, R8")
+	a.zero(g, "Y15")
+	rows := []string{"R10", "R11", "R12", "R13"}
+	g.label("group")
+	g.l("MOVQ SI, R10")
+	g.l("LEAQ (R10)(R8*1), R11")
+	g.l("LEAQ (R11)(R8*1), R12")
+	g.l("LEAQ (R12)(R8*1), R13")
+	g.l("VXORPS X7, X7, X7")
+	g.l("XORQ AX, AX")
+	g.label("segment")
+	g.l("LEAQ (AX)(R14*1), BX")
+	g.l("CMPQ BX, R9")
+	g.l("CMOVQGT R9, BX")
+	a.zero(g, "Y0", "Y1", "Y2", "Y3")
+	g.label("loop")
+	g.l("VMOVUPS (DX)(AX*4), Y8")
+	g.l("VMOVUPS 32(DX)(AX*4), Y9")
+	for r, p := range rows {
+		g.l("VMOVDQU (%s)(AX*2), Y12", p)
+		g.l("VPUNPCKLWD Y12, Y15, Y13")
+		g.l("VPUNPCKHWD Y12, Y15, Y14")
+		g.l("VFMADD231PS Y8, Y13, Y%d", r)
+		g.l("VFMADD231PS Y9, Y14, Y%d", r)
+	}
+	g.l("ADDQ $16, AX")
+	g.l("CMPQ AX, BX")
+	g.l("JB loop")
+	a.reduce4(g, [4]int{0, 1, 2, 3}, [4]int{10, 11, 12, 13})
+	g.l("VADDPS X12, X7, X7")
+	g.l("CMPQ AX, R9")
+	g.l("JB segment")
+	g.l("VMOVUPS X7, (DI)")
+	g.l("ADDQ $16, DI")
+	g.l("LEAQ (R13)(R8*1), SI")
+	g.l("DECQ CX")
+	g.l("JNZ group")
 	g.l("VZEROUPPER")
 	g.l("RET")
 }
