@@ -55,6 +55,12 @@ type benchResult struct {
 	// The machine (internal/machine), measured in the same run.
 	CPUModel    string   `json:"cpu_model"`
 	CPUFeatures []string `json:"cpu_features"`
+	// Cache sizes as cpuid reports them (0: unknown), and the CPUs this
+	// process may use.
+	CPUL1DBytes int `json:"cpu_l1d_bytes"`
+	CPUL2Bytes  int `json:"cpu_l2_bytes"`
+	CPUL3Bytes  int `json:"cpu_l3_bytes"`
+	CPULogical  int `json:"cpu_logical_cpus"`
 	// Kernels names the CPU kernel set ("avx2", "avx512", "avx512bf16",
 	// "neon", "go"); empty on other backends.
 	Kernels string `json:"kernels,omitempty"`
@@ -98,7 +104,7 @@ type benchResult struct {
 const benchJSONKeys = "print one JSON object instead of a table. Keys: model, backend, threads, prompt_tokens, gen_tokens, repeat, " +
 	"prefill_tokens_per_second, decode_tokens_per_second, decode_gb_per_second, decode_bytes_per_token, " +
 	"memory_read_gb_per_second, memory_baseline, decode_bandwidth_fraction, " +
-	"cpu_model, cpu_features, kernels, read_gb_per_second_1_thread, read_gb_per_second, read_probe, " +
+	"cpu_model, cpu_features, cpu_l1d_bytes, cpu_l2_bytes, cpu_l3_bytes, cpu_logical_cpus, kernels, read_gb_per_second_1_thread, read_gb_per_second, read_probe, " +
 	"fma_f32_gflops_1_thread, fma_f32_gflops, fma_probe, dot_bf16_gflops_1_thread, dot_bf16_gflops (AVX512_BF16 only), machine_probe_seconds, " +
 	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32 or dot_bf16), prefill_peak_fraction, decode_read_fraction, " +
 	"batch, batch_decode_tokens_per_second, batch_decode_speedup (--batch > 1), " +
@@ -292,6 +298,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	res.PrefillGFLOPS = res.PrefillFLOPs * res.PrefillTokensPerSecond / float64(*prompt) / 1e9
 	cpuInfo := machine.DetectCPU()
 	res.CPUModel, res.CPUFeatures = cpuInfo.Model, cpuInfo.Features
+	res.CPUL1DBytes, res.CPUL2Bytes, res.CPUL3Bytes, res.CPULogical = cpuInfo.L1D, cpuInfo.L2, cpuInfo.L3, cpuInfo.LogicalCPUs
 	if meter, ok := inner.(bandwidthMeter); ok {
 		gbps, err := meter.MemoryBandwidth(ctx)
 		if err != nil {
@@ -350,7 +357,8 @@ func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels) {
 // print writes the result as a table.
 func (res *benchResult) print(w goio.Writer) {
 	fmt.Fprintf(w, "model      %s\nbackend    %s\n", res.Model, res.Backend)
-	fmt.Fprintf(w, "cpu        %s (%s)\n", res.CPUModel, strings.Join(res.CPUFeatures, " "))
+	fmt.Fprintf(w, "cpu        %s (%s; L1d %s, L2 %s, L3 %s; %d CPUs)\n", res.CPUModel, strings.Join(res.CPUFeatures, " "),
+		sizeText(res.CPUL1DBytes), sizeText(res.CPUL2Bytes), sizeText(res.CPUL3Bytes), res.CPULogical)
 	if res.Kernels != "" {
 		fmt.Fprintf(w, "kernels    %s\n", res.Kernels)
 		fmt.Fprintf(w, "read loop  %8.2f GB/s     at 1 thread, %.2f GB/s at %d (%s)\n",
@@ -380,6 +388,17 @@ func (res *benchResult) print(w goio.Writer) {
 		fmt.Fprintf(w, "recorded   %8.1f dispatches, %.1f barriers, %.1f submissions per decode step\n",
 			res.DecodeDispatchesPerToken, res.DecodeBarriersPerToken, res.DecodeSubmissionsPerToken)
 	}
+}
+
+// sizeText formats a cache size in KiB or MiB ("?" when unknown).
+func sizeText(n int) string {
+	switch {
+	case n <= 0:
+		return "?"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // backendKernels returns the kernel set a CPU backend runs: its own where
