@@ -65,7 +65,8 @@ type benchResult struct {
 	// "neon", "go"); empty on other backends.
 	Kernels string `json:"kernels,omitempty"`
 	// CPU backend: a plain read loop over --mem-mib at 1 thread and at the
-	// bench's threads, best of 4, and the loop that measured it.
+	// bench's threads, best of up to 4 passes, and the loop that measured
+	// it.
 	ReadGBPerSecond1Thread float64 `json:"read_gb_per_second_1_thread,omitempty"`
 	ReadGBPerSecond        float64 `json:"read_gb_per_second,omitempty"`
 	ReadProbe              string  `json:"read_probe,omitempty"`
@@ -209,7 +210,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, benchJSONKeys)
 	profileOps := fs.Bool("profile", false, "time every operation and print where prefill and decode spend it, matrix products per weight (Vulkan: device timestamps; CPU: wall time of each operation)")
-	memMiB := fs.Int("mem-mib", 1024, "size of the memory-read baseline in MiB")
+	memMiB := fs.Int("mem-mib", 0, "size of the memory-read baseline in MiB (0: 8 times the L3 cache, 256 to 1024 MiB)")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -220,8 +221,10 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	switch {
 	case *dir == "":
 		return fail(exitUsage, "--model is required")
-	case *prompt <= 0 || *gen <= 0 || *repeat <= 0 || *memMiB <= 0 || *batch <= 0:
-		return fail(exitUsage, "--prompt, --gen, --batch, --repeat and --mem-mib must be positive")
+	case *prompt <= 0 || *gen <= 0 || *repeat <= 0 || *batch <= 0:
+		return fail(exitUsage, "--prompt, --gen, --batch and --repeat must be positive")
+	case *memMiB < 0:
+		return fail(exitUsage, "--mem-mib must not be negative")
 	}
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		return fail(exitUsage, "--model %s: not a directory", *dir)

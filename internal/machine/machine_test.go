@@ -74,8 +74,8 @@ func TestRates(t *testing.T) {
 		t.Logf("%s: %v", what, r)
 	}
 	buf := NewReadBuffer(8 << 20)
-	check("read 1 thread", buf.Bandwidth(1, 2), 0.1, 1e4)
-	check("read", buf.Bandwidth(threads, 2), 0.1, 1e4)
+	check("read 1 thread", buf.Bandwidth(1, 2, 0), 0.1, 1e4)
+	check("read", buf.Bandwidth(threads, 2, 0), 0.1, 1e4)
 	check("fma f32", FMAF32(threads, 2, 2*time.Millisecond), 0.1, 1e5)
 	if r, ok := DotBF16(threads, 2, 2*time.Millisecond); ok {
 		check("dot bf16", r, 0.1, 1e5)
