@@ -210,7 +210,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, benchJSONKeys)
 	profileOps := fs.Bool("profile", false, "time every operation and print where prefill and decode spend it, matrix products per weight (Vulkan: device timestamps; CPU: wall time of each operation)")
-	memMiB := fs.Int("mem-mib", 0, "size of the memory-read baseline in MiB (0: 8 times the L3 cache, 256 to 1024 MiB)")
+	memMiB := fs.Int("mem-mib", 0, "size of the memory-read baseline in MiB (0: four times all the L3 caches, 512 to 2048 MiB)")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}

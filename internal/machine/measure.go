@@ -32,24 +32,43 @@ type ReadBuffer struct {
 }
 
 // NewReadBuffer allocates and touches a buffer of size bytes (at least 64
-// KiB). It should be much larger than the last-level cache for the
-// figures to be the memory's rather than a cache's: see [DefaultReadBytes].
+// KiB), the pages touched by all CPUs at once. It should be much larger
+// than all the last-level caches together for the figures to be the
+// memory's rather than a cache's: see [DefaultReadBytes].
+//
+// The buffer is in ordinary pages: asking Linux for transparent huge pages
+// (madvise) saved little and, where the kernel compacts memory for them on
+// demand, stalled the first touch of a GiB for seconds.
 func NewReadBuffer(size int) *ReadBuffer {
 	size = max(size, 64<<10)
 	buf := make([]byte, size)
-	for i := 0; i < len(buf); i += 4096 {
-		buf[i] = byte(i>>12) | 1
+	const page = 4096
+	pages := (len(buf) + page - 1) / page
+	n := runtime.NumCPU()
+	var wg sync.WaitGroup
+	for t := range n {
+		wg.Go(func() {
+			for p := t * pages / n; p < (t+1)*pages/n; p++ {
+				buf[p*page] = byte(p) | 1
+			}
+		})
 	}
+	wg.Wait()
 	return &ReadBuffer{buf: buf}
 }
 
 // Len returns the size of the buffer in bytes.
 func (b *ReadBuffer) Len() int { return len(b.buf) }
 
-// DefaultReadBytes is the read-buffer size Measure uses: eight times the L3
-// cache cpuid reports, at least 256 MiB and at most 1 GiB.
+// DefaultReadBytes is the read-buffer size Measure uses: four times an
+// estimate of all the L3 caches together, at least 512 MiB and at most 2
+// GiB.
+// cpuid reports the L3 of one core complex on AMD (up to 8 cores each) and
+// of the whole package on Intel, so the estimate is that L3 times one per 8
+// physical cores: right on AMD, generous on Intel.
 func DefaultReadBytes(c CPU) int {
-	return min(max(8*c.L3, 256<<20), 1<<30)
+	complexes := max(1, (c.PhysicalCores+7)/8)
+	return min(max(4*c.L3*complexes, 512<<20), 2<<30)
 }
 
 // readSink keeps the probes' results live.
@@ -196,9 +215,9 @@ type Options struct {
 }
 
 // Measure runs every probe: read bandwidth and compute peaks at one thread
-// and at o.Threads. With the defaults it takes well under two seconds on an
-// idle machine (most of it touching and reading the 256 MiB to 1 GiB read
-// buffer; about 0.5 s on 2 cores with a 32 MiB L3).
+// and at o.Threads. With the defaults it takes under two seconds (most of
+// it touching and reading the read buffer, whose passes stop early when
+// they take long).
 func Measure(o Options) Report {
 	start := time.Now()
 	cpu := DetectCPU()
@@ -222,7 +241,6 @@ func Measure(o Options) Report {
 	r.ReadBytes = buf.Len()
 	r.ReadOne = buf.Bandwidth(1, o.ReadRuns, o.ReadBudget)
 	r.Read = buf.Bandwidth(o.Threads, o.ReadRuns, o.ReadBudget)
-	buf = nil
 	r.FMAOne = FMAF32(1, 3, o.ComputeTime)
 	r.FMA = FMAF32(o.Threads, 3, o.ComputeTime)
 	if HasDotBF16() {
