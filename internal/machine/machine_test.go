@@ -105,3 +105,18 @@ func TestMeasure(t *testing.T) {
 	}
 	t.Logf("%+v", r)
 }
+
+func TestDefaultReadBytes(t *testing.T) {
+	for _, c := range []struct {
+		l3, cores, want int
+	}{
+		{0, 0, 512 << 20},          // unknown L3
+		{32 << 20, 2, 512 << 20},   // a small VM
+		{32 << 20, 96, 1536 << 20}, // 12 core complexes of 32 MiB
+		{96 << 20, 96, 2 << 30},    // capped
+	} {
+		if got := DefaultReadBytes(CPU{L3: c.l3, PhysicalCores: c.cores}); got != c.want {
+			t.Errorf("L3 %d MiB, %d cores: %d MiB, want %d MiB", c.l3>>20, c.cores, got>>20, c.want>>20)
+		}
+	}
+}
