@@ -8,12 +8,14 @@ import (
 	goio "io"
 	"os"
 	"slices"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/compute/profile"
 	"github.com/govinfer/govinfer/compute/vulkan"
+	"github.com/govinfer/govinfer/internal/machine"
 	"github.com/govinfer/govinfer/model"
 )
 
@@ -31,24 +33,84 @@ type benchResult struct {
 	DecodeGBPerSecond      float64 `json:"decode_gb_per_second"`
 	DecodeBytesPerToken    int64   `json:"decode_bytes_per_token"`
 	// MemoryReadGBPerSecond is the bandwidth baseline measured in the same
-	// run (best of 5): a plain read loop over --mem-mib with the same
-	// threads, or, for backends that measure their device (Vulkan), the
-	// device's buffer-copy bandwidth.
+	// run: the host read loop at the bench's threads (ReadGBPerSecond), or,
+	// for backends that measure their device (Vulkan), the device's
+	// buffer-copy bandwidth.
 	MemoryReadGBPerSecond float64 `json:"memory_read_gb_per_second"`
 	// MemoryBaseline says how MemoryReadGBPerSecond was measured: a host
 	// read loop, or the device's own copy bandwidth (Vulkan).
 	MemoryBaseline string `json:"memory_baseline"`
 	// DecodeBandwidthFraction is DecodeGBPerSecond / MemoryReadGBPerSecond.
 	DecodeBandwidthFraction float64 `json:"decode_bandwidth_fraction"`
-	// With --profile: device time by operation, per prefilled prompt and
-	// per decoded token (averaged over the repeats).
+	// With --profile: time by operation, per prefilled prompt and per
+	// decoded token (averaged over the repeats): device time on Vulkan,
+	// wall time of each (synchronous) operation on the CPU.
 	PrefillProfile []profileRow `json:"prefill_profile,omitempty"`
 	DecodeProfile  []profileRow `json:"decode_profile,omitempty"`
 	// Vulkan: what a decode step records, averaged over the steps.
 	DecodeDispatchesPerToken  float64 `json:"decode_dispatches_per_token,omitempty"`
 	DecodeBarriersPerToken    float64 `json:"decode_barriers_per_token,omitempty"`
 	DecodeSubmissionsPerToken float64 `json:"decode_submissions_per_token,omitempty"`
+
+	// The machine (internal/machine), measured in the same run.
+	CPUModel    string   `json:"cpu_model"`
+	CPUFeatures []string `json:"cpu_features"`
+	// Cache sizes as cpuid reports them (0: unknown), and the CPUs this
+	// process may use.
+	CPUL1DBytes int `json:"cpu_l1d_bytes"`
+	CPUL2Bytes  int `json:"cpu_l2_bytes"`
+	CPUL3Bytes  int `json:"cpu_l3_bytes"`
+	CPULogical  int `json:"cpu_logical_cpus"`
+	// Kernels names the CPU kernel set ("avx2", "avx512", "avx512bf16",
+	// "neon", "go"); empty on other backends.
+	Kernels string `json:"kernels,omitempty"`
+	// CPU backend: a plain read loop over --mem-mib at 1 thread and at the
+	// bench's threads, best of up to 4 passes, and the loop that measured
+	// it.
+	ReadGBPerSecond1Thread float64 `json:"read_gb_per_second_1_thread,omitempty"`
+	ReadGBPerSecond        float64 `json:"read_gb_per_second,omitempty"`
+	ReadProbe              string  `json:"read_probe,omitempty"`
+	// CPU backend: register-only multiply-add peaks (a multiply-add is two
+	// flops), at 1 thread and at the bench's threads; bf16 (VDPBF16PS) only
+	// where the CPU has it.
+	FMAF32GFLOPS1Thread  float64 `json:"fma_f32_gflops_1_thread,omitempty"`
+	FMAF32GFLOPS         float64 `json:"fma_f32_gflops,omitempty"`
+	FMAProbe             string  `json:"fma_probe,omitempty"`
+	DotBF16GFLOPS1Thread float64 `json:"dot_bf16_gflops_1_thread,omitempty"`
+	DotBF16GFLOPS        float64 `json:"dot_bf16_gflops,omitempty"`
+	// MachineProbeSeconds is how long the measurements above took.
+	MachineProbeSeconds float64 `json:"machine_probe_seconds,omitempty"`
+	// PrefillFLOPs is the work of one prompt's prefill (see prefillFLOPs),
+	// PrefillGFLOPS the rate the median prefill reached.
+	PrefillFLOPs  float64 `json:"prefill_flops"`
+	PrefillGFLOPS float64 `json:"prefill_gflops"`
+	// CPU backend: PrefillPeak names the peak the prefill kernels can reach
+	// ("dot_bf16" with the avx512bf16 kernels, whose prefill products of
+	// bf16 weights run on VDPBF16PS; else "fma_f32"), PrefillPeakFraction is PrefillGFLOPS over it at the
+	// bench's threads.
+	PrefillPeak         string  `json:"prefill_peak,omitempty"`
+	PrefillPeakFraction float64 `json:"prefill_peak_fraction,omitempty"`
+	// DecodeReadFraction is DecodeGBPerSecond / ReadGBPerSecond (CPU).
+	DecodeReadFraction float64 `json:"decode_read_fraction,omitempty"`
+	// Batch is --batch; with more than one, BatchDecodeTokensPerSecond is
+	// the median rate of decoding that many sequences together (tokens of
+	// all sequences per second) and BatchDecodeSpeedup its ratio to
+	// DecodeTokensPerSecond.
+	Batch                      int     `json:"batch"`
+	BatchDecodeTokensPerSecond float64 `json:"batch_decode_tokens_per_second,omitempty"`
+	BatchDecodeSpeedup         float64 `json:"batch_decode_speedup,omitempty"`
 }
+
+// benchJSONKeys is the --json help: the keys beyond the basic timings.
+const benchJSONKeys = "print one JSON object instead of a table. Keys: model, backend, threads, prompt_tokens, gen_tokens, repeat, " +
+	"prefill_tokens_per_second, decode_tokens_per_second, decode_gb_per_second, decode_bytes_per_token, " +
+	"memory_read_gb_per_second, memory_baseline, decode_bandwidth_fraction, " +
+	"cpu_model, cpu_features, cpu_l1d_bytes, cpu_l2_bytes, cpu_l3_bytes, cpu_logical_cpus, kernels, read_gb_per_second_1_thread, read_gb_per_second, read_probe, " +
+	"fma_f32_gflops_1_thread, fma_f32_gflops, fma_probe, dot_bf16_gflops_1_thread, dot_bf16_gflops (AVX512_BF16 only), machine_probe_seconds, " +
+	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32 or dot_bf16), prefill_peak_fraction, decode_read_fraction, " +
+	"batch, batch_decode_tokens_per_second, batch_decode_speedup (--batch > 1), " +
+	"prefill_profile, decode_profile (--profile: rows of op, count and ms per prompt or token), " +
+	"decode_dispatches_per_token, decode_barriers_per_token, decode_submissions_per_token (Vulkan)"
 
 // recordStats is a backend that counts what it records (Vulkan).
 type recordStats interface{ Stats() vulkan.Stats }
@@ -56,8 +118,23 @@ type recordStats interface{ Stats() vulkan.Stats }
 // profileRow is one operation's share of a prefill or a decode step.
 type profileRow struct {
 	Op    string  `json:"op"`
-	Count float64 `json:"count"` // dispatches (or transfers) per prompt or token
-	MS    float64 `json:"ms"`    // device milliseconds per prompt or token
+	Count float64 `json:"count"` // dispatches, transfers or calls per prompt or token
+	MS    float64 `json:"ms"`    // milliseconds per prompt or token
+}
+
+// opTime is the total count and time of one operation.
+type opTime struct {
+	Op    string
+	Count int
+	Time  time.Duration
+}
+
+// opProfiler times a backend's operations: take returns what ran since the
+// last take and starts afresh.
+type opProfiler interface {
+	take() []opTime
+	// what says what the times are, for the table's title.
+	what() string
 }
 
 // deviceProfiler is a backend that times its operations (Vulkan with
@@ -67,9 +144,37 @@ type deviceProfiler interface {
 	ResetProfile()
 }
 
+// vulkanProfiler reads a Vulkan backend's device timestamps.
+type vulkanProfiler struct{ p deviceProfiler }
+
+func (v vulkanProfiler) take() []opTime {
+	var out []opTime
+	for _, e := range v.p.Profile() {
+		out = append(out, opTime{e.Op, e.Count, e.Time})
+	}
+	v.p.ResetProfile()
+	return out
+}
+
+func (vulkanProfiler) what() string { return "device time" }
+
+// hostProfiler reads the compute/profile wrapper's wall-clock times.
+type hostProfiler struct{ p *profile.Backend }
+
+func (h hostProfiler) take() []opTime {
+	var out []opTime
+	for _, e := range h.p.Profile() {
+		out = append(out, opTime{e.Op, e.Count, e.Time})
+	}
+	h.p.ResetProfile()
+	return out
+}
+
+func (hostProfiler) what() string { return "wall time" }
+
 // profileRows divides a profile by the number of prompts or tokens it
 // covers.
-func profileRows(p []vulkan.ProfileEntry, per int) []profileRow {
+func profileRows(p []opTime, per int) []profileRow {
 	rows := make([]profileRow, 0, len(p))
 	for _, e := range p {
 		rows = append(rows, profileRow{Op: e.Op, Count: float64(e.Count) / float64(per), MS: e.Time.Seconds() * 1e3 / float64(per)})
@@ -78,32 +183,34 @@ func profileRows(p []vulkan.ProfileEntry, per int) []profileRow {
 }
 
 // printProfile writes a profile as a table with each operation's share.
-func printProfile(w goio.Writer, title string, rows []profileRow) {
+func printProfile(w goio.Writer, title, what string, rows []profileRow) {
 	var total float64
 	for _, r := range rows {
 		total += r.MS
 	}
-	fmt.Fprintf(w, "\n%s: %.3f ms of device time\n", title, total)
-	fmt.Fprintf(w, "  %-12s %10s %10s %7s\n", "op", "count", "ms", "share")
+	fmt.Fprintf(w, "\n%s: %.3f ms of %s\n", title, total, what)
+	fmt.Fprintf(w, "  %-20s %10s %10s %7s\n", "op", "count", "ms", "share")
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-12s %10.1f %10.3f %6.1f%%\n", r.Op, r.Count, r.MS, 100*r.MS/max(total, 1e-12))
+		fmt.Fprintf(w, "  %-20s %10.1f %10.3f %6.1f%%\n", r.Op, r.Count, r.MS, 100*r.MS/max(total, 1e-12))
 	}
 }
 
-// runBench implements "govinfer bench": prefill and decode speed.
+// runBench implements "govinfer bench": prefill and decode speed, and
+// what the machine can do, measured in the same run.
 func runBench(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--profile] [--json]")
+	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--profile] [--json]")
 	dir := fs.String("model", "", "`DIR` holding the checkpoint")
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
+	batch := fs.Int("batch", 1, "also decode `N` sequences together (each after prefilling its own prompt) and report the total tokens/s and the speedup over one sequence")
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	repeat := fs.Int("repeat", 5, "runs; medians are reported")
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
-	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
-	profile := fs.Bool("profile", false, "Vulkan: time every operation on the device and print where prefill and decode spend it (timestamps slow the run a little)")
-	memMiB := fs.Int("mem-mib", 1024, "size of the memory-read baseline in MiB")
+	asJSON := fs.Bool("json", false, benchJSONKeys)
+	profileOps := fs.Bool("profile", false, "time every operation and print where prefill and decode spend it, matrix products per weight (Vulkan: device timestamps; CPU: wall time of each operation)")
+	memMiB := fs.Int("mem-mib", 0, "size of the memory-read baseline in MiB (0: four times all the L3 caches, 512 to 2048 MiB)")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -114,24 +221,27 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	switch {
 	case *dir == "":
 		return fail(exitUsage, "--model is required")
-	case *prompt <= 0 || *gen <= 0 || *repeat <= 0 || *memMiB <= 0:
-		return fail(exitUsage, "--prompt, --gen, --repeat and --mem-mib must be positive")
+	case *prompt <= 0 || *gen <= 0 || *repeat <= 0 || *batch <= 0:
+		return fail(exitUsage, "--prompt, --gen, --batch and --repeat must be positive")
+	case *memMiB < 0:
+		return fail(exitUsage, "--mem-mib must not be negative")
 	}
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		return fail(exitUsage, "--model %s: not a directory", *dir)
 	}
-	if *profile && *be != "vulkan" {
-		return fail(exitUsage, "--profile needs --backend vulkan")
-	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profile, log: io.err})
+	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	defer backend.Close()
-	var prof deviceProfiler
-	if *profile {
-		if prof, _ = backend.(deviceProfiler); prof == nil {
-			return fail(exitUsage, "--profile: backend %s cannot time its operations", backend.Name())
+	defer inner.Close()
+	backend := inner
+	var prof opProfiler
+	if *profileOps {
+		if dp, ok := inner.(deviceProfiler); ok {
+			prof = vulkanProfiler{dp}
+		} else {
+			pb := profile.New(inner)
+			prof, backend = hostProfiler{pb}, pb
 		}
 	}
 	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: *prompt})
@@ -146,14 +256,11 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	if nThreads <= 0 {
 		nThreads = runtimeThreads()
 	}
-	res := benchResult{Model: *dir, Backend: backend.Name(), Threads: nThreads, Prompt: *prompt, Gen: *gen,
-		Repeat: *repeat, DecodeBytesPerToken: m.DecodeBytes()}
-	ids := make([]int, *prompt)
-	for i := range ids {
-		ids[i] = (i*7919 + 13) % m.Config().VocabSize
-	}
-	var prefill, decode []float64
-	var prefillProf, decodeProf []vulkan.ProfileEntry
+	res := benchResult{Model: *dir, Backend: inner.Name(), Threads: nThreads, Prompt: *prompt, Gen: *gen,
+		Repeat: *repeat, DecodeBytesPerToken: m.DecodeBytes(), Batch: *batch}
+	ids := benchPrompt(m.Config(), *prompt, 0)
+	var prefill, decode, batched []float64
+	var prefillProf, decodeProf []opTime
 	var decodeStats vulkan.Stats
 	for r := 0; r < *repeat; r++ {
 		p, d, err := benchOnce(ctx, m, ids, *gen, prof, &prefillProf, &decodeProf, &decodeStats)
@@ -161,8 +268,17 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			return fail(exitError, "%v", err)
 		}
 		prefill, decode = append(prefill, p), append(decode, d)
+		line := fmt.Sprintf("run %d/%d: prefill %.2f tokens/s, decode %.2f tokens/s", r+1, *repeat, p, d)
+		if *batch > 1 {
+			b, err := benchBatch(ctx, m, *batch, *prompt, *gen)
+			if err != nil {
+				return fail(exitError, "batch of %d: %v", *batch, err)
+			}
+			batched = append(batched, b)
+			line += fmt.Sprintf(", batch of %d %.2f tokens/s", *batch, b)
+		}
 		if !*asJSON {
-			fmt.Fprintf(io.err, "run %d/%d: prefill %.2f tokens/s, decode %.2f tokens/s\n", r+1, *repeat, p, d)
+			fmt.Fprintln(io.err, line)
 		}
 	}
 	if steps := float64(*repeat * *gen); decodeStats.Dispatches > 0 {
@@ -177,11 +293,26 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	res.PrefillTokensPerSecond = median(prefill)
 	res.DecodeTokensPerSecond = median(decode)
 	res.DecodeGBPerSecond = res.DecodeTokensPerSecond * float64(res.DecodeBytesPerToken) / 1e9
-	baseline, how, err := benchBaseline(ctx, backend, nThreads, *memMiB<<20)
-	if err != nil {
-		return fail(exitError, "%v", err)
+	if len(batched) > 0 {
+		res.BatchDecodeTokensPerSecond = median(batched)
+		res.BatchDecodeSpeedup = res.BatchDecodeTokensPerSecond / res.DecodeTokensPerSecond
 	}
-	res.MemoryReadGBPerSecond, res.MemoryBaseline = baseline, how
+	res.PrefillFLOPs = prefillFLOPs(m.Config(), *prompt)
+	res.PrefillGFLOPS = res.PrefillFLOPs * res.PrefillTokensPerSecond / float64(*prompt) / 1e9
+	cpuInfo := machine.DetectCPU()
+	res.CPUModel, res.CPUFeatures = cpuInfo.Model, cpuInfo.Features
+	res.CPUL1DBytes, res.CPUL2Bytes, res.CPUL3Bytes, res.CPULogical = cpuInfo.L1D, cpuInfo.L2, cpuInfo.L3, cpuInfo.LogicalCPUs
+	if meter, ok := inner.(bandwidthMeter); ok {
+		gbps, err := meter.MemoryBandwidth(ctx)
+		if err != nil {
+			return fail(exitError, "measuring device bandwidth: %v", err)
+		}
+		res.MemoryReadGBPerSecond, res.MemoryBaseline = gbps, "device buffer copy, bytes read + written"
+	} else {
+		kernels := backendKernels(inner)
+		rep := machine.Measure(machine.Options{Threads: nThreads, ReadBytes: *memMiB << 20})
+		res.setMachine(rep, kernels)
+	}
 	if res.MemoryReadGBPerSecond > 0 {
 		res.DecodeBandwidthFraction = res.DecodeGBPerSecond / res.MemoryReadGBPerSecond
 	}
@@ -193,35 +324,141 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		}
 		return exitOK
 	}
-	fmt.Fprintf(io.out, "model      %s\nbackend    %s\n", res.Model, res.Backend)
-	fmt.Fprintf(io.out, "prefill    %8.2f tokens/s  (%d-token prompt, median of %d)\n", res.PrefillTokensPerSecond, *prompt, *repeat)
-	fmt.Fprintf(io.out, "decode     %8.2f tokens/s  (%d tokens, median of %d)\n", res.DecodeTokensPerSecond, *gen, *repeat)
-	fmt.Fprintf(io.out, "weights    %8.2f GB/s     (%.3f GB read per decode step)\n", res.DecodeGBPerSecond, float64(res.DecodeBytesPerToken)/1e9)
-	fmt.Fprintf(io.out, "memory     %8.2f GB/s     (%s; decode reaches %.0f%%)\n",
-		res.MemoryReadGBPerSecond, res.MemoryBaseline, 100*res.DecodeBandwidthFraction)
-	if res.DecodeDispatchesPerToken > 0 {
-		fmt.Fprintf(io.out, "recorded   %8.1f dispatches, %.1f barriers, %.1f submissions per decode step\n",
-			res.DecodeDispatchesPerToken, res.DecodeBarriersPerToken, res.DecodeSubmissionsPerToken)
-	}
+	res.print(io.out)
 	if prof != nil {
-		printProfile(io.out, fmt.Sprintf("prefill profile (per %d-token prompt)", *prompt), res.PrefillProfile)
-		printProfile(io.out, "decode profile (per token)", res.DecodeProfile)
+		printProfile(io.out, fmt.Sprintf("prefill profile (per %d-token prompt)", *prompt), prof.what(), res.PrefillProfile)
+		printProfile(io.out, "decode profile (per token)", prof.what(), res.DecodeProfile)
 	}
 	return exitOK
 }
 
+// setMachine fills in the host measurements of rep and what follows from
+// them for a CPU backend running kernels.
+func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels) {
+	res.Kernels = kernels.Name()
+	res.ReadGBPerSecond1Thread, res.ReadGBPerSecond, res.ReadProbe = rep.ReadOne.Value, rep.Read.Value, rep.Read.Probe
+	res.MemoryReadGBPerSecond = rep.Read.Value
+	res.MemoryBaseline = fmt.Sprintf("plain read loop, %d threads, %s", rep.Read.Threads, rep.Read.Probe)
+	res.FMAF32GFLOPS1Thread, res.FMAF32GFLOPS, res.FMAProbe = rep.FMAOne.Value, rep.FMA.Value, rep.FMA.Probe
+	if rep.BF16 {
+		res.DotBF16GFLOPS1Thread, res.DotBF16GFLOPS = rep.DotBF16One.Value, rep.DotBF16.Value
+	}
+	res.MachineProbeSeconds = rep.Elapsed.Seconds()
+	peak := res.FMAF32GFLOPS
+	res.PrefillPeak = "fma_f32"
+	if kernels.Features().AVX512BF16 && rep.BF16 {
+		peak, res.PrefillPeak = res.DotBF16GFLOPS, "dot_bf16"
+	}
+	if peak > 0 {
+		res.PrefillPeakFraction = res.PrefillGFLOPS / peak
+	}
+	if res.ReadGBPerSecond > 0 {
+		res.DecodeReadFraction = res.DecodeGBPerSecond / res.ReadGBPerSecond
+	}
+}
+
+// print writes the result as a table.
+func (res *benchResult) print(w goio.Writer) {
+	fmt.Fprintf(w, "model      %s\nbackend    %s\n", res.Model, res.Backend)
+	fmt.Fprintf(w, "cpu        %s (%s; L1d %s, L2 %s, L3 %s; %d CPUs)\n", res.CPUModel, strings.Join(res.CPUFeatures, " "),
+		sizeText(res.CPUL1DBytes), sizeText(res.CPUL2Bytes), sizeText(res.CPUL3Bytes), res.CPULogical)
+	if res.Kernels != "" {
+		fmt.Fprintf(w, "kernels    %s\n", res.Kernels)
+		fmt.Fprintf(w, "read loop  %8.2f GB/s     at 1 thread, %.2f GB/s at %d (%s)\n",
+			res.ReadGBPerSecond1Thread, res.ReadGBPerSecond, res.Threads, res.ReadProbe)
+		fmt.Fprintf(w, "f32 fma    %8.1f GFLOP/s  at 1 thread, %.1f GFLOP/s at %d (%s)\n",
+			res.FMAF32GFLOPS1Thread, res.FMAF32GFLOPS, res.Threads, res.FMAProbe)
+		if res.DotBF16GFLOPS > 0 {
+			fmt.Fprintf(w, "bf16 dot   %8.1f GFLOP/s  at 1 thread, %.1f GFLOP/s at %d (VDPBF16PS zmm)\n",
+				res.DotBF16GFLOPS1Thread, res.DotBF16GFLOPS, res.Threads)
+		}
+	}
+	fmt.Fprintf(w, "prefill    %8.2f tokens/s  (%d-token prompt, median of %d)\n", res.PrefillTokensPerSecond, res.Prompt, res.Repeat)
+	fmt.Fprintf(w, "           %8.1f GFLOP/s  (%.3g GFLOP per prompt", res.PrefillGFLOPS, res.PrefillFLOPs/1e9)
+	if res.PrefillPeak != "" {
+		fmt.Fprintf(w, "; %.0f%% of the %s peak", 100*res.PrefillPeakFraction, strings.ReplaceAll(res.PrefillPeak, "_", " "))
+	}
+	fmt.Fprintln(w, ")")
+	fmt.Fprintf(w, "decode     %8.2f tokens/s  (%d tokens, median of %d)\n", res.DecodeTokensPerSecond, res.Gen, res.Repeat)
+	fmt.Fprintf(w, "weights    %8.2f GB/s     (%.3f GB read per decode step)\n", res.DecodeGBPerSecond, float64(res.DecodeBytesPerToken)/1e9)
+	fmt.Fprintf(w, "memory     %8.2f GB/s     (%s; decode reaches %.0f%%)\n",
+		res.MemoryReadGBPerSecond, res.MemoryBaseline, 100*res.DecodeBandwidthFraction)
+	if res.BatchDecodeTokensPerSecond > 0 {
+		fmt.Fprintf(w, "batch      %8.2f tokens/s  (%d sequences decoding together, %.2fx one sequence)\n",
+			res.BatchDecodeTokensPerSecond, res.Batch, res.BatchDecodeSpeedup)
+	}
+	if res.DecodeDispatchesPerToken > 0 {
+		fmt.Fprintf(w, "recorded   %8.1f dispatches, %.1f barriers, %.1f submissions per decode step\n",
+			res.DecodeDispatchesPerToken, res.DecodeBarriersPerToken, res.DecodeSubmissionsPerToken)
+	}
+}
+
+// sizeText formats a cache size in KiB or MiB ("?" when unknown).
+func sizeText(n int) string {
+	switch {
+	case n <= 0:
+		return "?"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
+
+// backendKernels returns the kernel set a CPU backend runs: its own where
+// it says (a Kernels method), else the set cpu.New picks by default.
+func backendKernels(be compute.Backend) *asm.Kernels {
+	if k, ok := be.(interface{ Kernels() *asm.Kernels }); ok {
+		return k.Kernels()
+	}
+	return asm.Detect()
+}
+
+// prefillFLOPs returns the floating-point operations (a multiply-add
+// counts as two) of prefilling a prompt of n tokens in one step: every
+// matrix weight of every layer once per token, the attention products
+// (q·k and p·v, 4 × heads × head_dim per cached position) of the
+// full-attention layers, and the output matrix for the last position only.
+// The Gated DeltaNet recurrence, the convolution, norms and activations
+// are left out (well under 1% at the real widths).
+func prefillFLOPs(c *model.Config, n int) float64 {
+	h := float64(c.HiddenSize)
+	var perToken, attn float64
+	for _, kind := range c.LayerTypes {
+		perToken += 3 * h * float64(c.IntermediateSize) // gate, up, down
+		if kind == model.LinearAttention {
+			nv := float64(c.LinearNumValueHeads)
+			perToken += h * (float64(c.ConvDim()) + 2*float64(c.ValueDim()) + 2*nv) // in_proj_qkv, in_proj_z, out_proj, in_proj_a, in_proj_b
+			continue
+		}
+		qd, kvd := float64(c.NumHeads*c.HeadDim), float64(c.NumKVHeads*c.HeadDim)
+		perToken += h * (2*qd + 2*kvd + qd) // q_proj (with its gate), k_proj, v_proj, o_proj
+		// Token i attends over i+1 positions: sum = n(n+1)/2.
+		attn += 4 * qd * float64(n) * float64(n+1) / 2
+	}
+	return 2*perToken*float64(n) + attn + 2*h*float64(c.VocabSize)
+}
+
+// benchPrompt returns n token ids, a different sequence for each seed.
+func benchPrompt(c *model.Config, n, seed int) []int {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = (i*7919 + 13 + seed*104729) % c.VocabSize
+	}
+	return ids
+}
+
 // benchOnce prefills ids into a new sequence in one step, then decodes gen
 // tokens greedily one step each, and returns both rates. With prof, it
-// adds the device profiles of the prefill and of the decode steps to
-// prefillProf and decodeProf.
-func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof deviceProfiler, prefillProf, decodeProf *[]vulkan.ProfileEntry, decodeStats *vulkan.Stats) (prefill, decode float64, err error) {
+// adds the profiles of the prefill and of the decode steps to prefillProf
+// and decodeProf.
+func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opProfiler, prefillProf, decodeProf *[]opTime, decodeStats *vulkan.Stats) (prefill, decode float64, err error) {
 	seq, err := m.NewSequence()
 	if err != nil {
 		return 0, 0, err
 	}
 	defer seq.Close()
 	if prof != nil {
-		prof.ResetProfile()
+		prof.take()
 	}
 	start := time.Now()
 	out, err := m.Step(ctx, []model.Input{{Seq: seq, Tokens: ids}})
@@ -230,8 +467,7 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof dev
 	}
 	prefill = float64(len(ids)) / time.Since(start).Seconds()
 	if prof != nil {
-		*prefillProf = addProfile(*prefillProf, prof.Profile())
-		prof.ResetProfile()
+		*prefillProf = addProfile(*prefillProf, prof.take())
 	}
 	tok := compute.Argmax(out[0].Logits)
 	counter, _ := m.Backend().(recordStats)
@@ -256,16 +492,51 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof dev
 		decodeStats.Submissions += s1.Submissions - s0.Submissions
 	}
 	if prof != nil {
-		*decodeProf = addProfile(*decodeProf, prof.Profile())
+		*decodeProf = addProfile(*decodeProf, prof.take())
 	}
 	return prefill, decode, nil
 }
 
+// benchBatch prefills a different prompt of the given length into each of
+// n new sequences (one step each), then decodes gen tokens greedily for
+// all of them together, one step per token, and returns the decode rate in
+// tokens of all sequences per second.
+func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int) (float64, error) {
+	seqs := make([]*model.Sequence, n)
+	for i := range seqs {
+		s, err := m.NewSequence()
+		if err != nil {
+			return 0, err
+		}
+		defer s.Close()
+		seqs[i] = s
+	}
+	in := make([]model.Input, n)
+	for i, s := range seqs {
+		out, err := m.Step(ctx, []model.Input{{Seq: s, Tokens: benchPrompt(m.Config(), prompt, i+1)}})
+		if err != nil {
+			return 0, err
+		}
+		in[i] = model.Input{Seq: s, Tokens: []int{compute.Argmax(out[0].Logits)}, Logits: model.LastArgmax}
+	}
+	start := time.Now()
+	for range gen {
+		out, err := m.Step(ctx, in)
+		if err != nil {
+			return 0, err
+		}
+		for i := range in {
+			in[i].Tokens = []int{out[i].Argmax}
+		}
+	}
+	return float64(n*gen) / time.Since(start).Seconds(), nil
+}
+
 // addProfile adds the entries of b to those of a with the same Op, keeping
 // the result sorted by time, largest first.
-func addProfile(a, b []vulkan.ProfileEntry) []vulkan.ProfileEntry {
+func addProfile(a, b []opTime) []opTime {
 	for _, e := range b {
-		i := slices.IndexFunc(a, func(x vulkan.ProfileEntry) bool { return x.Op == e.Op })
+		i := slices.IndexFunc(a, func(x opTime) bool { return x.Op == e.Op })
 		if i < 0 {
 			a = append(a, e)
 			continue
@@ -273,7 +544,7 @@ func addProfile(a, b []vulkan.ProfileEntry) []vulkan.ProfileEntry {
 		a[i].Count += e.Count
 		a[i].Time += e.Time
 	}
-	slices.SortStableFunc(a, func(x, y vulkan.ProfileEntry) int { return cmp.Compare(y.Time, x.Time) })
+	slices.SortStableFunc(a, func(x, y opTime) int { return cmp.Compare(y.Time, x.Time) })
 	return a
 }
 
@@ -284,35 +555,4 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// memoryReadGBps measures how fast threads goroutines can read size bytes of
-// memory with the vector kernels (a float32 dot product of the buffer with
-// itself, which loads each element once), best of 5: the bandwidth a decode
-// step, which streams every weight once, can at most reach.
-func memoryReadGBps(threads, size int) float64 {
-	buf := make([]float32, size/4)
-	for i := range buf {
-		buf[i] = float32(i & 1023)
-	}
-	k := asm.Detect()
-	best := 0.0
-	for r := 0; r < 5; r++ {
-		var wg sync.WaitGroup
-		chunk := len(buf) / threads
-		sums := make([]float32, threads)
-		start := time.Now()
-		for t := 0; t < threads; t++ {
-			wg.Add(1)
-			go func(t int) {
-				defer wg.Done()
-				part := buf[t*chunk : (t+1)*chunk]
-				sums[t] = k.DotF32(part, part)
-			}(t)
-		}
-		wg.Wait()
-		gbps := float64(chunk*threads*4) / time.Since(start).Seconds() / 1e9
-		best = max(best, gbps)
-	}
-	return best
 }

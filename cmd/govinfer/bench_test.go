@@ -3,12 +3,22 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/govinfer/govinfer/internal/machine"
+	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/safetensors"
 )
 
-func TestBenchJSON(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "models", "tiny")
-	code, out, errOut := run(t, "", "bench", "--model", dir, "--prompt", "16", "--gen", "4", "--repeat", "2", "--mem-mib", "16", "--json")
+var tinyModel = filepath.Join("..", "..", "testdata", "models", "tiny")
+
+// benchJSON runs bench --json on the tiny model with args added and
+// returns the result decoded twice: as benchResult and as a key map.
+func benchJSON(t *testing.T, args ...string) (benchResult, map[string]any) {
+	t.Helper()
+	args = append([]string{"bench", "--model", tinyModel, "--prompt", "16", "--gen", "4", "--repeat", "2", "--mem-mib", "16", "--json"}, args...)
+	code, out, errOut := run(t, "", args...)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -16,11 +26,150 @@ func TestBenchJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
+	var keys map[string]any
+	if err := json.Unmarshal([]byte(out), &keys); err != nil {
+		t.Fatal(err)
+	}
+	return res, keys
+}
+
+func TestBenchJSON(t *testing.T) {
+	res, keys := benchJSON(t)
 	if res.PrefillTokensPerSecond <= 0 || res.DecodeTokensPerSecond <= 0 || res.DecodeGBPerSecond <= 0 ||
 		res.MemoryReadGBPerSecond <= 0 || res.DecodeBytesPerToken <= 0 || res.Prompt != 16 || res.Gen != 4 {
 		t.Errorf("implausible result: %+v", res)
 	}
-	if code, _, _ := run(t, "", "bench", "--model", dir, "--prompt", "0"); code != exitUsage {
+	// The machine, measured in the same run.
+	for _, k := range []string{"cpu_model", "cpu_features", "kernels", "read_gb_per_second_1_thread", "read_gb_per_second",
+		"fma_f32_gflops_1_thread", "fma_f32_gflops", "prefill_flops", "prefill_gflops", "prefill_peak", "prefill_peak_fraction",
+		"decode_read_fraction", "batch"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("no key %q in %v", k, keys)
+		}
+	}
+	if _, ok := keys["dot_bf16_gflops"]; ok != machine.HasDotBF16() {
+		t.Errorf("dot_bf16_gflops present: %v, but the CPU has VDPBF16PS: %v", ok, machine.HasDotBF16())
+	}
+	if res.CPUModel == "" || !strings.Contains(res.Backend, res.Kernels+" kernels") ||
+		res.ReadGBPerSecond1Thread <= 0 || res.ReadGBPerSecond <= 0 || res.MemoryReadGBPerSecond != res.ReadGBPerSecond ||
+		res.FMAF32GFLOPS1Thread <= 0 || res.FMAF32GFLOPS <= 0 {
+		t.Errorf("implausible machine figures: %+v", res)
+	}
+	if res.PrefillFLOPs != prefillFLOPs(mustConfig(t), 16) || res.PrefillGFLOPS <= 0 ||
+		res.PrefillPeakFraction <= 0 || res.PrefillPeakFraction > 1.5 || res.DecodeReadFraction <= 0 || res.DecodeReadFraction > 10 {
+		t.Errorf("implausible fractions: %+v", res)
+	}
+	if res.Batch != 1 || res.BatchDecodeTokensPerSecond != 0 {
+		t.Errorf("batch without --batch: %+v", res)
+	}
+	if code, _, _ := run(t, "", "bench", "--model", tinyModel, "--prompt", "0"); code != exitUsage {
 		t.Errorf("--prompt 0: exit %d, want %d", code, exitUsage)
 	}
+	if code, _, _ := run(t, "", "bench", "--model", tinyModel, "--batch", "0"); code != exitUsage {
+		t.Errorf("--batch 0: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestBenchBatch(t *testing.T) {
+	res, _ := benchJSON(t, "--batch", "2")
+	if res.Batch != 2 || res.BatchDecodeTokensPerSecond <= 0 || res.BatchDecodeSpeedup <= 0 ||
+		res.BatchDecodeSpeedup != res.BatchDecodeTokensPerSecond/res.DecodeTokensPerSecond {
+		t.Errorf("implausible batch result: %+v", res)
+	}
+}
+
+// TestBenchProfileCPU checks --profile on the CPU backend: one embed, one
+// argmax and one product with the output matrix per decoded token, a
+// product per projection of every layer under its weight's name, and the
+// table in the text output.
+func TestBenchProfileCPU(t *testing.T) {
+	res, _ := benchJSON(t, "--profile")
+	cfg := mustConfig(t)
+	ops := map[string]profileRow{}
+	for _, r := range res.DecodeProfile {
+		ops[r.Op] = r
+	}
+	if ops["embed"].Count != 1 || ops["argmax"].Count != 1 || ops["matmul lm_head"].Count != 1 ||
+		ops["matmul gate_proj"].Count != float64(cfg.NumLayers) || ops["delta_rule"].Count != 3 || ops["attention"].Count != 1 {
+		t.Errorf("implausible decode profile: %+v", res.DecodeProfile)
+	}
+	var total float64
+	for _, r := range res.PrefillProfile {
+		total += r.MS
+	}
+	if total <= 0 {
+		t.Errorf("empty prefill profile: %+v", res.PrefillProfile)
+	}
+	code, out, errOut := run(t, "", "bench", "--model", tinyModel, "--prompt", "8", "--gen", "2", "--repeat", "1", "--mem-mib", "16", "--profile")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"cpu  ", "kernels", "read loop", "f32 fma", "GFLOP/s", "decode profile (per token)", "matmul lm_head", "wall time"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}
+
+// TestBenchHelp checks that --help lists the JSON keys.
+func TestBenchHelp(t *testing.T) {
+	code, out, _ := run(t, "", "bench", "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, k := range []string{"--batch", "cpu_model", "read_gb_per_second_1_thread", "fma_f32_gflops", "dot_bf16_gflops",
+		"prefill_peak_fraction", "decode_read_fraction", "batch_decode_speedup", "prefill_profile"} {
+		if !strings.Contains(out, k) {
+			t.Errorf("--help does not mention %s", k)
+		}
+	}
+}
+
+// TestPrefillFLOPs checks the per-token part of prefillFLOPs against the
+// matrix weights of the tiny checkpoint's text layers, and its attention
+// and output-matrix terms by their growth with the prompt.
+func TestPrefillFLOPs(t *testing.T) {
+	cfg := mustConfig(t)
+	ck, err := safetensors.OpenCheckpoint(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	var elems float64
+	for _, name := range ck.Names() {
+		info, err := ck.Info(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(name, "model.language_model.layers.") && len(info.Shape) == 2 && strings.Contains(name, "proj") {
+			elems += float64(info.Shape[0] * info.Shape[1])
+		}
+	}
+	if elems == 0 {
+		t.Fatal("no matrix weights found")
+	}
+	lmHead := 2 * float64(cfg.HiddenSize*cfg.VocabSize)
+	full := 0
+	for _, k := range cfg.LayerTypes {
+		if k == model.FullAttention {
+			full++
+		}
+	}
+	attn := func(n int) float64 {
+		return float64(4*full*cfg.NumHeads*cfg.HeadDim) * float64(n*(n+1)/2)
+	}
+	for _, n := range []int{1, 16, 100} {
+		if got, want := prefillFLOPs(cfg, n), 2*elems*float64(n)+attn(n)+lmHead; got != want {
+			t.Errorf("prefillFLOPs(%d) = %g, want %g", n, got, want)
+		}
+	}
+}
+
+func mustConfig(t *testing.T) *model.Config {
+	t.Helper()
+	cfg, err := model.LoadConfig(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -1,0 +1,59 @@
+//go:build !noasm
+
+package machine
+
+import "github.com/klauspost/cpuid/v2"
+
+//go:noescape
+func readXorAVX2(p *byte, n int) uint64
+
+//go:noescape
+func readXorAVX512(p *byte, n int) uint64
+
+func fmaAVX2(iters int, x float32) float32
+
+func fmaAVX512(iters int, x float32) float32
+
+func dotBF16AVX512(iters int, x uint32) float32
+
+// hasAVX2 and friends say which probes the running CPU can execute.
+var (
+	hasAVX2       = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2, cpuid.FMA3)
+	hasAVX512     = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
+	hasAVX512BF16 = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512BF16)
+)
+
+// readProbes returns the read loops the CPU can run, best first.
+func readProbes() []readProbe {
+	var ps []readProbe
+	if hasAVX512 {
+		ps = append(ps, readProbe{"avx512 zmm loads", 512, func(b []byte) uint64 { return readXorAVX512(&b[0], len(b)) }})
+	}
+	if hasAVX2 {
+		ps = append(ps, readProbe{"avx2 ymm loads", 256, func(b []byte) uint64 { return readXorAVX2(&b[0], len(b)) }})
+	}
+	return append(ps, goReadProbe)
+}
+
+// fmaProbes returns the f32 FMA loops the CPU can run, best first.
+func fmaProbes() []computeProbe {
+	var ps []computeProbe
+	if hasAVX512 {
+		ps = append(ps, computeProbe{"avx512 VFMADD231PS zmm x12", 12 * 16 * 2, func(n int) float32 { return fmaAVX512(n, 1) }, 2})
+	}
+	if hasAVX2 {
+		ps = append(ps, computeProbe{"avx2 VFMADD231PS ymm x12", 12 * 8 * 2, func(n int) float32 { return fmaAVX2(n, 1) }, 2})
+	}
+	return append(ps, goFMAProbe)
+}
+
+// bf16Probes returns the bf16 dot loops the CPU can run, best first; none
+// without AVX512_BF16.
+func bf16Probes() []computeProbe {
+	if !hasAVX512BF16 {
+		return nil
+	}
+	// Each VDPBF16PS zmm does 32 bf16 multiply-adds: 64 flops. 0x3f80 is
+	// bf16 1.0, so every instruction adds 2 to each lane.
+	return []computeProbe{{"avx512_bf16 VDPBF16PS zmm x12", 12 * 32 * 2, func(n int) float32 { return dotBF16AVX512(n, 0x3f803f80) }, 4}}
+}
