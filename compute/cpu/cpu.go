@@ -66,6 +66,9 @@ func (b *Backend) Name() string {
 	return fmt.Sprintf("cpu (%d threads, %s kernels)", b.pool.workers, b.k.Name())
 }
 
+// Kernels returns the kernel set the backend runs.
+func (b *Backend) Kernels() *asm.Kernels { return b.k }
+
 // Threads returns the number of worker goroutines.
 func (b *Backend) Threads() int { return b.pool.workers }
 
@@ -216,16 +219,19 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 	}
 }
 
-// MatMul implements compute.Backend: dst[n, rows] = x[n, cols] · wᵀ. Workers
-// take contiguous blocks of weight rows; the kernels read each weight row
-// once for all n inputs.
+// MatMul implements compute.Backend: dst[n, rows] = x[n, cols] · wᵀ. The
+// weight rows are cut into blocks that the workers take in turn, so a worker
+// slowed by something else on the machine (common on shared virtual CPUs)
+// does not hold the others up; the kernels read each weight row once for
+// all n inputs. Every element is summed the same way whichever block and
+// worker computes it (see asm), so the blocks change no result.
 func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	w, d, xs := wt.(*weight), Data(dst), Data(x)
 	rows, cols := w.rows, w.cols
 	xs = xs[:n*cols]
-	// Blocks of at least 64 KiB of weights keep the hand-off cost small.
-	minRows := max(1, (64<<10)/(cols*w.dt.Size()))
-	b.pool.parallelFor(rows, minRows, func(lo, hi int) {
+	block := matMulBlock(rows, cols*w.dt.Size(), n, b.pool.workers)
+	blocks := (rows + block - 1) / block
+	run := func(lo, hi int) {
 		var err error
 		switch w.dt {
 		case compute.BF16:
@@ -240,7 +246,37 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 			// made; a failure here is a bug in the caller.
 			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
 		}
+	}
+	if blocks <= 1 {
+		run(0, rows)
+		return
+	}
+	b.q.reset(blocks)
+	b.pool.run(min(b.pool.workers, blocks), func(int) {
+		for {
+			j, ok := b.q.take()
+			if !ok {
+				return
+			}
+			run(j*block, min((j+1)*block, rows))
+		}
 	})
+}
+
+// matMulBlock returns the weight rows of one block of a MatMul of rows rows
+// of rowBytes bytes with n inputs on workers workers: a multiple of 16
+// rows, at least 64 KiB of weights (below that the hand-off costs more than
+// it saves), about 8 blocks per worker for matrix-vector products, where
+// balance matters most, and 2 for larger batches, where every block repacks
+// the inputs.
+func matMulBlock(rows, rowBytes, n, workers int) int {
+	perWorker := 8
+	if n > 8 {
+		perWorker = 2
+	}
+	block := (rows + workers*perWorker - 1) / (workers * perWorker)
+	block = max(block, (64<<10+rowBytes-1)/rowBytes)
+	return (block + 15) / 16 * 16
 }
 
 // RMSNorm implements compute.Backend.

@@ -258,6 +258,7 @@ func x86MatVec4(g *gen, a x86, e elem) {
 	g.l("VMOVUPS (DX)(AX*4), %s", a.r(12))
 	for r, p := range rows {
 		a.load(g, e, fmt.Sprintf("(%s)(AX*%d)", p, e.size), a.r(8+r))
+		g.l("PREFETCHT0 %d(%s)(AX*%d)", mvPrefetch, p, e.size)
 		g.l("VFMADD231PS %s, %s, %s", a.r(12), a.r(8+r), a.r(r))
 	}
 	g.l("ADDQ $%d, AX", a.lanes)
@@ -557,6 +558,13 @@ func x86TileU(g *gen) {
 	tileEpilog(g, a, maxN, func(r, j int) int { return 2*r + j }, [4]int{12, 13, 14, 15})
 }
 
+// mvPrefetch is how far ahead, in bytes, the x86 matrix-vector kernels
+// prefetch each weight row: more loads in flight than the hardware
+// prefetchers start on four row streams (one thread, 12288x4096 bf16, same
+// run: 10.9 GB/s without, 13.9 GB/s at 256 bytes; 128 to 512 measured
+// alike within the machine's noise).
+const mvPrefetch = 512
+
 // x86MatVecU emits the unpacked bf16 matrix-vector product over groups of
 // four rows, summing each row as x86TileU sums a (row, input) pair, per
 // segment of kblock columns.
@@ -594,6 +602,7 @@ func x86MatVecU(g *gen) {
 	g.l("VMOVUPS 32(DX)(AX*4), Y9")
 	for r, p := range rows {
 		g.l("VMOVDQU (%s)(AX*2), Y12", p)
+		g.l("PREFETCHT0 %d(%s)(AX*2)", mvPrefetch, p)
 		g.l("VPUNPCKLWD Y12, Y15, Y13")
 		g.l("VPUNPCKHWD Y12, Y15, Y14")
 		g.l("VFMADD231PS Y8, Y13, Y%d", r)
