@@ -104,7 +104,8 @@ func QuantizeQ8K(dst []BlockQ8K, x []float32) {
 // s of w.q·a.q, and the result is Σ float32(s)·(d_w·d_a) accumulated in
 // block order in one float32 (each term rounded before the add). len(w) must
 // be Q8_0.RowBytes(32·len(a)); it panics otherwise. The result equals ggml's
-// generic C code bit for bit.
+// generic C code bit for bit wherever the C compiler does not contract the
+// multiply-add into an FMA.
 func DotQ8_0Q8_0(w []byte, a []BlockQ8_0) float32 {
 	checkDot(Q8_0, w, q80Block*len(a))
 	var sum float32
