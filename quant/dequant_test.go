@@ -331,7 +331,10 @@ func TestTypeSizes(t *testing.T) {
 			}
 		})
 	}
-	if Keep.String() != "keep" || Keep.Fits(256) || Keep.BlockSize() != 0 || Type(200).String() != "Type(200)" {
+	if _, ok := Keep.GGMLType(); ok {
+		t.Error("Keep has a ggml type")
+	}
+	if Keep.String() != "keep" || Keep.Fits(256) || Keep.BlockSize() != 0 || Keep.BlockBytes() != 0 || Type(200).String() != "Type(200)" || Type(200).BlockBytes() != 0 {
 		t.Error("Keep or an unknown type misbehaves")
 	}
 	if _, ok := TypeFromGGML(30); ok {

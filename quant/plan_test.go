@@ -101,6 +101,9 @@ func TestPlanErrors(t *testing.T) {
 	if _, _, err := Plan(MixQ4KM, "model.layers.4.mlp.down_proj.weight", 256, 768, 4); err == nil {
 		t.Error("layer 4 of 4: no error")
 	}
+	if got, why, err := Plan(MixQ8_0, "lm_head.weight", 0, 256, 4); err != nil || got != Keep || !strings.Contains(why, "empty") {
+		t.Errorf("empty lm_head: %v (%s), %v; want kept", got, why, err)
+	}
 	if got, _, err := Plan(MixQ4KM, "model.layers.3.mlp.down_proj.weight", 256, 768, 4); err != nil || got != Q6_K {
 		t.Errorf("layer 3 of 4: %v, %v; want Q6_K", got, err)
 	}

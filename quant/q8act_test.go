@@ -270,3 +270,17 @@ func TestMatVecQ8(t *testing.T) {
 		})
 	}
 }
+
+func TestActivationQuantizerShapes(t *testing.T) {
+	for name, f := range map[string]func(){
+		"Q8_0 short": func() { QuantizeQ8_0(make([]BlockQ8_0, 2), make([]float32, 63)) },
+		"Q8_0 long":  func() { QuantizeQ8_0(make([]BlockQ8_0, 1), make([]float32, 64)) },
+		"Q8_K short": func() { QuantizeQ8K(make([]BlockQ8K, 1), make([]float32, 255)) },
+		"Q8_K long":  func() { QuantizeQ8K(make([]BlockQ8K, 1), make([]float32, 512)) },
+		"dot blocks": func() { DotQ4KQ8K(make([]byte, 144), make([]BlockQ8K, 2)) },
+	} {
+		if !panics(f) {
+			t.Errorf("%s: no panic", name)
+		}
+	}
+}

@@ -109,9 +109,6 @@ func sqrt32(f float32) float32 { return float32(math.Sqrt(float64(f))) }
 
 func putF16(b []byte, f float32) { binary.LittleEndian.PutUint16(b, half.F32ToF16(f)) }
 
-// roundF16 is f rounded to binary16 and back, the d a block stores.
-func roundF16(f float32) float32 { return half.F16ToF32(half.F32ToF16(f)) }
-
 // quantizeBlockQ8_0 writes one Q8_0 block: d = max|x|/127 stored as fp16,
 // q = round(x/d) with the float32 d (ggml multiplies by 1/d). See quantQ8_0.
 func quantizeBlockQ8_0(y []byte, x []float32) {
