@@ -82,8 +82,8 @@ func dequantQ4K(out *[qkK]float32, blk []byte) {
 	for g := 0; g < 4; g++ {
 		sc1, m1 := scaleMinK4(2*g, scales)
 		sc2, m2 := scaleMinK4(2*g+1, scales)
-		d1, mm1 := d*float32(sc1), dmin*float32(m1)
-		d2, mm2 := d*float32(sc2), dmin*float32(m2)
+		d1, mm1 := d*float32(sc1), float32(dmin*float32(m1))
+		d2, mm2 := d*float32(sc2), float32(dmin*float32(m2))
 		q := qs[32*g : 32*g+32]
 		o := out[64*g : 64*g+64]
 		for l := 0; l < 32; l++ {
@@ -102,8 +102,8 @@ func dequantQ5K(out *[qkK]float32, blk []byte) {
 	for g := 0; g < 4; g++ {
 		sc1, m1 := scaleMinK4(2*g, scales)
 		sc2, m2 := scaleMinK4(2*g+1, scales)
-		d1, mm1 := d*float32(sc1), dmin*float32(m1)
-		d2, mm2 := d*float32(sc2), dmin*float32(m2)
+		d1, mm1 := d*float32(sc1), float32(dmin*float32(m1))
+		d2, mm2 := d*float32(sc2), float32(dmin*float32(m2))
 		q := qs[32*g : 32*g+32]
 		o := out[64*g : 64*g+64]
 		for l := 0; l < 32; l++ {

@@ -12,9 +12,10 @@ import (
 // quantize_row_q8_0_ref, quantize_row_q4_K_ref with make_qkx2_quants,
 // quantize_row_q6_K_ref with make_qx_quants) with no importance matrix, which
 // is what llama-quantize runs when it is given none. Every float operation is
-// a float32 operation in ggml's order; products that feed a sum are wrapped
-// in float32() so that no compiler fuses them into an FMA (Go may fuse
-// x*y+z on some architectures; ggml-base is built without FMA on x86-64).
+// a float32 operation in ggml's order; every product that feeds a sum, even
+// through a variable or an inlined call, is wrapped in float32() so that no
+// compiler fuses them into an FMA (Go fuses x*y+z, across statements too, on
+// arm64, ppc64 and s390x; ggml-base is built without FMA on x86-64).
 
 // QuantizeRow quantizes the float32 values of src into t blocks in dst, as
 // ggml's reference quantizer for t does with no importance matrix. len(src)
@@ -86,7 +87,9 @@ func quantizeEncoded(t Type, dst, src []byte, size int, decode func([]float32, [
 // bits. It is exact for |f| ≤ 2^22 − 1; beyond that (and for NaN and Inf) it
 // returns what ggml's bit trick returns, a value within ±2^22.
 func nearestInt(f float32) int32 {
-	v := f + 12582912
+	// float32(f): when the call is inlined, f may be a product, which Go
+	// could otherwise fuse with this add into an FMA.
+	v := float32(f) + 12582912
 	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000
 }
 
@@ -180,7 +183,7 @@ func quantizeBlockQ4K(y []byte, x []float32) {
 		if d == 0 {
 			continue
 		}
-		dm := dminAll * float32(m)
+		dm := float32(dminAll * float32(m))
 		for ii := 0; ii < 32; ii++ {
 			l := nearestInt((x[32*j+ii] + dm) / d)
 			L[32*j+ii] = uint8(max(0, min(15, l)))
@@ -203,7 +206,7 @@ func makeQKX2(x, w []float32, L, laux []uint8, nmax int, rmin, rdelta float32, n
 	n := len(x)
 	lo, hi := x[0], x[0]
 	sumW := w[0]
-	sumX := sumW * x[0]
+	sumX := float32(sumW * x[0])
 	for i := 1; i < n; i++ {
 		if x[i] < lo {
 			lo = x[i]
