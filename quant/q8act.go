@@ -12,15 +12,16 @@ import (
 // in int32, scaled once per block in float32.
 
 // BlockQ8_0 is one Q8_0 block of 32 activations: x ≈ fp16(D)·Qs. Its memory
-// layout is ggml's block_q8_0 (34 bytes: D at 0, Qs at 2), the same bytes as
-// a Q8_0 weight block.
+// layout is ggml's block_q8_0 (34 bytes: D at 0, Qs at 2), on a little-endian
+// machine the same bytes as a Q8_0 weight block.
 type BlockQ8_0 struct {
 	D  uint16   // scale, IEEE binary16 bits
 	Qs [32]int8 // quantized values
 }
 
 // BlockQ8K is one Q8_K block of 256 activations: x ≈ D·Qs. Its memory
-// layout is ggml's block_q8_K (292 bytes: D at 0, Qs at 4, Bsums at 260).
+// layout is ggml's block_q8_K (292 bytes: D at 0, Qs at 4, Bsums at 260;
+// little-endian machines store the same bytes as ggml).
 type BlockQ8K struct {
 	D     float32   // scale
 	Qs    [256]int8 // quantized values, in −127..127

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -72,9 +73,15 @@ func TestQuantizeQ8_0MatchesWeights(t *testing.T) {
 	w := quantized(t, Q8_0, x)
 	a := make([]BlockQ8_0, 4096/32)
 	QuantizeQ8_0(a, x)
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), len(a)*34)
-	if string(raw) != string(w) {
-		t.Error("Q8_0 activation blocks differ from Q8_0 weight blocks of the same values")
+	for b := range a {
+		blk := w[34*b : 34*b+34]
+		same := binary.LittleEndian.Uint16(blk) == a[b].D
+		for j, q := range a[b].Qs {
+			same = same && int8(blk[2+j]) == q
+		}
+		if !same {
+			t.Fatalf("block %d: Q8_0 activation block %+v differs from the weight block % x", b, a[b], blk)
+		}
 	}
 }
 

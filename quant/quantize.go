@@ -15,7 +15,8 @@ import (
 // a float32 operation in ggml's order; every product that feeds a sum, even
 // through a variable or an inlined call, is wrapped in float32() so that no
 // compiler fuses them into an FMA (Go fuses x*y+z, across statements too, on
-// arm64, ppc64 and s390x; ggml-base is built without FMA on x86-64).
+// arm64, ppc64le, riscv64 and s390x; ggml-base is built without FMA on
+// x86-64). The tests pass under qemu on those four.
 
 // QuantizeRow quantizes the float32 values of src into t blocks in dst, as
 // ggml's reference quantizer for t does with no importance matrix. len(src)
