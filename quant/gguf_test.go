@@ -228,3 +228,97 @@ func TestReadGGUF(t *testing.T) {
 	}
 	t.Logf("%d tensors", len(f.tensors))
 }
+
+// TestReadGGUFSynthetic checks the reader on a file built here: every
+// metadata value type, nested arrays, a non-default alignment.
+func TestReadGGUFSynthetic(t *testing.T) {
+	var b []byte
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	str := func(s string) { u64(uint64(len(s))); b = append(b, s...) }
+	b = append(b, "GGUF"...)
+	u32(3)
+	u64(2)  // tensors
+	u64(15) // key/values
+	scalars := []struct {
+		typ  uint32
+		size int
+	}{{0, 1}, {1, 1}, {2, 2}, {3, 2}, {5, 4}, {6, 4}, {7, 1}, {10, 8}, {11, 8}, {12, 8}}
+	for i, s := range scalars {
+		str(fmt.Sprintf("k.scalar%d", i))
+		u32(s.typ)
+		b = append(b, make([]byte, s.size)...)
+	}
+	str("k.string")
+	u32(8)
+	str("hello")
+	str("k.strings") // array of strings
+	u32(9)
+	u32(8)
+	u64(2)
+	str("a")
+	str("bc")
+	str("k.nested") // array of arrays of int32
+	u32(9)
+	u32(9)
+	u64(2)
+	for n := range 2 {
+		u32(5)
+		u64(uint64(n + 1))
+		b = append(b, make([]byte, 4*(n+1))...)
+	}
+	str("general.alignment")
+	u32(4)
+	u32(64)
+	str("k.last")
+	u32(4)
+	u32(7)
+	// Two F32 tensors {3} and {2, 2}; the second at offset 64.
+	str("a")
+	u32(1)
+	u64(3)
+	u32(ggmlF32)
+	u64(0)
+	str("b")
+	u32(2)
+	u64(2)
+	u64(2)
+	u32(ggmlF32)
+	u64(64)
+	for len(b)%64 != 0 {
+		b = append(b, 0xee)
+	}
+	data := make([]byte, 64+16)
+	for i, v := range []float32{1, 2, 3} {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+	}
+	for i, v := range []float32{4, 5, 6, 7} {
+		binary.LittleEndian.PutUint32(data[64+4*i:], math.Float32bits(v))
+	}
+	b = append(b, data...)
+	f, err := readGGUF(writeTemp(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.meta["k.string"] != "hello" || f.meta["k.last"] != uint32(7) || f.meta["general.alignment"] != uint32(64) {
+		t.Errorf("metadata %v", f.meta)
+	}
+	for name, want := range map[string][]float32{"a": {1, 2, 3}, "b": {4, 5, 6, 7}} {
+		got := f.byName[name].floats(t)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("tensor %s = %v, want %v", name, got, want)
+		}
+	}
+	if _, err := readGGUF(writeTemp(t, b[:len(b)-1])); err == nil {
+		t.Error("a truncated file read without error")
+	}
+}
+
+func writeTemp(t *testing.T, b []byte) string {
+	t.Helper()
+	path := t.TempDir() + "/t.gguf"
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
