@@ -24,9 +24,10 @@ test: ## run the whole test suite (what CI runs)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 	# The pure-Go kernel twins alone (no assembly), on the kernels and the goldens.
 	$(GO) test -count=1 -tags noasm ./asm/ ./compute/cpu/ ./model/
-	# The NEON kernels, cross-compiled and run under qemu where it is installed.
+	# The NEON kernels, cross-compiled and run under qemu where it is installed; and quant, whose
+	# blocks must stay llama.cpp's bytes on arm64, where Go fuses multiply-adds (about a minute).
 	if command -v qemu-aarch64-static >/dev/null; then \
-		GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static ./asm/...; \
+		GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static ./asm/... ./quant/; \
 	else echo "qemu-aarch64-static not installed: arm64 kernels not tested"; fi
 
 test-coopmat: ## the cooperative-matrix shaders on a lavapipe that has them (downloads a Debian 13 sysroot once; CI runs it)
