@@ -3,6 +3,8 @@ package asm
 import (
 	"fmt"
 	"math"
+
+	"github.com/govinfer/govinfer/quant"
 )
 
 // Kernels is one set of kernel implementations. Build it with [New], [Detect]
@@ -40,6 +42,8 @@ type impl struct {
 	matMulF16  func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int)
 	matMulF32  func(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int)
 	gemmBF16   func(dst []float32, ldd int, w []uint16, rows, cols int, x []uint16, n int)
+
+	matMulQ func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
 }
 
 // goImpl is the pure-Go kernel set.
@@ -63,6 +67,7 @@ func goImpl() impl {
 		matMulF16:  matMulF16Go,
 		matMulF32:  matMulF32Go,
 		gemmBF16:   gemmBF16Go,
+		matMulQ:    matMulQGo,
 	}
 }
 

@@ -29,19 +29,27 @@ package compute
 import (
 	"context"
 	"fmt"
+
+	"github.com/govinfer/govinfer/quant"
 )
 
 // DType is the element type of a stored weight.
 type DType uint8
 
-// Weight element types.
+// Weight element types: plain floats, and GGML's quantized block formats
+// (package quant has their layouts), whose rows are whole blocks.
 const (
 	F32 DType = iota + 1
 	F16
 	BF16
+	Q8_0
+	Q4_K
+	Q5_K
+	Q6_K
 )
 
-// String returns the safetensors name of the dtype.
+// String returns the safetensors name of a float dtype, GGML's name of a
+// block format.
 func (d DType) String() string {
 	switch d {
 	case F32:
@@ -51,16 +59,58 @@ func (d DType) String() string {
 	case BF16:
 		return "BF16"
 	}
+	if q := d.Quant(); q != quant.Keep {
+		return q.String()
+	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
-// Size returns the number of bytes per element.
+// Size returns the number of bytes per element of a float dtype, and 0 for
+// block formats (see RowBytes).
 func (d DType) Size() int {
 	switch d {
 	case F32:
 		return 4
 	case F16, BF16:
 		return 2
+	}
+	return 0
+}
+
+// Quant returns the block format of a quantized dtype, quant.Keep for the
+// others.
+func (d DType) Quant() quant.Type {
+	switch d {
+	case Q8_0:
+		return quant.Q8_0
+	case Q4_K:
+		return quant.Q4_K
+	case Q5_K:
+		return quant.Q5_K
+	case Q6_K:
+		return quant.Q6_K
+	}
+	return quant.Keep
+}
+
+// QuantDType returns the dtype of a block format.
+func QuantDType(t quant.Type) (DType, bool) {
+	for _, d := range []DType{Q8_0, Q4_K, Q5_K, Q6_K} {
+		if d.Quant() == t {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// RowBytes returns the bytes of a row of cols elements, or 0 when the dtype
+// is unknown or cols is not a whole number of its blocks.
+func (d DType) RowBytes(cols int) int {
+	if s := d.Size(); s > 0 {
+		return cols * s
+	}
+	if q := d.Quant(); q != quant.Keep && q.Fits(cols) {
+		return q.RowBytes(cols)
 	}
 	return 0
 }
@@ -73,7 +123,8 @@ type Buffer interface {
 }
 
 // Weight is a [Rows, Cols] row-major matrix (or a vector, Rows == 1) in
-// backend memory, kept in its stored dtype.
+// backend memory, kept in its stored dtype. Quantized weights are only ever
+// the matrix of a MatMul or the table of an Embed.
 type Weight interface {
 	Rows() int
 	Cols() int
