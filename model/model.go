@@ -43,6 +43,11 @@ type Options struct {
 	// MaxStepTokens bounds the tokens computed in one pass (activation
 	// memory grows with it). Zero means DefaultMaxStepTokens.
 	MaxStepTokens int
+	// Quantize, when not empty, names a quantization mix (quant.Mixes:
+	// "q8_0" or "q4_k_m") applied to a BF16/F16/F32 checkpoint while it
+	// loads, tensor by tensor (see quant.Plan for which tensors get which
+	// format); the original pages are released as each tensor is done.
+	Quantize string
 }
 
 // Model is a loaded Qwen3.5 text model. Its methods are safe for concurrent
@@ -90,7 +95,7 @@ func New(cfg *Config, ck *safetensors.Checkpoint, o Options) (*Model, error) {
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxStepTokens
 	}
-	w, err := loadWeights(ck, cfg, m.be, o.Progress)
+	w, err := loadWeights(ck, cfg, m.be, o.Quantize, o.Progress)
 	if err != nil {
 		if m.ownsBE {
 			m.be.Close()

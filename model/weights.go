@@ -3,9 +3,13 @@ package model
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/safetensors"
 )
 
@@ -121,8 +125,12 @@ func computeDType(d safetensors.DType) (compute.DType, bool) {
 }
 
 // loadWeights binds every tensor of the text model and hands it to the
-// backend. progress, when not nil, is called after each tensor.
-func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, progress func(Progress)) (*weights, error) {
+// backend, quantized to the mix named by mix (quant.Plan) unless mix is
+// empty. progress, when not nil, is called after each tensor.
+func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, mix string, progress func(Progress)) (*weights, error) {
+	if mix != "" && !slices.Contains(quant.Mixes(), mix) {
+		return nil, fmt.Errorf("unknown quantization %q (want one of %v)", mix, quant.Mixes())
+	}
 	prefix, err := detectPrefix(ck)
 	if err != nil {
 		return nil, err
@@ -156,6 +164,7 @@ func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, prog
 		return nil, errors.Join(errs...)
 	}
 	var done int64
+	notes := map[string]bool{}
 	for i, b := range bs {
 		t := tensors[i]
 		dt, _ := computeDType(t.DType)
@@ -163,14 +172,39 @@ func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, prog
 		for _, d := range t.Shape[:len(t.Shape)-1] {
 			rows *= d
 		}
-		wt, err := be.LoadWeight(b.name, dt, rows, cols, t.Data)
+		data := t.Data
+		var note string
+		if mix != "" {
+			qt, reason, err := quant.Plan(mix, b.name, rows, cols, c.NumLayers)
+			if err != nil {
+				return nil, fmt.Errorf("quantizing %s: %w", b.name, err)
+			}
+			if qt != quant.Keep {
+				if data, err = quantizeTensor(qt, t.DType, data, rows, cols); err != nil {
+					return nil, fmt.Errorf("quantizing %s to %v: %w", b.name, qt, err)
+				}
+				dt, _ = compute.QuantDType(qt)
+			}
+			// A fallback (a row length no block divides) is said once per
+			// kind of row.
+			if i := strings.Index(reason, fallbackMark); i >= 0 && !notes[reason[i:]] {
+				notes[reason[i:]] = true
+				note = b.name + ": " + reason
+			}
+		}
+		wt, err := be.LoadWeight(b.name, dt, rows, cols, data)
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
+		}
+		if dt.Quant() != quant.Keep {
+			// Only the quantized copy stays resident.
+			ck.Evict(b.name)
 		}
 		*b.dst = wt
 		done += int64(len(t.Data))
 		if progress != nil {
-			progress(Progress{Tensors: i + 1, TotalTensors: len(bs), Bytes: done, TotalBytes: total, Name: b.name})
+			progress(Progress{Tensors: i + 1, TotalTensors: len(bs), Bytes: done, TotalBytes: total, Name: b.name,
+				DType: dt.String(), Note: note})
 		}
 	}
 	if c.TieWordEmbeddings {
@@ -183,8 +217,50 @@ func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, prog
 type Progress struct {
 	Tensors, TotalTensors int
 	Bytes, TotalBytes     int64
-	// Name is the tensor just loaded.
-	Name string
+	// Name is the tensor just loaded, and DType the type it was loaded as
+	// (a block format when quantized while loading).
+	Name, DType string
+	// Note, when not empty, says why a tensor was kept in a wider format
+	// than its quantization asked for; each reason is noted once.
+	Note string
+}
+
+// fallbackMark starts the part of a quant.Plan reason that describes a
+// fallback to a wider format.
+const fallbackMark = ", but rows of"
+
+// quantizeTensor quantizes rows rows of cols values of a BF16, F16 or F32
+// tensor to qt, rows split over the CPUs.
+func quantizeTensor(qt quant.Type, st safetensors.DType, data []byte, rows, cols int) ([]byte, error) {
+	var quantize func(quant.Type, []byte, []byte) error
+	size := 0
+	switch st {
+	case safetensors.BF16:
+		quantize, size = quant.QuantizeRowBF16, 2
+	case safetensors.F16:
+		quantize, size = quant.QuantizeRowF16, 2
+	case safetensors.F32:
+		quantize, size = quant.QuantizeRowF32, 4
+	default:
+		return nil, fmt.Errorf("cannot quantize %s values", st)
+	}
+	rb := qt.RowBytes(cols)
+	out := make([]byte, rows*rb)
+	workers := min(runtime.NumCPU(), rows)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for wk := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lo, hi := wk*rows/workers, (wk+1)*rows/workers
+			for r := lo; r < hi && errs[wk] == nil; r++ {
+				errs[wk] = quantize(qt, out[r*rb:(r+1)*rb], data[r*cols*size:(r+1)*cols*size])
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // all returns every weight once.
@@ -207,5 +283,5 @@ func (w *weights) all() []compute.Weight {
 }
 
 func weightBytes(x compute.Weight) int64 {
-	return int64(x.Rows()) * int64(x.Cols()) * int64(x.DType().Size())
+	return int64(x.Rows()) * int64(x.DType().RowBytes(x.Cols()))
 }

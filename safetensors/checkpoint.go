@@ -224,6 +224,22 @@ func (c *Checkpoint) Tensor(name string) (Tensor, error) {
 	return t, nil
 }
 
+// Evict tells the operating system that tensor name's data is not needed
+// for now: where the file is memory-mapped, its pages leave the process's
+// resident memory and are read again from the file if the tensor is used
+// later. A loader that converts a tensor (quantizing it, say) evicts the
+// original so that only the converted copy stays resident. Unknown names
+// and files read into memory are left alone.
+func (c *Checkpoint) Evict(name string) {
+	f := c.where[name]
+	if f == nil || f.release == nil {
+		return
+	}
+	if t, ok := f.Tensor(name); ok {
+		evict(t.Data)
+	}
+}
+
 // TotalBytes returns the number of bytes of tensor data in the checkpoint.
 func (c *Checkpoint) TotalBytes() int64 { return c.total }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // mapFile maps size bytes of fd read-only. If the file system cannot map
@@ -24,4 +25,22 @@ func mapFile(fd *os.File, size int) (mem []byte, release func([]byte) error, err
 		return nil, nil, err
 	}
 	return mem, nil, nil
+}
+
+// evict tells the kernel that the pages wholly inside data, a part of a
+// memory map, are not needed for now: they leave the process's resident
+// memory and are read again from the file if touched.
+func evict(data []byte) {
+	page := uintptr(os.Getpagesize())
+	if len(data) == 0 {
+		return
+	}
+	start := uintptr(unsafe.Pointer(&data[0]))
+	lo := (start + page - 1) &^ (page - 1)
+	hi := (start + uintptr(len(data))) &^ (page - 1)
+	if hi <= lo {
+		return
+	}
+	// Best effort: an error only means nothing was evicted.
+	_ = syscall.Madvise(data[lo-start:hi-start], syscall.MADV_DONTNEED)
 }

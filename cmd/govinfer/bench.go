@@ -198,7 +198,7 @@ func printProfile(w goio.Writer, title, what string, rows []profileRow) {
 // runBench implements "govinfer bench": prefill and decode speed, and
 // what the machine can do, measured in the same run.
 func runBench(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--profile] [--json]")
+	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--profile] [--quantize q8_0|q4_k_m] [--json]")
 	dir := fs.String("model", "", "`DIR` holding the checkpoint")
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
@@ -210,6 +210,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, benchJSONKeys)
 	profileOps := fs.Bool("profile", false, "time every operation and print where prefill and decode spend it, matrix products per weight (Vulkan: device timestamps; CPU: wall time of each operation)")
+	quantize := quantizeFlag(fs.FlagSet)
 	memMiB := fs.Int("mem-mib", 0, "size of the memory-read baseline in MiB (0: four times all the L3 caches, 512 to 2048 MiB)")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -223,6 +224,8 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "--model is required")
 	case *prompt <= 0 || *gen <= 0 || *repeat <= 0 || *batch <= 0:
 		return fail(exitUsage, "--prompt, --gen, --batch and --repeat must be positive")
+	case checkQuantize(*quantize) != nil:
+		return fail(exitUsage, "%v", checkQuantize(*quantize))
 	case *memMiB < 0:
 		return fail(exitUsage, "--mem-mib must not be negative")
 	}
@@ -244,7 +247,8 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			prof, backend = hostProfiler{pb}, pb
 		}
 	}
-	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: *prompt})
+	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: *prompt,
+		Quantize: *quantize, Progress: quietProgress(io, *dir, *quantize)})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

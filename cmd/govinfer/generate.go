@@ -12,7 +12,7 @@ import (
 
 // runGenerate implements "govinfer generate": feed token ids, generate.
 func runGenerate(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "generate", "generate --model DIR --ids 1,2,3 [-n 24] [--temperature 0] [--json]")
+	fs := newFlagSet(io, "generate", "generate --model DIR --ids 1,2,3 [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m] [--json]")
 	dir := fs.String("model", "", "`DIR` holding the checkpoint (config.json + safetensors)")
 	idList := fs.String("ids", "", "prompt token ids, comma separated")
 	n := fs.Int("n", 24, "number of tokens to generate")
@@ -21,6 +21,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	topP := fs.Float64("top-p", 1, "nucleus sampling threshold")
 	seed := fs.Uint64("seed", 0, "random seed for sampling")
 	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits")
+	quantize := quantizeFlag(fs.FlagSet)
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
@@ -37,6 +38,9 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	}
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		return fail(exitUsage, "--model %s: not a directory", *dir)
+	}
+	if err := checkQuantize(*quantize); err != nil {
+		return fail(exitUsage, "%v", err)
 	}
 	ids, err := parseIDs(*idList)
 	if err != nil {
@@ -63,7 +67,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer backend.Close()
-	m, err := model.Open(*dir, model.Options{Backend: backend})
+	m, err := model.Open(*dir, model.Options{Backend: backend, Quantize: *quantize, Progress: quietProgress(io, *dir, *quantize)})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/internal/half"
+	"github.com/govinfer/govinfer/quant"
 )
 
 // Backend runs the graph on the CPU. It is safe for use by one goroutine at a
@@ -37,6 +38,7 @@ type Backend struct {
 	attnL      []float64 // per group job and head: sum of numerators
 	attnO      []float32 // per split job and head: partial output
 	convJobs   []convJob
+	xq         []byte // the inputs of a quantized MatMul, quantized
 }
 
 // Options configures a CPU backend.
@@ -95,6 +97,7 @@ type weight struct {
 	name       string
 	dt         compute.DType
 	rows, cols int
+	q          []byte   // a block format: rows of dt.RowBytes(cols) bytes
 	u16        []uint16 // BF16 or F16
 	// f32 holds F32 weights, and a float32 copy of small BF16/F16 ones
 	// (norm weights, conv taps, gate parameters) read element by element.
@@ -113,6 +116,11 @@ func (w *weight) DType() compute.DType { return w.dt }
 func (w *weight) row(dst []float32, r int) {
 	lo := r * w.cols
 	switch {
+	case w.q != nil:
+		rb := w.dt.RowBytes(w.cols)
+		if err := quant.DequantizeRow(w.dt.Quant(), dst[:w.cols], w.q[r*rb:(r+1)*rb]); err != nil {
+			panic(fmt.Sprintf("cpu: weight %s: %v", w.name, err))
+		}
 	case w.f32 != nil:
 		copy(dst, w.f32[lo:lo+w.cols])
 	case w.dt == compute.BF16:
@@ -143,6 +151,15 @@ func (w *weight) at(i int) float32 {
 func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
 	if rows <= 0 || cols <= 0 {
 		return nil, fmt.Errorf("cpu: weight %s: bad shape [%d, %d]", name, rows, cols)
+	}
+	if q := dt.Quant(); q != quant.Keep {
+		if _, ok := asm.InputType(q); !ok || !q.Fits(cols) {
+			return nil, fmt.Errorf("cpu: weight %s: %v weights with rows of %d values are not supported", name, q, cols)
+		}
+		if want := rows * dt.RowBytes(cols); len(data) != want {
+			return nil, fmt.Errorf("cpu: weight %s: %d bytes for [%d, %d] %v, want %d", name, len(data), rows, cols, dt, want)
+		}
+		return &weight{name: name, dt: dt, rows: rows, cols: cols, q: data}, nil
 	}
 	size := dt.Size()
 	if size == 0 {
@@ -229,6 +246,10 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	w, d, xs := wt.(*weight), Data(dst), Data(x)
 	rows, cols := w.rows, w.cols
 	xs = xs[:n*cols]
+	if w.q != nil {
+		b.matMulQ(d, xs, w, n)
+		return
+	}
 	block := matMulBlock(rows, cols*w.dt.Size(), n, b.pool.workers)
 	blocks := (rows + block - 1) / block
 	run := func(lo, hi int) {
@@ -244,6 +265,43 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 		if err != nil {
 			// The shapes were checked when the weight and buffers were
 			// made; a failure here is a bug in the caller.
+			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
+		}
+	}
+	if blocks <= 1 {
+		run(0, rows)
+		return
+	}
+	b.q.reset(blocks)
+	b.pool.run(min(b.pool.workers, blocks), func(int) {
+		for {
+			j, ok := b.q.take()
+			if !ok {
+				return
+			}
+			run(j*block, min((j+1)*block, rows))
+		}
+	})
+}
+
+// matMulQ is MatMul with a quantized weight: the inputs are quantized to
+// 8-bit blocks once (rows split over the workers), then the weight rows are
+// cut into blocks as for float weights.
+func (b *Backend) matMulQ(d, xs []float32, w *weight, n int) {
+	qt, rows, cols := w.dt.Quant(), w.rows, w.cols
+	xb := asm.InputRowBytes(qt, cols)
+	if need := n * xb; len(b.xq) < need {
+		b.xq = asm.InputBuffer(need)
+	}
+	xq := b.xq[:n*xb]
+	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
+		mustKernel(b.k.QuantizeInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
+	})
+	rb := w.dt.RowBytes(cols)
+	block := matMulBlock(rows, rb, n, b.pool.workers)
+	blocks := (rows + block - 1) / block
+	run := func(lo, hi int) {
+		if err := b.k.MatMulQ(qt, d[lo:], rows, w.q[lo*rb:hi*rb], hi-lo, cols, xq, n); err != nil {
 			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
 		}
 	}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/quant"
+)
+
+// quantizeFlag adds --quantize to fs.
+func quantizeFlag(fs *flag.FlagSet) *string {
+	return fs.String("quantize", "", "quantize a BF16/F16/F32 checkpoint while loading, tensor by tensor: "+
+		strings.Join(quant.Mixes(), " or ")+" (q8_0: every weight matrix but conv1d in Q8_0, as llama.cpp's Q8_0 files; "+
+		"q4_k_m: govinfer's Qwen3.5 mix of Q4_K, Q6_K and Q8_0; default: weights as stored)")
+}
+
+// checkQuantize validates a --quantize value.
+func checkQuantize(mix string) error {
+	if mix != "" && !slices.Contains(quant.Mixes(), mix) {
+		return fmt.Errorf("--quantize %q: want one of %s", mix, strings.Join(quant.Mixes(), ", "))
+	}
+	return nil
+}
+
+// loadProgress returns a model.Progress callback that prints a line to w
+// at most once a second and at the end, and every note (a tensor kept in a
+// wider format than asked for) as it comes.
+func loadProgress(io stdio, dir, mix string) func(model.Progress) {
+	start := time.Now()
+	var mu sync.Mutex
+	lastPrint := time.Time{}
+	verb := "loading"
+	if mix != "" {
+		verb = "loading and quantizing (" + mix + ")"
+	}
+	return func(p model.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p.Note != "" {
+			fmt.Fprintf(io.err, "note: %s\n", p.Note)
+		}
+		if p.Tensors < p.TotalTensors && time.Since(lastPrint) < time.Second {
+			return
+		}
+		lastPrint = time.Now()
+		fmt.Fprintf(io.err, "%s %s: %d/%d tensors, %.2f/%.2f GB, %.1fs\n", verb, dir, p.Tensors, p.TotalTensors,
+			float64(p.Bytes)/1e9, float64(p.TotalBytes)/1e9, time.Since(start).Seconds())
+	}
+}
+
+// quietProgress is loadProgress when quantizing (a load that takes time)
+// and nil otherwise (a memory map opens at once).
+func quietProgress(io stdio, dir, mix string) func(model.Progress) {
+	if mix == "" {
+		return nil
+	}
+	return loadProgress(io, dir, mix)
+}
