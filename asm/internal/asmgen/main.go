@@ -537,24 +537,37 @@ func x86TileU(g *gen) {
 	g.l("CMPQ nb+56(FP), $1")
 	g.l("CMOVQEQ DI, R13")
 	g.l("XORQ AX, AX")
-	g.label("loop")
-	g.l("CMPQ AX, CX")
-	g.l("JAE reduce")
-	for j := range maxN {
-		g.l("VMOVUPS (%s)(AX*4), Y%d", xrows[j], 8+2*j)
-		g.l("VMOVUPS 32(%s)(AX*4), Y%d", xrows[j], 9+2*j)
-	}
-	for r, p := range wrows {
-		g.l("VMOVDQU (%s)(AX*2), Y12", p)
-		g.l("VPUNPCKLWD Y12, Y15, Y13")
-		g.l("VPUNPCKHWD Y12, Y15, Y14")
+	step := func(off int) {
 		for j := range maxN {
-			g.l("VFMADD231PS Y%d, Y13, Y%d", 8+2*j, 2*r+j)
-			g.l("VFMADD231PS Y%d, Y14, Y%d", 9+2*j, 2*r+j)
+			g.l("VMOVUPS %d(%s)(AX*4), Y%d", 4*off, xrows[j], 8+2*j)
+			g.l("VMOVUPS %d(%s)(AX*4), Y%d", 4*off+32, xrows[j], 9+2*j)
+		}
+		for r, p := range wrows {
+			g.l("VMOVDQU %d(%s)(AX*2), Y12", 2*off, p)
+			g.l("VPUNPCKLWD Y12, Y15, Y13")
+			g.l("VPUNPCKHWD Y12, Y15, Y14")
+			for j := range maxN {
+				g.l("VFMADD231PS Y%d, Y13, Y%d", 8+2*j, 2*r+j)
+				g.l("VFMADD231PS Y%d, Y14, Y%d", 9+2*j, 2*r+j)
+			}
 		}
 	}
+	// Two steps of 16 columns per iteration while 32 remain, then one.
+	// R14 (an input row pointer only wider tiles use) bounds the pairs.
+	g.l("MOVQ CX, R14")
+	g.l("ANDQ $-32, R14")
+	g.l("JZ tail")
+	g.label("loop")
+	step(0)
+	step(16)
+	g.l("ADDQ $32, AX")
+	g.l("CMPQ AX, R14")
+	g.l("JB loop")
+	g.label("tail")
+	g.l("CMPQ AX, CX")
+	g.l("JAE reduce")
+	step(0)
 	g.l("ADDQ $16, AX")
-	g.l("JMP loop")
 	tileEpilog(g, a, maxN, func(r, j int) int { return 2*r + j }, [4]int{12, 13, 14, 15})
 }
 
