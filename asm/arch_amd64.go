@@ -201,7 +201,7 @@ func install(k *impl, s simd) {
 		scaleGo(a, x[m:])
 	}
 	k.matVecBF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
-		matVec4(s.mvBF16, L, k.dotBF16, dst, w, rows, cols, x)
+		matVec4(s.mvBF16, L, k.dotBF16, dst, w, cols, rows, cols, x)
 	}
 	tBF16 := newTiler(s.tileBF16, s.maxN, L, k.dotBF16, 16)
 	if s.unpacked {
@@ -215,17 +215,17 @@ func install(k *impl, s simd) {
 			m := cols - cols%16
 			swapQuads(sx[:m], x[:m])
 			copy(sx[m:], x[m:cols])
-			matVec4(matVec4BF16AVX2U, 16, k.dotBF16, dst, w, rows, cols, sx)
+			matVec4(matVec4BF16AVX2U, 16, k.dotBF16, dst, w, cols, rows, cols, sx)
 			xs.Put(p)
 		}
 		tBF16 = newTiler(tileBF16AVX2U, 2, 16, k.dotBF16, 16)
 		tBF16.pack = swapQuads
 	}
 	k.matVecF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
-		matVec4(s.mvF16, L, k.dotF16, dst, w, rows, cols, x)
+		matVec4(s.mvF16, L, k.dotF16, dst, w, cols, rows, cols, x)
 	}
 	k.matVecF32 = func(dst []float32, w []float32, rows, cols int, x []float32) {
-		matVec4(s.mvF32, L, k.dotF32, dst, w, rows, cols, x)
+		matVec4(s.mvF32, L, k.dotF32, dst, w, cols, rows, cols, x)
 	}
 	tF16 := newTiler(s.tileF16, s.maxN, L, k.dotF16, 16)
 	tF32 := newTiler(s.tileF32, s.maxN, L, k.dotF32, 16)
@@ -235,21 +235,23 @@ func install(k *impl, s simd) {
 			k.matVecBF16(dst[:rows], w, rows, cols, x)
 			return
 		}
-		tBF16.matMul(dst, ldd, w, rows, cols, x, n)
+		tBF16.matMul(dst, ldd, w, cols, rows, cols, x, n)
 	}
 	k.matMulF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
 		if n == 1 {
 			k.matVecF16(dst[:rows], w, rows, cols, x)
 			return
 		}
-		tF16.matMul(dst, ldd, w, rows, cols, x, n)
+		tF16.matMul(dst, ldd, w, cols, rows, cols, x, n)
 	}
-	k.matMulF32 = func(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int) {
+	k.matMulF32 = func(dst []float32, ldd int, w []float32, ldw, rows, cols int, x []float32, n int) {
 		if n == 1 {
-			k.matVecF32(dst[:rows], w, rows, cols, x)
+			matVec4(s.mvF32, L, k.dotF32, dst[:rows], w, ldw, rows, cols, x)
 			return
 		}
-		tF32.matMul(dst, ldd, w, rows, cols, x, n)
+		tF32.matMul(dst, ldd, w, ldw, rows, cols, x, n)
 	}
-	k.gemmBF16 = tBB.matMul
+	k.gemmBF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []uint16, n int) {
+		tBB.matMul(dst, ldd, w, cols, rows, cols, x, n)
+	}
 }

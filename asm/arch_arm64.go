@@ -87,13 +87,13 @@ func archImpl(k *impl, f Features) Features {
 	k.siluMul = func(dst, a, b []float32) { binaryTail(siluMulNEON, 4, siluMulGo, dst, a, b) }
 	k.sigmoidMul = func(dst, a, b []float32) { binaryTail(sigmoidMulNEON, 4, sigmoidMulGo, dst, a, b) }
 	k.matVecBF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
-		matVec4(matVec4BF16NEON, L, k.dotBF16, dst, w, rows, cols, x)
+		matVec4(matVec4BF16NEON, L, k.dotBF16, dst, w, cols, rows, cols, x)
 	}
 	k.matVecF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
-		matVec4(matVec4F16NEON, L, k.dotF16, dst, w, rows, cols, x)
+		matVec4(matVec4F16NEON, L, k.dotF16, dst, w, cols, rows, cols, x)
 	}
 	k.matVecF32 = func(dst []float32, w []float32, rows, cols int, x []float32) {
-		matVec4(matVec4F32NEON, L, k.dotF32, dst, w, rows, cols, x)
+		matVec4(matVec4F32NEON, L, k.dotF32, dst, w, cols, rows, cols, x)
 	}
 	// pad: 16 float32 inputs make 64 bytes.
 	tBF16 := newTiler(tileBF16NEON, 4, L, k.dotBF16, 16)
@@ -104,21 +104,21 @@ func archImpl(k *impl, f Features) Features {
 			k.matVecBF16(dst[:rows], w, rows, cols, x)
 			return
 		}
-		tBF16.matMul(dst, ldd, w, rows, cols, x, n)
+		tBF16.matMul(dst, ldd, w, cols, rows, cols, x, n)
 	}
 	k.matMulF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
 		if n == 1 {
 			k.matVecF16(dst[:rows], w, rows, cols, x)
 			return
 		}
-		tF16.matMul(dst, ldd, w, rows, cols, x, n)
+		tF16.matMul(dst, ldd, w, cols, rows, cols, x, n)
 	}
-	k.matMulF32 = func(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int) {
+	k.matMulF32 = func(dst []float32, ldd int, w []float32, ldw, rows, cols int, x []float32, n int) {
 		if n == 1 {
-			k.matVecF32(dst[:rows], w, rows, cols, x)
+			matVec4(matVec4F32NEON, L, k.dotF32, dst[:rows], w, ldw, rows, cols, x)
 			return
 		}
-		tF32.matMul(dst, ldd, w, rows, cols, x, n)
+		tF32.matMul(dst, ldd, w, ldw, rows, cols, x, n)
 	}
 	return Features{NEON: true}
 }

@@ -109,3 +109,34 @@ func sameBits(t *testing.T, what string, input int, got, want []float32) {
 		}
 	}
 }
+
+// TestMatMulF32Strided checks that a product over rows embedded in a wider
+// matrix equals, bit for bit, the product over the same rows packed.
+func TestMatMulF32Strided(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, k := range kernelSets(t) {
+		for _, s := range []struct{ rows, cols, pad, n int }{{1, 8, 3, 1}, {5, 64, 8, 3}, {7, 256, 768, 4}, {13, 100, 1, 2}} {
+			ldw := s.cols + s.pad
+			wide := randF32(r, s.rows*ldw)
+			packed := make([]float32, s.rows*s.cols)
+			for i := range s.rows {
+				copy(packed[i*s.cols:(i+1)*s.cols], wide[i*ldw:i*ldw+s.cols])
+			}
+			x := randF32(r, s.n*s.cols)
+			want := make([]float32, s.n*s.rows)
+			got := make([]float32, s.n*s.rows)
+			if err := k.MatMulF32(want, s.rows, packed, s.rows, s.cols, x, s.n); err != nil {
+				t.Fatal(err)
+			}
+			if err := k.MatMulF32Strided(got, s.rows, wide[:(s.rows-1)*ldw+s.cols], ldw, s.rows, s.cols, x, s.n); err != nil {
+				t.Fatal(err)
+			}
+			for q := range s.n {
+				sameBits(t, fmt.Sprintf("%s strided %+v", k.Name(), s), q, got[q*s.rows:(q+1)*s.rows], want[q*s.rows:(q+1)*s.rows])
+			}
+		}
+		if err := k.MatMulF32Strided(make([]float32, 2), 2, make([]float32, 10), 4, 2, 8, make([]float32, 8), 1); err == nil {
+			t.Errorf("%s: stride below cols: no error", k.Name())
+		}
+	}
+}

@@ -29,34 +29,36 @@ func dotTail[W, X any](f func(w *W, x *X, n int) float32, align int, twin func([
 // product: per segment of kBlock columns, then the ragged columns. A
 // product's result for one input therefore depends neither on how many
 // inputs share the call nor on which other rows do.
+//
+// Weight row r starts at w[r*ldw] (ldw >= cols).
 func matVec4[W any](mv func(dst *float32, w *W, x *float32, groups, cols, n, kblock int), align int,
-	dot func([]W, []float32) float32, dst []float32, w []W, rows, cols int, x []float32) {
+	dot func([]W, []float32) float32, dst []float32, w []W, ldw, rows, cols int, x []float32) {
 	groups := rows / 4
 	m := cols - cols%align
 	if m == 0 {
 		clear(dst[:rows])
 	} else {
 		if groups > 0 {
-			mv(&dst[0], &w[0], &x[0], groups, cols, m, kBlock)
+			mv(&dst[0], &w[0], &x[0], groups, ldw, m, kBlock)
 		}
 		switch rest := rows - groups*4; {
 		case rest > 0 && groups > 0:
 			// The last four rows again: each row's sum is the same in
 			// any group, so the rows computed twice get the same values.
-			mv(&dst[rows-4], &w[(rows-4)*cols], &x[0], 1, cols, m, kBlock)
+			mv(&dst[rows-4], &w[(rows-4)*ldw], &x[0], 1, ldw, m, kBlock)
 		case rest > 0:
 			// Fewer than four rows: each as a group of four copies of
 			// itself (a row stride of zero).
 			out := make([]float32, 4)
 			for r := range rows {
-				mv(&out[0], &w[r*cols], &x[0], 1, 0, m, kBlock)
+				mv(&out[0], &w[r*ldw], &x[0], 1, 0, m, kBlock)
 				dst[r] = out[0]
 			}
 		}
 	}
 	if m < cols {
 		for r := range rows {
-			dst[r] += dot(w[r*cols+m:(r+1)*cols], x[m:cols])
+			dst[r] += dot(w[r*ldw+m:r*ldw+cols], x[m:cols])
 		}
 	}
 }
@@ -116,7 +118,9 @@ const (
 // rows run through the tile as four copies of themselves (a weight stride of
 // zero). So one input's results do not depend on the other inputs of the
 // call, which prefill resumed at a cut point and batches of sequences rely on.
-func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []X, n int) {
+//
+// Weight row r starts at w[r*ldw] (ldw >= cols).
+func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int, x []X, n int) {
 	rows4 := rows - rows%4
 	m := cols - cols%t.align
 	for i := range n {
@@ -140,12 +144,12 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []
 				}
 				for r := 0; r < rows4; r += 4 {
 					for i := i0; i < i1; i += t.maxN {
-						t.tile(&dst[i*ldd+r], ldd, &w[r*cols+k0], cols, &buf[(i-i0)*ldx], ldx, kb, min(t.maxN, i1-i))
+						t.tile(&dst[i*ldd+r], ldd, &w[r*ldw+k0], ldw, &buf[(i-i0)*ldx], ldx, kb, min(t.maxN, i1-i))
 					}
 				}
 				for r := rows4; r < rows; r++ {
 					for i := i0; i < i1; i += t.maxN {
-						t.rowTile(&sc.out, dst[i*ldd+r:], ldd, &w[r*cols+k0], &buf[(i-i0)*ldx], ldx, kb, min(t.maxN, i1-i))
+						t.rowTile(&sc.out, dst[i*ldd+r:], ldd, &w[r*ldw+k0], &buf[(i-i0)*ldx], ldx, kb, min(t.maxN, i1-i))
 					}
 				}
 			}
@@ -155,7 +159,7 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, rows, cols int, x []
 	if m < cols {
 		for r := range rows {
 			for i := range n {
-				dst[i*ldd+r] += t.dot(w[r*cols+m:(r+1)*cols], x[i*cols+m:(i+1)*cols])
+				dst[i*ldd+r] += t.dot(w[r*ldw+m:r*ldw+cols], x[i*cols+m:(i+1)*cols])
 			}
 		}
 	}

@@ -40,7 +40,7 @@ type impl struct {
 
 	matMulBF16 func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int)
 	matMulF16  func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int)
-	matMulF32  func(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int)
+	matMulF32  func(dst []float32, ldd int, w []float32, ldw, rows, cols int, x []float32, n int)
 	gemmBF16   func(dst []float32, ldd int, w []uint16, rows, cols int, x []uint16, n int)
 
 	matMulQ func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
@@ -230,7 +230,28 @@ func (k *Kernels) MatMulF32(dst []float32, ldd int, w []float32, rows, cols int,
 	if rows == 0 || n == 0 {
 		return nil
 	}
-	k.matMulF32(dst, ldd, w[:rows*cols], rows, cols, x[:n*cols], n)
+	k.matMulF32(dst, ldd, w[:rows*cols], cols, rows, cols, x[:n*cols], n)
+	return nil
+}
+
+// MatMulF32Strided is [Kernels.MatMulF32] with weight row r starting at
+// w[r*ldw] (ldw >= cols): a block of rows inside a wider matrix, such as one
+// head's keys in an attention cache. Each element is summed exactly as
+// MatMulF32 sums it.
+func (k *Kernels) MatMulF32Strided(dst []float32, ldd int, w []float32, ldw, rows, cols int, x []float32, n int) error {
+	if ldw < cols || rows < 0 || cols < 0 || n < 0 {
+		return fmt.Errorf("asm: MatMulF32Strided: weight stride %d with rows=%d cols=%d n=%d", ldw, rows, cols, n)
+	}
+	if rows == 0 || n == 0 {
+		return nil
+	}
+	if mulOverflows(rows-1, ldw) || len(w) < (rows-1)*ldw+cols {
+		return fmt.Errorf("asm: MatMulF32Strided: weights have %d values, need (rows-1)*ldw+cols = %d*%d+%d", len(w), rows-1, ldw, cols)
+	}
+	if err := checkMat("MatMulF32Strided", len(dst), ldd, rows*cols, rows, cols, len(x), n); err != nil {
+		return err
+	}
+	k.matMulF32(dst, ldd, w[:(rows-1)*ldw+cols], ldw, rows, cols, x[:n*cols], n)
 	return nil
 }
 
