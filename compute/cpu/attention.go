@@ -52,7 +52,8 @@ func (b *Backend) CausalAttention(ps []compute.Attention) {
 	for i := range ps {
 		storeKV(&ps[i])
 	}
-	jobs, seqs := b.attnJobs[:0], b.attnSeqs[:0]
+	jobs, seqs, vts := b.attnJobs[:0], b.attnSeqs[:0], b.attnVTs[:0]
+	vtSize := 0
 	var total int64
 	ml, od := 0, 0 // heads of group jobs so far, and of split ones
 	for i := range ps {
@@ -71,6 +72,11 @@ func (b *Backend) CausalAttention(ps []compute.Attention) {
 			v := b.view(piece)
 			nkv, group, dim := piece.K.Count, v.group, v.dim
 			if piece.N >= attnBlockMin {
+				if len(vts) == 0 || vts[len(vts)-1].seq != i {
+					end := p.Pos + p.N
+					vts = append(vts, attnVT{seq: i, off: vtSize, len: alignUp(end, chunkAlign), end: end})
+					vtSize += nkv * dim * alignUp(end, chunkAlign)
+				}
 				bq := max(1, attnRows/group) // tokens per block
 				for t0 := 0; t0 < piece.N; t0 += bq {
 					t1 := min(piece.N, t0+bq)
@@ -80,7 +86,7 @@ func (b *Backend) CausalAttention(ps []compute.Attention) {
 						total += cost
 					}
 				}
-				seqs = append(seqs, attnSeq{v: v})
+				seqs = append(seqs, attnSeq{v: v, vtIdx: len(vts) - 1})
 				continue
 			}
 			splits := attnSplits(b.pool.workers, piece.N*nkv, piece.Pos+piece.N)
@@ -103,9 +109,16 @@ func (b *Backend) CausalAttention(ps []compute.Attention) {
 			seqs = append(seqs, sq)
 		}
 	}
-	b.attnJobs, b.attnSeqs = jobs, seqs
+	b.attnJobs, b.attnSeqs, b.attnVTs = jobs, seqs, vts
 	if len(jobs) == 0 {
 		return
+	}
+	b.transposeValues(ps, vtSize)
+	for i := range seqs {
+		if sq := &seqs[i]; sq.splits == 0 {
+			vt := &vts[sq.vtIdx]
+			sq.vt, sq.vtLen = b.attnVT[vt.off:vt.off+sq.v.p.K.Count*sq.v.dim*vt.len], vt.len
+		}
 	}
 	b.attnM, b.attnL, b.attnO = grow(b.attnM, ml), grow(b.attnL, ml), grow(b.attnO, od)
 	slices.SortStableFunc(jobs, func(x, y attnJob) int { return cmp.Compare(y.cost, x.cost) })
@@ -116,12 +129,69 @@ func (b *Backend) CausalAttention(ps []compute.Attention) {
 		if job.blocked {
 			v := &sq.v
 			sc := ws.attnScratch(max(1, attnRows/v.group)*v.group, v.dim)
-			b.attendBlock(v, sc, job.kvh, job.t, job.t1)
+			b.attendBlock(v, sc, sq.vt[job.kvh*v.dim*sq.vtLen:], sq.vtLen, job.kvh, job.t, job.t1)
 			return
 		}
 		b.attendGroup(sq, &ws.group, job)
 	})
 	b.mergeSplits()
+}
+
+// transposeValues fills b.attnVT with the value caches of the sequences in
+// b.attnVTs transposed (each KV head's [positions, dim] block as [dim,
+// positions]), so that every query block of the call reads its values as
+// matrix rows; jobs of up to 256 positions of one KV head share the
+// workers. Positions past a sequence's end are zero.
+func (b *Backend) transposeValues(ps []compute.Attention, size int) {
+	if size == 0 {
+		return
+	}
+	b.attnVT = grow(b.attnVT, size)
+	type job struct{ vt, kvh, s0, s1 int }
+	const span = 256
+	var jobs []job
+	for i, vt := range b.attnVTs {
+		for kvh := 0; kvh < ps[vt.seq].K.Count; kvh++ {
+			for s0 := 0; s0 < vt.len; s0 += span {
+				jobs = append(jobs, job{vt: i, kvh: kvh, s0: s0, s1: min(s0+span, vt.len)})
+			}
+		}
+	}
+	b.drain(len(jobs), int64(size), func(_, j int) {
+		jb := jobs[j]
+		vt := &b.attnVTs[jb.vt]
+		p := &ps[vt.seq]
+		dim, width := p.K.Dim, p.K.Count*p.K.Dim
+		dst := b.attnVT[vt.off+jb.kvh*dim*vt.len:]
+		filled := max(0, min(jb.s1, vt.end)-jb.s0)
+		if filled > 0 {
+			transposeCols(dst[jb.s0:], vt.len, Data(p.VCache)[jb.s0*width+jb.kvh*dim:], width, filled, dim)
+		}
+		if filled < jb.s1-jb.s0 {
+			for d := 0; d < dim; d++ {
+				clear(dst[d*vt.len+jb.s0+filled : d*vt.len+jb.s1])
+			}
+		}
+	})
+}
+
+// transposeCols writes the [cols, rows] transpose of the rows×cols block of
+// src (rows lds apart) into dst, rows ldd apart, leaving the rest of dst as
+// it is.
+func transposeCols(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	const blk = 16
+	for r0 := 0; r0 < rows; r0 += blk {
+		r1 := min(r0+blk, rows)
+		for c0 := 0; c0 < cols; c0 += blk {
+			c1 := min(c0+blk, cols)
+			for r := r0; r < r1; r++ {
+				row := src[r*lds+c0 : r*lds+c1]
+				for i, x := range row {
+					dst[(c0+i)*ldd+r] = x
+				}
+			}
+		}
+	}
 }
 
 // storeKV writes the new keys and values of p into its caches.
@@ -139,11 +209,23 @@ func storeKV(p *compute.Attention) {
 	}
 }
 
-// attnSeq is one sequence of a CausalAttention call.
+// attnSeq is one sequence piece of a CausalAttention call.
 type attnSeq struct {
 	v      attnView
 	splits int // context segments per (token, KV head); 0 when blocked
 	ml, od int // its first group job's head in attnM/attnL, and in attnO (elements)
+	// vt, for blocked pieces, is the sequence's value cache transposed:
+	// [KV heads, dim, vtLen], positions vtLen apart, zero past the end;
+	// vtIdx indexes its attnVT while the call is being set up.
+	vt           []float32
+	vtLen, vtIdx int
+}
+
+// attnVT is one sequence's transposed value cache, shared by its pieces.
+type attnVT struct {
+	seq      int // index in the call
+	off, len int // offset and row length in Backend.attnVT
+	end      int // positions filled
 }
 
 // attnJob is one job of a CausalAttention call. A group job computes the
@@ -199,16 +281,15 @@ func (v *attnView) outRow(t, h int) []float32 {
 
 // groupScratch is one worker's memory for group jobs.
 type groupScratch struct {
-	q      [][]float32 // the group's query vectors
-	scores []float32   // [group, segment length]
+	q      []float32 // [group, dim]: the group's query vectors
+	scores []float32 // [group, segment length]
 }
 
-// size makes room for a group of group heads over n positions.
-func (sc *groupScratch) size(group, n int) {
-	if cap(sc.q) < group {
-		sc.q = make([][]float32, group)
+// size makes room for a group of group heads of dim over n positions.
+func (sc *groupScratch) size(group, dim, n int) {
+	if cap(sc.q) < group*dim {
+		sc.q = make([]float32, group*dim)
 	}
-	sc.q = sc.q[:group]
 	if cap(sc.scores) < group*n {
 		sc.scores = make([]float32, group*n)
 	}
@@ -221,34 +302,37 @@ func (sc *groupScratch) size(group, n int) {
 func (b *Backend) partialGroup(v *attnView, sc *groupScratch, t, kvh, s0, s1 int, o, m []float32, l []float64) {
 	k, dim, group := b.k, v.dim, v.group
 	n := s1 - s0
-	q, scores := sc.q, sc.scores[:group*n]
-	for hh := range q {
+	q, scores := sc.q[:group*dim], sc.scores[:group*n]
+	for hh := 0; hh < group; hh++ {
 		off := v.p.Q.Head(t, kvh*group+hh)
-		q[hh] = v.qb[off : off+dim]
+		copy(q[hh*dim:(hh+1)*dim], v.qb[off:off+dim])
 	}
 	kvOff := kvh * dim
-	for s := s0; s < s1; s++ {
-		kr := v.kc[s*v.width+kvOff : s*v.width+kvOff+dim]
-		for hh, qh := range q {
-			scores[hh*n+s-s0] = k.DotF32(kr, qh) * v.p.Scale
-		}
+	if n > 0 {
+		// scores[hh*n+s-s0] = k_s · q_hh, the keys read in place.
+		mustKernel(k.MatMulF32Strided(scores, n, v.kc[s0*v.width+kvOff:], v.width, n, dim, q, group))
 	}
-	for hh := range q {
+	for hh := 0; hh < group; hh++ {
+		row := scores[hh*n : (hh+1)*n]
+		k.Scale(v.p.Scale, row)
 		mx := float32(math.Inf(-1))
-		for _, x := range scores[hh*n : (hh+1)*n] {
+		for _, x := range row {
 			mx = max(mx, x)
 		}
-		m[hh], l[hh] = mx, 0
-		for i, x := range scores[hh*n : (hh+1)*n] {
-			e := float32(math.Exp(float64(x - mx)))
-			scores[hh*n+i] = e
-			l[hh] += float64(e)
+		for i, x := range row {
+			row[i] = x - mx
 		}
+		k.Exp(row, row)
+		var sum float64
+		for _, x := range row {
+			sum += float64(x)
+		}
+		m[hh], l[hh] = mx, sum
 	}
 	clear(o[:group*dim])
 	for s := s0; s < s1; s++ {
 		vr := v.vc[s*v.width+kvOff : s*v.width+kvOff+dim]
-		for hh := range q {
+		for hh := 0; hh < group; hh++ {
 			if e := scores[hh*n+s-s0]; e != 0 {
 				k.Axpy(e, vr, o[hh*dim:(hh+1)*dim])
 			}
@@ -261,7 +345,7 @@ func (b *Backend) partialGroup(v *attnView, sc *groupScratch, t, kvh, s0, s1 int
 func (b *Backend) attendGroup(sq *attnSeq, sc *groupScratch, job *attnJob) {
 	v := &sq.v
 	group, dim := v.group, v.dim
-	sc.size(group, job.s1-job.s0)
+	sc.size(group, dim, job.s1-job.s0)
 	m, l := b.attnM[job.ml:job.ml+group], b.attnL[job.ml:job.ml+group]
 	if sq.splits == 1 {
 		o := v.out[(v.p.OutRow+job.t)*v.heads*dim+job.kvh*group*dim:]
@@ -336,22 +420,20 @@ func (b *Backend) merge(mg *attnMerge) {
 // of dim elements against key blocks of attnKeys positions.
 type attnScratch struct {
 	q, o, tmp []float32 // [rows, dim]: queries, output sums, block products
-	k         []float32 // [attnKeys, dim]: the key block
-	vt        []float32 // [dim, attnKeys]: the value block, transposed
 	s, p      []float32 // [rows, attnKeys]: scores, then softmax numerators
 	m, alpha  []float32 // [rows]: running maxima and their rescale factors
 	l         []float64 // [rows]: running sums of the numerators
 }
 
 func newAttnScratch(rows, dim int) *attnScratch {
-	sizes := []int{rows * dim, rows * dim, rows * dim, attnKeys * dim, dim * attnKeys, rows * attnKeys, rows * attnKeys, rows, rows}
+	sizes := []int{rows * dim, rows * dim, rows * dim, rows * attnKeys, rows * attnKeys, rows, rows}
 	total := 0
 	for _, n := range sizes {
 		total += n
 	}
 	mem := make([]float32, total)
 	sc := &attnScratch{l: make([]float64, rows)}
-	for i, f := range []*[]float32{&sc.q, &sc.o, &sc.tmp, &sc.k, &sc.vt, &sc.s, &sc.p, &sc.m, &sc.alpha} {
+	for i, f := range []*[]float32{&sc.q, &sc.o, &sc.tmp, &sc.s, &sc.p, &sc.m, &sc.alpha} {
 		*f, mem = mem[:sizes[i]:sizes[i]], mem[sizes[i]:]
 	}
 	return sc
@@ -366,8 +448,9 @@ func newAttnScratch(rows, dim int) *attnScratch {
 //	l = e^{m-m'} l + rowsum P,  O = e^{m-m'} O + P V
 //
 // and finally out = O / l. Row r of the block is token t0 + r/group, head
-// kvh*group + r%group.
-func (b *Backend) attendBlock(v *attnView, sc *attnScratch, kvh, t0, t1 int) {
+// kvh*group + r%group. The keys are read in place from the cache; vt holds
+// the KV head's values transposed, positions ldv apart.
+func (b *Backend) attendBlock(v *attnView, sc *attnScratch, vt []float32, ldv, kvh, t0, t1 int) {
 	k, p, dim, group := b.k, v.p, v.dim, v.group
 	rows := (t1 - t0) * group
 	q, o, tmp := sc.q[:rows*dim], sc.o[:rows*dim], sc.tmp[:rows*dim]
@@ -388,14 +471,8 @@ func (b *Backend) attendBlock(v *attnView, sc *attnScratch, kvh, t0, t1 int) {
 	for s0 := 0; s0 < end; s0 += attnKeys {
 		nb := min(attnKeys, end-s0)
 		nbp := alignUp(nb, chunkAlign)
-		kb, vt := sc.k[:nb*dim], sc.vt[:dim*nbp]
-		for s := 0; s < nb; s++ {
-			row := (s0+s)*v.width + kvOff
-			copy(kb[s*dim:(s+1)*dim], v.kc[row:row+dim])
-		}
-		transposeStrided(vt, nbp, v.vc[s0*v.width+kvOff:], v.width, nb, dim)
 		sm, pm := sc.s[:rows*nb], sc.p[:rows*nbp]
-		mustKernel(k.MatMulF32(sm, nb, kb, nb, dim, q, rows))
+		mustKernel(k.MatMulF32Strided(sm, nb, v.kc[s0*v.width+kvOff:], v.width, nb, dim, q, rows))
 		for r := 0; r < rows; r++ {
 			prow := pm[r*nbp : (r+1)*nbp]
 			cnt := min(nb, p.Pos+t0+r/group-s0+1) // unmasked positions
@@ -410,17 +487,20 @@ func (b *Backend) attendBlock(v *attnView, sc *attnScratch, kvh, t0, t1 int) {
 				mx = max(mx, x)
 			}
 			a := float32(math.Exp(float64(m[r] - mx)))
-			var sum float64
+			e := prow[:cnt]
 			for c, x := range srow {
-				e := float32(math.Exp(float64(x - mx)))
-				prow[c] = e
-				sum += float64(e)
+				e[c] = x - mx
+			}
+			k.Exp(e, e)
+			var sum float64
+			for _, x := range e {
+				sum += float64(x)
 			}
 			clear(prow[cnt:])
 			l[r] = l[r]*float64(a) + sum
 			m[r], alpha[r] = mx, a
 		}
-		mustKernel(k.MatMulF32(tmp, dim, vt, dim, nbp, pm, rows))
+		mustKernel(k.MatMulF32Strided(tmp, dim, vt[s0:], ldv, dim, nbp, pm, rows))
 		for r := 0; r < rows; r++ {
 			orow := o[r*dim : (r+1)*dim]
 			if alpha[r] != 1 {

@@ -37,6 +37,8 @@ type Backend struct {
 	attnM      []float32 // per group job and head: running maximum
 	attnL      []float64 // per group job and head: sum of numerators
 	attnO      []float32 // per split job and head: partial output
+	attnVTs    []attnVT  // the sequences whose values attnVT holds transposed
+	attnVT     []float32 // transposed value caches of blocked attention
 	convJobs   []convJob
 	xq         []byte // the inputs of a quantized MatMul, quantized
 }
