@@ -223,7 +223,7 @@ type Engine struct {
 	m       *model.Model
 	cfg     Config
 	eos     map[int]bool
-	metrics *Metrics
+	metrics *metrics
 
 	mu      sync.Mutex
 	waiting []*Stream
@@ -276,9 +276,6 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 
 // Model returns the engine's model.
 func (e *Engine) Model() *model.Model { return e.m }
-
-// Config returns the engine's settings, defaults filled in.
-func (e *Engine) Config() Config { return e.cfg }
 
 // Close cancels every request, frees their sequences and stops the engine.
 func (e *Engine) Close() error {

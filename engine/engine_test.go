@@ -463,7 +463,7 @@ func TestSubmitValidation(t *testing.T) {
 }
 
 func TestHistogram(t *testing.T) {
-	h := NewHistogram([]float64{1, 2, 3})
+	h := newHistogram([]float64{1, 2, 3})
 	for _, v := range []float64{0.5, 1, 1.5, 3, 10} {
 		h.Observe(v)
 	}
