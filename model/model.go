@@ -28,10 +28,6 @@ import (
 // over the weights; longer batches are split into several passes.
 const DefaultMaxStepTokens = 256
 
-// l2NormEps is the epsilon of the Gated DeltaNet q/k L2 normalisation, fixed
-// in the reference implementation (not rms_norm_eps).
-const l2NormEps = 1e-6
-
 // Options configures Open.
 type Options struct {
 	// Backend runs the graph; it is required and stays the caller's (the
@@ -234,7 +230,7 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		if len(pass) == 0 {
 			return nil
 		}
-		err := m.forward(ctx, pass, inputs, outs, trace)
+		err := m.forward(ctx, pass, outs, trace)
 		pass, rows = pass[:0], 0
 		return err
 	}
