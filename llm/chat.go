@@ -47,6 +47,10 @@ type ToolCall struct {
 	Arguments string
 }
 
+// DecodeArguments unmarshals the call's arguments into v (a map or a
+// struct), as encoding/json does.
+func (c ToolCall) DecodeArguments(v any) error { return json.Unmarshal([]byte(c.Arguments), v) }
+
 // Tool is a function the model may call.
 type Tool struct {
 	Name, Description string

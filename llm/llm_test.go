@@ -158,7 +158,7 @@ func TestForcedToolCall(t *testing.T) {
 		t.Errorf("finish %q, want tool_calls or length", f)
 	}
 	var args map[string]any
-	if err := json.Unmarshal([]byte(out.calls[0].Arguments), &args); err != nil {
+	if err := out.calls[0].DecodeArguments(&args); err != nil {
 		t.Errorf("arguments %q: %v", out.calls[0].Arguments, err)
 	}
 }
