@@ -28,7 +28,6 @@ import (
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/llm"
-	"github.com/govinfer/govinfer/model"
 	"github.com/valyala/fasthttp"
 )
 
@@ -70,7 +69,7 @@ type Config struct {
 	// llm.Options). The server does not close a backend given here.
 	Backend compute.Backend
 	// Progress, when set, is called as weights load.
-	Progress func(model.Progress)
+	Progress func(llm.Progress)
 }
 
 // Server is a running API server.

@@ -48,8 +48,11 @@ type Options struct {
 	// MaxNumSeqs, MaxQueue: see engine.Config.
 	MaxNumSeqs, MaxQueue int
 	// Progress, when set, is called as weights load.
-	Progress func(model.Progress)
+	Progress func(Progress)
 }
+
+// Progress reports weight loading (model.Progress).
+type Progress = model.Progress
 
 // ErrClosed is returned for requests made after Close, and is the cause of
 // choices cut short by it.
