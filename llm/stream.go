@@ -144,7 +144,7 @@ type Stream struct {
 	pending   int
 	queue     []Event
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards firstTok and the choices' counts and finishes
 	firstTok time.Time
 }
 
@@ -228,6 +228,8 @@ func (s *Stream) Prompt() string { return s.prompt }
 // Usage returns the tokens of the prompts and those generated so far (the
 // stop tokens included).
 func (s *Stream) Usage() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	c := 0
 	for _, ch := range s.choices {
 		c += ch.tokens
@@ -249,6 +251,8 @@ func (s *Stream) TimeToFirstToken() time.Duration {
 // FinishReasons returns each choice's finish reason so far ("" while it
 // runs; "stop" where a chat choice's event says "tool_calls").
 func (s *Stream) FinishReasons() []FinishReason {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := make([]FinishReason, len(s.choices))
 	for i, c := range s.choices {
 		out[i] = c.finish
@@ -318,7 +322,10 @@ func (s *Stream) run() {
 				if err != nil {
 					out = engine.Output{Finish: engine.FinishCancelled, StopToken: -1, Err: err}
 				}
-				for _, p := range s.decode(c, out) {
+				s.mu.Lock() // decode writes what Usage and FinishReasons read
+				pieces := s.decode(c, out)
+				s.mu.Unlock()
+				for _, p := range pieces {
 					select {
 					case s.outs <- p:
 					case <-s.stop:
@@ -334,7 +341,7 @@ func (s *Stream) run() {
 }
 
 // decode turns an engine output into pieces of text. It runs on the
-// choice's own goroutine.
+// choice's own goroutine, holding s.mu.
 func (s *Stream) decode(c *choice, out engine.Output) []piece {
 	if c.finish != "" {
 		// Stopped by a stop string; the rest of the output is dropped.
