@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/govinfer/govinfer/chattemplate"
+	"github.com/govinfer/govinfer/jsonvalue"
 )
 
 // runRender renders one chat conversation with a chat template:
@@ -74,11 +75,11 @@ func renderRequest(modelDir, tmplFile string, in io.Reader) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading request: %w", err)
 	}
-	v, err := chattemplate.DecodeJSON(data)
+	v, err := jsonvalue.Decode(data)
 	if err != nil {
 		return "", fmt.Errorf("request: %w", err)
 	}
-	req, ok := v.(*chattemplate.Object)
+	req, ok := v.(*jsonvalue.Object)
 	if !ok {
 		return "", errors.New("request: standard input must hold one JSON object")
 	}
