@@ -791,17 +791,17 @@ func filterToJSON(_ *evaluator, v any, a *callArgs) (any, error) {
 		return nil, err
 	}
 	o := defaultJSONOptions()
-	o.ensureASCII = truthy(p[0])
-	o.sortKeys = truthy(p[3])
+	o.EnsureASCII = truthy(p[0])
+	o.SortKeys = truthy(p[3])
 	switch ind := p[1].(type) {
 	case nil:
 	case int64:
 		s := strings.Repeat(" ", int(max(ind, 0)))
-		o.indent = &s
-		o.itemSep = ","
+		o.Indent = &s
+		o.ItemSep = ","
 	case string:
-		o.indent = &ind
-		o.itemSep = ","
+		o.Indent = &ind
+		o.ItemSep = ","
 	default:
 		return nil, typeErrorf("indent must be an integer or a string")
 	}
@@ -815,7 +815,7 @@ func filterToJSON(_ *evaluator, v any, a *callArgs) (any, error) {
 		if !ok1 || !ok2 {
 			return nil, valueErrorf("separators must be a pair of strings")
 		}
-		o.itemSep, o.keySep = is, ks
+		o.ItemSep, o.KeySep = is, ks
 	}
 	return pyJSONDumps(v, o)
 }

@@ -101,7 +101,7 @@ func TestJSONDumps(t *testing.T) {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 	o := defaultJSONOptions()
-	o.ensureASCII = true
+	o.EnsureASCII = true
 	got, _ = pyJSONDumps("é🚀\x7f", o)
 	if want := `"\u00e9\ud83d\ude80\u007f"`; got != want {
 		t.Fatalf("ensure_ascii: got %s want %s", got, want)

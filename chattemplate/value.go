@@ -3,6 +3,7 @@ package chattemplate
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/govinfer/govinfer/jsonvalue"
 	"math"
 	"math/big"
 	"reflect"
@@ -555,47 +556,8 @@ func writeStringRepr(b *strings.Builder, s string) {
 	b.WriteByte(quote)
 }
 
-// floatRepr is Python's repr() of a float: the shortest digits that round
-// trip, positional for exponents -4 <= e < 16, else scientific with a signed,
-// at least two digit exponent.
-func floatRepr(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "nan"
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // e.g. "-1.2345e+06"
-	sign := ""
-	if e[0] == '-' {
-		sign, e = "-", e[1:]
-	}
-	mant, expStr, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expStr)
-	digits := strings.Replace(mant, ".", "", 1)
-	decpt := exp + 1 // position of the decimal point after the first digit
-	if decpt > -4 && decpt <= 16 {
-		switch {
-		case decpt <= 0:
-			return sign + "0." + strings.Repeat("0", -decpt) + digits
-		case decpt >= len(digits):
-			return sign + digits + strings.Repeat("0", decpt-len(digits)) + ".0"
-		default:
-			return sign + digits[:decpt] + "." + digits[decpt:]
-		}
-	}
-	m := digits[:1]
-	if len(digits) > 1 {
-		m += "." + digits[1:]
-	}
-	es := "+"
-	if exp < 0 {
-		es, exp = "-", -exp
-	}
-	return fmt.Sprintf("%s%se%s%02d", sign, m, es, exp)
-}
+// floatRepr is Python's repr() of a float (jsonvalue.FloatRepr).
+func floatRepr(f float64) string { return jsonvalue.FloatRepr(f) }
 
 // pyEqual is Python's == on template values.
 func pyEqual(a, b any) bool {

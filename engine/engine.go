@@ -89,6 +89,10 @@ type Request struct {
 	// TopLogprobs for that many most likely alternatives as well.
 	Logprobs    bool
 	TopLogprobs int
+	// PromptLogits asks for the logits at the last prompt position (before
+	// penalties and masks), delivered in Output.PromptLogits with the first
+	// token.
+	PromptLogits bool
 }
 
 // FinishReason says why a request ended.
@@ -146,6 +150,9 @@ type Output struct {
 	StopToken int
 	// Err is the model's error when Finish is FinishError.
 	Err error
+	// PromptLogits are the logits at the last prompt position, in the
+	// first Output of a request that asked for them (Request.PromptLogits).
+	PromptLogits []float32
 }
 
 // Stream receives the tokens of one request.
@@ -155,11 +162,12 @@ type Stream struct {
 	submitted time.Time
 	notify    chan struct{}
 
-	mu      sync.Mutex
-	pending []Token
-	finish  FinishReason
-	stopTok int
-	err     error
+	mu           sync.Mutex
+	pending      []Token
+	promptLogits []float32 // not yet delivered
+	finish       FinishReason
+	stopTok      int
+	err          error
 }
 
 // Next waits until tokens are available or the request has ended and
@@ -168,8 +176,8 @@ func (s *Stream) Next(ctx context.Context) (Output, error) {
 	for {
 		s.mu.Lock()
 		if len(s.pending) > 0 || s.finish != FinishNone {
-			out := Output{Tokens: s.pending, Finish: s.finish, StopToken: s.stopTok, Err: s.err}
-			s.pending = nil
+			out := Output{Tokens: s.pending, Finish: s.finish, StopToken: s.stopTok, Err: s.err, PromptLogits: s.promptLogits}
+			s.pending, s.promptLogits = nil, nil
 			s.mu.Unlock()
 			return out, nil
 		}
@@ -182,9 +190,13 @@ func (s *Stream) Next(ctx context.Context) (Output, error) {
 	}
 }
 
-func (s *Stream) push(t Token) {
+// push delivers a token and, with the first, the prompt's logits.
+func (s *Stream) push(t Token, promptLogits []float32) {
 	s.mu.Lock()
 	s.pending = append(s.pending, t)
+	if promptLogits != nil {
+		s.promptLogits = promptLogits
+	}
 	s.mu.Unlock()
 	s.wake()
 }
@@ -211,7 +223,7 @@ type Engine struct {
 	m       *model.Model
 	cfg     Config
 	eos     map[int]bool
-	metrics *Metrics
+	metrics *metrics
 
 	mu      sync.Mutex
 	waiting []*Stream
@@ -264,9 +276,6 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 
 // Model returns the engine's model.
 func (e *Engine) Model() *model.Model { return e.m }
-
-// Config returns the engine's settings, defaults filled in.
-func (e *Engine) Config() Config { return e.cfg }
 
 // Close cancels every request, frees their sequences and stops the engine.
 func (e *Engine) Close() error {
@@ -491,6 +500,10 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 				continue
 			}
 		}
+		var promptLogits []float32
+		if r.generated == 0 && r.s.req.PromptLogits {
+			promptLogits = slices.Clone(outs[i].Logits) // sampling masks the row in place
+		}
 		var tok Token
 		var err error
 		if in.Logits == model.LastArgmax {
@@ -513,7 +526,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		}
 		r.lastTime = now
 		r.last = tok.ID
-		r.s.push(tok)
+		r.s.push(tok, promptLogits)
 		switch {
 		case r.stop[tok.ID] && r.generated >= r.s.req.MinTokens:
 			e.finish(r, FinishStop, tok.ID, nil)
@@ -535,13 +548,15 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 // logitsMode returns what r needs from the model to pick its next token:
 // plain greedy decoding needs only the argmax, which the backend computes
 // (a GPU then sends back one id instead of a row of logits); sampling,
-// penalties, logprobs, logit processors and min_tokens masking need the
-// logits. Either way the token is the same: the argmax of the same logits.
+// penalties, logprobs, logit processors, min_tokens masking and a request
+// for the prompt's logits need the logits. Either way the token is the
+// same: the argmax of the same logits.
 func (r *running) logitsMode() model.LogitsMode {
 	req := &r.s.req
 	p := req.Params
 	if p.Greedy() && (p.RepetitionPenalty == 0 || p.RepetitionPenalty == 1) && p.PresencePenalty == 0 &&
-		p.FrequencyPenalty == 0 && req.Processor == nil && !req.Logprobs && r.generated >= req.MinTokens {
+		p.FrequencyPenalty == 0 && req.Processor == nil && !req.Logprobs && r.generated >= req.MinTokens &&
+		(!req.PromptLogits || r.generated > 0) {
 		return model.LastArgmax
 	}
 	return model.LastLogits

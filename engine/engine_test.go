@@ -13,10 +13,15 @@ import (
 	"time"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/compute/cpu"
 	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/randmodel"
 	"github.com/govinfer/govinfer/sample"
 )
+
+// testBackend runs every test model: a CPU backend on all cores for the
+// test binary's lifetime.
+var testBackend = cpu.New(cpu.Options{})
 
 var (
 	modelsOnce sync.Once
@@ -29,7 +34,7 @@ func openModel(tb testing.TB, name string) *model.Model {
 	tb.Helper()
 	modelsOnce.Do(func() {
 		for _, n := range []string{"tiny", "small"} {
-			m, err := model.Open("../testdata/models/"+n, model.Options{})
+			m, err := model.Open("../testdata/models/"+n, model.Options{Backend: testBackend})
 			if err != nil {
 				modelsErr = err
 				return
@@ -127,6 +132,53 @@ func TestSoloMatchesDirectGeneration(t *testing.T) {
 		want := directGreedy(t, m, prompt, 8)
 		if !slices.Equal(ids(toks), want) {
 			t.Errorf("prompt %d: engine %v, direct %v", n, ids(toks), want)
+		}
+	}
+}
+
+// PromptLogits delivers the last prompt position's logits, those of a plain
+// model step, with the first token (their argmax under greedy decoding).
+func TestPromptLogits(t *testing.T) {
+	m := openModel(t, "tiny")
+	e := newEngine(t, m, Config{ChunkTokens: 4})
+	prompt := []int{280, 17, 512, 9, 33, 100}
+	s, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 3, IgnoreEOS: true, PromptLogits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []float32
+	var first int
+	for {
+		out, err := s.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.PromptLogits != nil {
+			if got != nil {
+				t.Fatal("prompt logits delivered twice")
+			}
+			got, first = out.PromptLogits, out.Tokens[0].ID
+		}
+		if out.Finish != FinishNone {
+			break
+		}
+	}
+	seq, err := m.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq.Close()
+	o, err := m.Step(context.Background(), []model.Input{{Seq: seq, Tokens: prompt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(o[0].Logits) || compute.Argmax(got) != compute.Argmax(o[0].Logits) || first != compute.Argmax(got) {
+		t.Fatalf("prompt logits: %d values, argmax %d, first token %d; a model step gives %d values, argmax %d",
+			len(got), compute.Argmax(got), first, len(o[0].Logits), compute.Argmax(o[0].Logits))
+	}
+	for i := range got {
+		if d := math.Abs(float64(got[i] - o[0].Logits[i])); d > 1e-4 {
+			t.Fatalf("logit %d: %v, a model step gives %v", i, got[i], o[0].Logits[i])
 		}
 	}
 }
@@ -411,7 +463,7 @@ func TestSubmitValidation(t *testing.T) {
 }
 
 func TestHistogram(t *testing.T) {
-	h := NewHistogram([]float64{1, 2, 3})
+	h := newHistogram([]float64{1, 2, 3})
 	for _, v := range []float64{0.5, 1, 1.5, 3, 10} {
 		h.Observe(v)
 	}
@@ -500,7 +552,7 @@ func servedSmall(tb testing.TB) *model.Model {
 	if err := randmodel.Write(dir, shape, randmodel.Options{Seed: 3}); err != nil {
 		tb.Fatal(err)
 	}
-	m, err := model.Open(dir, model.Options{})
+	m, err := model.Open(dir, model.Options{Backend: testBackend})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Histogram counts observations in cumulative buckets, as Prometheus
+// histogram counts observations in cumulative buckets, as Prometheus
 // histograms do. It is safe for concurrent use.
-type Histogram struct {
+type histogram struct {
 	mu     sync.Mutex
 	bounds []float64 // upper bounds, ascending
 	counts []uint64  // per bucket, not cumulative; one more for +Inf
@@ -16,13 +16,13 @@ type Histogram struct {
 	n      uint64
 }
 
-// NewHistogram returns a histogram with the given ascending upper bounds.
-func NewHistogram(bounds []float64) *Histogram {
-	return &Histogram{bounds: append([]float64(nil), bounds...), counts: make([]uint64, len(bounds)+1)}
+// newHistogram returns a histogram with the given ascending upper bounds.
+func newHistogram(bounds []float64) *histogram {
+	return &histogram{bounds: append([]float64(nil), bounds...), counts: make([]uint64, len(bounds)+1)}
 }
 
 // Observe records one value.
-func (h *Histogram) Observe(v float64) {
+func (h *histogram) Observe(v float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := 0
@@ -45,7 +45,7 @@ type HistogramSnapshot struct {
 }
 
 // Snapshot returns a copy of the histogram's state.
-func (h *Histogram) Snapshot() HistogramSnapshot {
+func (h *histogram) Snapshot() HistogramSnapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := HistogramSnapshot{Bounds: append([]float64(nil), h.bounds...), Cumulative: make([]uint64, len(h.bounds)), Sum: h.sum, Count: h.n}
@@ -61,8 +61,8 @@ func (h *Histogram) Snapshot() HistogramSnapshot {
 // histograms (vLLM's time-to-first-token buckets).
 var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
 
-// Metrics holds the engine's counters.
-type Metrics struct {
+// metrics holds the engine's counters.
+type metrics struct {
 	running, waiting         atomic.Int64
 	seqOpen                  atomic.Int64
 	stateBytes               atomic.Int64
@@ -72,19 +72,19 @@ type Metrics struct {
 	stepNanos                atomic.Uint64
 	rejected                 atomic.Uint64
 	stop, length, cancel, er atomic.Uint64
-	ttft, itl                *Histogram
+	ttft, itl                *histogram
 }
 
-func newMetrics() *Metrics {
-	return &Metrics{ttft: NewHistogram(latencyBuckets), itl: NewHistogram(latencyBuckets)}
+func newMetrics() *metrics {
+	return &metrics{ttft: newHistogram(latencyBuckets), itl: newHistogram(latencyBuckets)}
 }
 
-func (m *Metrics) observeStep(d time.Duration) {
+func (m *metrics) observeStep(d time.Duration) {
 	m.steps.Add(1)
 	m.stepNanos.Add(uint64(d.Nanoseconds()))
 }
 
-func (m *Metrics) finished(f FinishReason) {
+func (m *metrics) finished(f FinishReason) {
 	switch f {
 	case FinishStop:
 		m.stop.Add(1)

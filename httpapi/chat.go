@@ -2,220 +2,25 @@ package httpapi
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/govinfer/govinfer/chattemplate"
-	"github.com/govinfer/govinfer/engine"
-	"github.com/govinfer/govinfer/outparse"
+	"github.com/govinfer/govinfer/jsonvalue"
+	"github.com/govinfer/govinfer/llm"
 	"github.com/valyala/fasthttp"
 )
 
 func marshalValue(v any) ([]byte, error) { return json.Marshal(v) }
 
-// chatRequest is a parsed chat completion request.
+// chatRequest is a chat completion request read from the wire.
 type chatRequest struct {
-	gen      genRequest
-	prompt   string
-	ids      []int
-	thinking bool
-	tools    map[string]outparse.ToolSchema
-	noTools  bool                                  // tool_choice none: calls stay text
-	grammar  func() (engine.LogitProcessor, error) // response_format or tool_choice
+	req  llm.ChatRequest
+	wire wireOptions
 }
 
-var knownRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
-
-// prepareMessages validates messages and converts them to what the
-// template expects (tool call arguments as objects, reasoning as
-// reasoning_content).
-func prepareMessages(o object) ([]any, *apiError) {
-	msgs, ok, err := o.array("messages")
-	if err != nil {
-		return nil, err
-	}
-	if !ok || len(msgs) == 0 {
-		return nil, badRequest("messages", "messages must be a non-empty array")
-	}
-	for i, m := range msgs {
-		field := fmt.Sprintf("messages[%d]", i)
-		mo, isObj := m.(*chattemplate.Object)
-		if !isObj {
-			return nil, badRequest(field, "%s must be an object, got %s", field, jsonKind(m))
-		}
-		msg := object{o: mo, prefix: field}
-		role, ok, err := msg.str("role")
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, badRequest(field+".role", "%s.role is required", field)
-		}
-		if !knownRoles[role] {
-			return nil, badRequest(field+".role", "%s.role %q is not one of system, user, assistant, tool", field, role)
-		}
-		content, has := msg.get("content")
-		switch c := content.(type) {
-		case nil:
-			if role != "assistant" || !has && !msg.has("tool_calls") {
-				if role != "assistant" {
-					return nil, badRequest(field+".content", "%s.content is required for role %s", field, role)
-				}
-			}
-		case string:
-		case []any:
-			for k, part := range c {
-				pf := fmt.Sprintf("%s.content[%d]", field, k)
-				po, isObj := part.(*chattemplate.Object)
-				if !isObj {
-					return nil, badRequest(pf, "%s must be an object, got %s", pf, jsonKind(part))
-				}
-				p := object{o: po, prefix: pf}
-				typ, _, err := p.str("type")
-				if err != nil {
-					return nil, err
-				}
-				if typ != "text" {
-					return nil, badRequest(pf+".type", "%s.type %q is not supported (this server takes text parts only)", pf, typ)
-				}
-				if _, ok, err := p.str("text"); err != nil {
-					return nil, err
-				} else if !ok {
-					return nil, badRequest(pf+".text", "%s.text is required", pf)
-				}
-			}
-		default:
-			return nil, badRequest(field+".content", "%s.content must be a string or an array of text parts, got %s", field, jsonKind(content))
-		}
-		if r, ok, err := msg.str("reasoning"); err != nil {
-			return nil, err
-		} else if ok && !msg.has("reasoning_content") {
-			mo.Set("reasoning_content", r)
-		}
-		if _, _, err := msg.str("reasoning_content"); err != nil {
-			return nil, err
-		}
-		calls, ok, err := msg.array("tool_calls")
-		if err != nil {
-			return nil, err
-		}
-		if ok && role != "assistant" {
-			return nil, badRequest(field+".tool_calls", "%s.tool_calls is only allowed on assistant messages", field)
-		}
-		for k, tc := range calls {
-			tf := fmt.Sprintf("%s.tool_calls[%d]", field, k)
-			tco, isObj := tc.(*chattemplate.Object)
-			if !isObj {
-				return nil, badRequest(tf, "%s must be an object, got %s", tf, jsonKind(tc))
-			}
-			fn, ok, err := object{o: tco, prefix: tf}.obj("function")
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return nil, badRequest(tf+".function", "%s.function is required", tf)
-			}
-			if name, ok, err := fn.str("name"); err != nil {
-				return nil, err
-			} else if !ok || name == "" {
-				return nil, badRequest(tf+".function.name", "%s.function.name is required", tf)
-			}
-			switch a := func() any { v, _ := fn.get("arguments"); return v }().(type) {
-			case nil:
-				fn.o.Set("arguments", chattemplate.NewObject())
-			case string:
-				v, derr := chattemplate.DecodeJSON([]byte(a))
-				obj, isObj := v.(*chattemplate.Object)
-				if derr != nil || !isObj {
-					return nil, badRequest(tf+".function.arguments", "%s.function.arguments must be a JSON object (as a string)", tf)
-				}
-				fn.o.Set("arguments", obj)
-			case *chattemplate.Object:
-			default:
-				return nil, badRequest(tf+".function.arguments", "%s.function.arguments must be a JSON object string, got %s", tf, jsonKind(a))
-			}
-		}
-		if role == "tool" {
-			if _, _, err := msg.str("tool_call_id"); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return msgs, nil
-}
-
-// prepareTools validates tools and reads each tool's parameter types.
-func prepareTools(o object) ([]any, map[string]outparse.ToolSchema, *apiError) {
-	tools, ok, err := o.array("tools")
-	if err != nil || !ok {
-		return nil, nil, err
-	}
-	schemas := map[string]outparse.ToolSchema{}
-	for i, t := range tools {
-		field := fmt.Sprintf("tools[%d]", i)
-		to, isObj := t.(*chattemplate.Object)
-		if !isObj {
-			return nil, nil, badRequest(field, "%s must be an object, got %s", field, jsonKind(t))
-		}
-		tool := object{o: to, prefix: field}
-		if typ, _, err := tool.str("type"); err != nil {
-			return nil, nil, err
-		} else if typ != "function" {
-			return nil, nil, badRequest(field+".type", "%s.type must be \"function\", got %q", field, typ)
-		}
-		fn, ok, err := tool.obj("function")
-		if err != nil {
-			return nil, nil, err
-		}
-		if !ok {
-			return nil, nil, badRequest(field+".function", "%s.function is required", field)
-		}
-		name, _, err := fn.str("name")
-		if err != nil {
-			return nil, nil, err
-		}
-		if name == "" {
-			return nil, nil, badRequest(field+".function.name", "%s.function.name is required", field)
-		}
-		if _, _, err := fn.str("description"); err != nil {
-			return nil, nil, err
-		}
-		params, ok, err := fn.obj("parameters")
-		if err != nil {
-			return nil, nil, err
-		}
-		if ok {
-			if typ, ok, err := params.str("type"); err != nil {
-				return nil, nil, err
-			} else if ok && typ != "object" {
-				return nil, nil, badRequest(field+".function.parameters.type", "%s.function.parameters.type must be \"object\", got %q", field, typ)
-			}
-			if _, _, err := params.obj("properties"); err != nil {
-				return nil, nil, err
-			}
-			raw, merr := marshalValue(params.o)
-			if merr != nil {
-				return nil, nil, badRequest(field+".function.parameters", "%s.function.parameters: %v", field, merr)
-			}
-			sc, serr := outparse.SchemaFromParameters(raw)
-			if serr != nil {
-				return nil, nil, badRequest(field+".function.parameters", "invalid %s.function.parameters: %v", field, serr)
-			}
-			schemas[name] = sc
-		} else {
-			schemas[name] = outparse.ToolSchema{}
-		}
-	}
-	return tools, schemas, nil
-}
-
-// parseChat reads and renders a chat request.
+// parseChat reads a chat request's fields; llm checks their values.
 func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 	o, err := parseBody(body)
 	if err != nil {
@@ -224,56 +29,43 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 	if err := s.checkModel(o); err != nil {
 		return nil, err
 	}
-	if s.tmpl == nil {
-		return nil, badRequest("messages", "this checkpoint has no chat template: %v", s.tmplErr)
-	}
 	r := &chatRequest{}
-	if r.gen, err = parseGen(o, s.gen); err != nil {
+	q := &r.req
+	if q.Params, r.wire, err = parseParams(o); err != nil {
 		return nil, err
 	}
-	if r.gen.logprobs, _, err = o.boolean("logprobs"); err != nil {
+	if q.Logprobs, _, err = o.boolean("logprobs"); err != nil {
 		return nil, err
 	}
-	if n, ok, err := o.integer("top_logprobs"); err != nil {
+	if q.TopLogprobs, _, err = o.integer("top_logprobs"); err != nil {
 		return nil, err
-	} else if ok {
-		if n < 0 || n > 20 {
-			return nil, badRequest("top_logprobs", "top_logprobs must be between 0 and 20, got %d", n)
-		}
-		if !r.gen.logprobs && n > 0 {
-			return nil, badRequest("top_logprobs", "top_logprobs requires logprobs to be true")
-		}
-		r.gen.topLogprobs = n
 	}
-	msgs, err := prepareMessages(o)
+	msgs, ok, err := o.array("messages")
 	if err != nil {
 		return nil, err
 	}
-	tools, schemas, err := prepareTools(o)
+	if !ok || len(msgs) == 0 {
+		return nil, badRequest("messages", "messages must be a non-empty array")
+	}
+	for _, m := range msgs {
+		q.Messages = append(q.Messages, llm.MessageJSON(m))
+	}
+	tools, _, err := o.array("tools")
 	if err != nil {
 		return nil, err
 	}
-	r.tools = schemas
-	// forceCall: a call must be made; forceName: of that function.
-	var forceCall bool
-	var forceName string
+	for _, t := range tools {
+		q.Tools = append(q.Tools, llm.ToolJSON(t))
+	}
 	if tc, ok := o.get("tool_choice"); ok {
 		switch c := tc.(type) {
 		case string:
-			switch c {
-			case "none":
-				r.noTools, tools = true, nil
-			case "auto":
-			case "required":
-				if len(schemas) == 0 {
-					return nil, badRequest("tool_choice", "tool_choice \"required\" needs at least one tool in tools")
-				}
-				forceCall = true
-			default:
+			if c == "function" { // llm's mode for a named function, not a wire value
 				return nil, badRequest("tool_choice", "tool_choice must be none, auto, required or a named function, got %q", c)
 			}
-		case *chattemplate.Object:
-			fn, _, err := object{o: c, prefix: "tool_choice"}.obj("function")
+			q.ToolChoice.Mode = c
+		case *jsonvalue.Object:
+			fn, _, err := object{jsonvalue.ObjectFields(c, "tool_choice")}.obj("function")
 			if err != nil {
 				return nil, err
 			}
@@ -281,111 +73,58 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 			if err != nil {
 				return nil, err
 			}
-			if _, known := schemas[name]; !known {
-				return nil, badRequest("tool_choice", "tool_choice names function %q, which is not in tools", name)
-			}
-			forceCall, forceName = true, name
+			q.ToolChoice = llm.ToolChoice{Mode: "function", Function: name}
 		default:
-			return nil, badRequest("tool_choice", "tool_choice must be a string or an object, got %s", jsonKind(tc))
+			return nil, badRequest("tool_choice", "tool_choice must be a string or an object, got %s", jsonvalue.Kind(tc))
 		}
 	}
 	if _, _, err := o.boolean("parallel_tool_calls"); err != nil {
 		return nil, err
 	}
-	addGen := true
-	if v, ok, err := o.boolean("add_generation_prompt"); err != nil {
+	addGen, addGenSet, err := o.boolean("add_generation_prompt")
+	if err != nil {
 		return nil, err
-	} else if ok {
-		addGen = v
 	}
 	cont, _, err := o.boolean("continue_final_message")
 	if err != nil {
 		return nil, err
 	}
-	if cont && addGen && o.has("add_generation_prompt") {
+	if cont && addGen && addGenSet {
 		return nil, badRequest("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true")
 	}
-	if cont {
-		addGen = false
-	}
-	kwargs := map[string]any{}
+	q.NoGenerationPrompt = addGenSet && !addGen
+	q.ContinueFinalMessage = cont
 	if kw, ok, err := o.obj("chat_template_kwargs"); err != nil {
 		return nil, err
 	} else if ok {
-		for _, k := range kw.o.Keys() {
-			v, _ := kw.o.Get(k)
-			kwargs[k] = v
+		q.TemplateArgs = map[string]any{}
+		for _, k := range kw.f.Obj.Keys() {
+			q.TemplateArgs[k], _ = kw.f.Obj.Get(k)
 		}
 	}
-	var toolsArg any
-	if tools != nil {
-		toolsArg = tools
-	}
-	prompt, rerr := s.tmpl.RenderChat(chattemplate.Options{
-		Messages: msgs, Tools: toolsArg, AddGenerationPrompt: addGen, Kwargs: kwargs,
-		EOS: "<|im_end|>", PAD: "<|endoftext|>",
-	})
-	if rerr != nil {
-		return nil, badRequest("messages", "rendering the chat template: %v", rerr)
-	}
-	if cont {
-		prompt = continueFinal(prompt, msgs)
-	}
-	if g, err := parseResponseFormat(o); err != nil {
-		return nil, err
-	} else if g != nil {
-		r.grammar = s.processorFor(g)
-	}
-	if forceCall && r.grammar != nil {
-		return nil, badRequest("response_format", "response_format cannot be combined with tool_choice \"required\" or a named function")
-	}
-	r.prompt = prompt
-	// Constrained output is the answer itself, never reasoning.
-	r.thinking = strings.HasSuffix(prompt, "<think>\n") && r.grammar == nil
-	if forceCall {
-		// With thinking the reasoning stays free and the call is forced
-		// after it (see toolForcer).
-		names := slices.Sorted(maps.Keys(schemas))
-		proc, ferr := s.toolForcerFor(forceName, names, r.thinking)
-		if ferr != nil {
-			return nil, badRequest("tool_choice", "tool_choice: %v", ferr)
-		}
-		r.grammar = proc
-	}
-	r.ids = s.tok.Encode(prompt)
 	return r, nil
-}
-
-// continueFinal cuts a rendered conversation right after the final
-// message's content, so that the model continues it (transformers'
-// continue_final_message).
-func continueFinal(prompt string, msgs []any) string {
-	last, _ := msgs[len(msgs)-1].(*chattemplate.Object)
-	if last == nil {
-		return prompt
-	}
-	c, _ := last.Get("content")
-	text, _ := c.(string)
-	if text == "" {
-		return prompt
-	}
-	if i := strings.LastIndex(prompt, text); i >= 0 {
-		return prompt[:i+len(text)]
-	}
-	return prompt
 }
 
 // Response shapes, with vLLM's keys in vLLM's order.
 type (
+	chatFunction struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	chatToolCall struct {
+		ID       string       `json:"id"`
+		Type     string       `json:"type"`
+		Function chatFunction `json:"function"`
+	}
 	chatMessage struct {
-		Role         string          `json:"role"`
-		Content      *string         `json:"content"`
-		Refusal      any             `json:"refusal"`
-		Annotations  any             `json:"annotations"`
-		Audio        any             `json:"audio"`
-		FunctionCall any             `json:"function_call"`
-		ToolCalls    []outparse.Call `json:"tool_calls"`
-		Reasoning    *string         `json:"reasoning"`
+		Role         string         `json:"role"`
+		Content      *string        `json:"content"`
+		Refusal      any            `json:"refusal"`
+		Annotations  any            `json:"annotations"`
+		Audio        any            `json:"audio"`
+		FunctionCall any            `json:"function_call"`
+		ToolCalls    []chatToolCall `json:"tool_calls"`
+		Reasoning    *string        `json:"reasoning"`
 	}
 	chatChoice struct {
 		Index        int         `json:"index"`
@@ -409,10 +148,10 @@ type (
 		KVTransferParams  any          `json:"kv_transfer_params"`
 	}
 	deltaCall struct {
-		Index    int               `json:"index"`
-		ID       string            `json:"id"`
-		Type     string            `json:"type"`
-		Function outparse.Function `json:"function"`
+		Index    int          `json:"index"`
+		ID       string       `json:"id"`
+		Type     string       `json:"type"`
+		Function chatFunction `json:"function"`
 	}
 	chatDelta struct {
 		Role      *string     `json:"role,omitempty"`
@@ -447,9 +186,35 @@ type (
 		Bytes       []int        `json:"bytes"`
 		TopLogprobs []topLogprob `json:"top_logprobs"`
 	}
+	// usage is the token accounting of a response.
+	usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		TotalTokens         int `json:"total_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails any `json:"prompt_tokens_details"`
+	}
 )
 
-func (s *Server) chatLogprobs(toks []engine.Token) []tokenLogprob {
+func usageOf(st *llm.Stream) usage {
+	u := st.Usage()
+	return usage{PromptTokens: u.PromptTokens, TotalTokens: u.TotalTokens, CompletionTokens: u.CompletionTokens}
+}
+
+func toolCallOf(c *llm.ToolCall) chatToolCall {
+	return chatToolCall{ID: c.ID, Type: "function", Function: chatFunction{Name: c.Name, Arguments: c.Arguments}}
+}
+
+// tokenText is the display text of one token for logprobs.
+func (s *Server) tokenText(id int) (string, []int) {
+	text, b := s.lm.TokenText(id)
+	ints := make([]int, len(b))
+	for i, x := range b {
+		ints[i] = int(x)
+	}
+	return text, ints
+}
+
+func (s *Server) chatLogprobs(toks []llm.Token) []tokenLogprob {
 	out := make([]tokenLogprob, len(toks))
 	for i, t := range toks {
 		text, b := s.tokenText(t.ID)
@@ -472,6 +237,38 @@ func (s *Server) newID(prefix string) string {
 	return fmt.Sprintf("%s%016x", prefix, uint64(time.Now().UnixNano())^s.requests.Add(1)*0x9e3779b97f4a7c15)
 }
 
+// finishReasons joins a stream's finish reasons for the log.
+func finishReasons(st *llm.Stream) string {
+	r := ""
+	for i, f := range st.FinishReasons() {
+		if i > 0 {
+			r += ","
+		}
+		r += string(f)
+	}
+	return r
+}
+
+// logStream writes the log line of a finished request.
+func (s *Server) logStream(id string, status int, st *llm.Stream, start time.Time) {
+	u := st.Usage()
+	s.logRequest(id, status, u.PromptTokens, u.CompletionTokens, st.TimeToFirstToken(), time.Since(start), finishReasons(st), st.Prompt())
+}
+
+// failed reports whether a Finish event ends its choice in failure.
+func failed(ev llm.Event) bool {
+	return ev.Kind == llm.KindFinish && (ev.Finish == llm.FinishError || ev.Finish == llm.FinishAbort)
+}
+
+// failureStatus is the status of a request whose generation failed: 503
+// while the server or model shuts down, else 500.
+func (s *Server) failureStatus(err error) int {
+	if errors.Is(err, llm.ErrClosed) || s.ctx.Err() != nil {
+		return fasthttp.StatusServiceUnavailable
+	}
+	return fasthttp.StatusInternalServerError
+}
+
 func (s *Server) handleChat(ctx *fasthttp.RequestCtx) {
 	start := time.Now()
 	r, aerr := s.parseChat(ctx.PostBody())
@@ -480,100 +277,75 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id := s.newID("chatcmpl-")
-	reqCtx, cancelReq := context.WithCancel(s.ctx)
-	j, aerr := s.submit(reqCtx, id, [][]int{r.ids}, r.gen, r.grammar)
-	if aerr != nil {
-		cancelReq()
-		writeAPIError(ctx, aerr)
+	st, err := s.lm.Chat(s.ctx, r.req)
+	if err != nil {
+		writeAPIError(ctx, llmError(err))
 		return
 	}
-	parsers := make([]*outparse.Parser, len(j.choices))
-	for i := range parsers {
-		parsers[i] = outparse.NewParser(outparse.Options{Thinking: r.thinking, Tools: r.tools})
-	}
-	if r.gen.stream {
-		s.streamChat(ctx, j, r, parsers, reqCtx, cancelReq, start)
+	if r.wire.stream {
+		s.streamChat(ctx, id, st, r, start)
 		return
 	}
-	defer cancelReq()
-	results := make([]outparse.Result, len(j.choices))
-	lps := make([][]tokenLogprob, len(j.choices))
-	var failed error
-	err := j.run(reqCtx, func(p piece) error {
-		i := p.c.index
-		evs := parsers[i].Push(p.text)
-		if p.done {
-			evs = append(evs, parsers[i].Finish()...)
-		}
-		addEvents(&results[i], evs, r.noTools)
-		if r.gen.logprobs {
-			lps[i] = append(lps[i], s.chatLogprobs(p.toks)...)
-		}
-		if p.failed != nil {
-			failed = p.failed
-		}
-		return nil
-	})
-	if err == nil && failed == nil {
-		for _, c := range j.choices {
-			if c.finish == "abort" {
-				failed = c.err
+	defer st.Close()
+	type result struct {
+		reasoning, content string
+		calls              []chatToolCall
+		lps                []tokenLogprob
+		finish             llm.Event
+	}
+	results := make([]result, st.Choices())
+	var fail, abort error
+	for ev := range st.Events() {
+		res := &results[ev.Choice]
+		switch ev.Kind {
+		case llm.KindReasoning:
+			res.reasoning += ev.Text
+		case llm.KindContent:
+			res.content += ev.Text
+		case llm.KindToolCall:
+			res.calls = append(res.calls, toolCallOf(ev.ToolCall))
+		case llm.KindFinish:
+			res.finish = ev
+			switch ev.Finish {
+			case llm.FinishError:
+				fail = ev.Err
+			case llm.FinishAbort:
+				abort = ev.Err
 			}
 		}
-	}
-	if err != nil || failed != nil {
-		status := fasthttp.StatusInternalServerError
-		if errors.Is(failed, engine.ErrClosed) || s.ctx.Err() != nil {
-			status = fasthttp.StatusServiceUnavailable
+		if r.req.Logprobs {
+			res.lps = append(res.lps, s.chatLogprobs(ev.Tokens)...)
 		}
-		writeError(ctx, status, fmt.Sprintf("generation failed: %v", errors.Join(err, failed)), "")
-		s.logRequest(id, status, j.promptLen, j.completionTokens(), j.ttft(), time.Since(start), j.finishReasons(), r.prompt)
+	}
+	if fail == nil {
+		fail = abort
+	}
+	if fail != nil {
+		status := s.failureStatus(fail)
+		writeError(ctx, status, fmt.Sprintf("generation failed: %v", fail), "")
+		s.logStream(id, status, st, start)
 		return
 	}
-	resp := chatResponse{ID: id, Object: "chat.completion", Created: time.Now().Unix(), Model: s.name, Usage: j.usage()}
-	for i, c := range j.choices {
-		res := results[i]
-		msg := chatMessage{Role: "assistant", ToolCalls: res.ToolCalls}
+	resp := chatResponse{ID: id, Object: "chat.completion", Created: time.Now().Unix(), Model: s.name, Usage: usageOf(st)}
+	for i, res := range results {
+		msg := chatMessage{Role: "assistant", ToolCalls: res.calls}
 		if msg.ToolCalls == nil {
-			msg.ToolCalls = []outparse.Call{}
+			msg.ToolCalls = []chatToolCall{}
 		}
-		if res.Content != "" || (len(res.ToolCalls) == 0 && res.Reasoning == "") {
-			msg.Content = strPtr(res.Content)
+		if res.content != "" || (len(res.calls) == 0 && res.reasoning == "") {
+			msg.Content = strPtr(res.content)
 		}
-		if res.Reasoning != "" {
-			msg.Reasoning = strPtr(res.Reasoning)
+		if res.reasoning != "" {
+			msg.Reasoning = strPtr(res.reasoning)
 		}
-		finish := c.finish
-		if len(res.ToolCalls) > 0 && finish == "stop" {
-			finish = "tool_calls"
-		}
-		ch := chatChoice{Index: i, Message: msg, FinishReason: finish, StopReason: c.stopReason}
-		if r.gen.logprobs {
-			ch.Logprobs = map[string]any{"content": lps[i]}
+		ch := chatChoice{Index: i, Message: msg, FinishReason: string(res.finish.Finish), StopReason: res.finish.StopReason}
+		if r.req.Logprobs {
+			ch.Logprobs = map[string]any{"content": res.lps}
 		}
 		resp.Choices = append(resp.Choices, ch)
 	}
 	writeJSON(ctx, resp)
-	s.logRequest(id, fasthttp.StatusOK, j.promptLen, j.completionTokens(), j.ttft(), time.Since(start), j.finishReasons(), r.prompt)
-}
-
-// addEvents folds parser events into a result; with noTools, calls stay
-// text.
-func addEvents(r *outparse.Result, evs []outparse.Event, noTools bool) {
-	for _, e := range evs {
-		switch e.Kind {
-		case outparse.Reasoning:
-			r.Reasoning += e.Text
-		case outparse.Content:
-			r.Content += e.Text
-		case outparse.ToolCall:
-			if noTools {
-				r.Content += e.Text
-			} else {
-				r.ToolCalls = append(r.ToolCalls, *e.Call)
-			}
-		}
-	}
+	s.logStream(id, fasthttp.StatusOK, st, start)
 }
 
 // sseWriter writes server-sent events and remembers the first failure.
@@ -612,79 +384,81 @@ func setSSEHeaders(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 }
 
-func (s *Server) streamChat(ctx *fasthttp.RequestCtx, j *job, r *chatRequest, parsers []*outparse.Parser, reqCtx context.Context, cancelReq context.CancelFunc, start time.Time) {
+// streamEvents sends each event of st to send until the stream ends or
+// send fails (the client went away), which closes the stream. It returns
+// send's error.
+func streamEvents(st *llm.Stream, send func(llm.Event) error) error {
+	for ev := range st.Events() {
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// generationFailed is the SSE error event of a failed choice.
+func generationFailed(ev llm.Event) []byte {
+	msg := "generation failed"
+	err := ev.Err
+	if inner := errors.Unwrap(err); ev.Finish == llm.FinishError && inner != nil {
+		err = inner // the cause, without llm's "generation failed: "
+	}
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	return errorBody(fasthttp.StatusInternalServerError, msg, "")
+}
+
+func (s *Server) streamChat(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, r *chatRequest, start time.Time) {
 	setSSEHeaders(ctx)
 	created := time.Now().Unix()
 	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
-		defer cancelReq()
+		defer st.Close()
 		w := &sseWriter{w: bw}
 		chunk := func(ch chunkChoice) error {
-			return w.event(chatChunk{ID: j.id, Object: "chat.completion.chunk", Created: created, Model: s.name, Choices: []chunkChoice{ch}})
+			return w.event(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.name, Choices: []chunkChoice{ch}})
 		}
-		for i := range j.choices {
+		for i := range st.Choices() {
 			chunk(chunkChoice{Index: i, Delta: chatDelta{Role: strPtr("assistant"), Content: strPtr("")}})
 		}
-		ncalls := make([]int, len(j.choices))
+		ncalls := make([]int, st.Choices())
 		status := fasthttp.StatusOK
-		err := j.run(reqCtx, func(p piece) error {
-			i := p.c.index
-			evs := parsers[i].Push(p.text)
-			if p.done {
-				evs = append(evs, parsers[i].Finish()...)
-			}
+		err := streamEvents(st, func(ev llm.Event) error {
+			i := ev.Choice
 			var lp any
-			if r.gen.logprobs && len(p.toks) > 0 {
-				lp = map[string]any{"content": s.chatLogprobs(p.toks)}
+			if r.req.Logprobs && len(ev.Tokens) > 0 {
+				lp = map[string]any{"content": s.chatLogprobs(ev.Tokens)}
 			}
-			for _, e := range evs {
-				var d chatDelta
-				switch {
-				case e.Kind == outparse.Reasoning:
-					d.Reasoning = strPtr(e.Text)
-				case e.Kind == outparse.Content || (e.Kind == outparse.ToolCall && r.noTools):
-					d.Content = strPtr(e.Text)
-				case e.Kind == outparse.ToolCall:
-					d.ToolCalls = []deltaCall{{Index: ncalls[i], ID: e.Call.ID, Type: e.Call.Type, Function: e.Call.Function}}
-					ncalls[i]++
-				default:
-					continue
+			var d chatDelta
+			switch ev.Kind {
+			case llm.KindReasoning:
+				d.Reasoning = strPtr(ev.Text)
+			case llm.KindContent:
+				d.Content = strPtr(ev.Text)
+			case llm.KindToolCall:
+				c := toolCallOf(ev.ToolCall)
+				d.ToolCalls = []deltaCall{{Index: ncalls[i], ID: c.ID, Type: c.Type, Function: c.Function}}
+				ncalls[i]++
+			case llm.KindTokens:
+			case llm.KindFinish:
+				if failed(ev) {
+					status = fasthttp.StatusInternalServerError
+					return w.raw(generationFailed(ev))
 				}
-				if err := chunk(chunkChoice{Index: i, Delta: d, Logprobs: lp}); err != nil {
-					return err
-				}
-				lp = nil
+				finish := string(ev.Finish)
+				return chunk(chunkChoice{Index: i, Delta: chatDelta{}, FinishReason: &finish, StopReason: ev.StopReason})
 			}
-			if lp != nil {
-				if err := chunk(chunkChoice{Index: i, Delta: chatDelta{}, Logprobs: lp}); err != nil {
-					return err
-				}
-			}
-			if p.failed != nil || (p.done && p.c.finish == "abort") {
-				msg := "generation failed"
-				if p.c.err != nil {
-					msg += ": " + p.c.err.Error()
-				}
-				status = fasthttp.StatusInternalServerError
-				return w.raw(errorBody(status, msg, ""))
-			}
-			if p.done {
-				finish := p.c.finish
-				if ncalls[i] > 0 && finish == "stop" {
-					finish = "tool_calls"
-				}
-				return chunk(chunkChoice{Index: i, Delta: chatDelta{}, FinishReason: &finish, StopReason: p.c.stopReason})
-			}
-			return nil
+			return chunk(chunkChoice{Index: i, Delta: d, Logprobs: lp})
 		})
-		if err == nil && r.gen.includeUsage {
-			u := j.usage()
-			w.event(chatChunk{ID: j.id, Object: "chat.completion.chunk", Created: created, Model: s.name, Choices: []chunkChoice{}, Usage: &u})
+		if err == nil && r.wire.includeUsage {
+			u := usageOf(st)
+			w.event(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.name, Choices: []chunkChoice{}, Usage: &u})
 		}
 		if err == nil {
 			w.raw([]byte("[DONE]"))
 		} else {
 			status = 499 // client closed the connection
 		}
-		s.logRequest(j.id, status, j.promptLen, j.completionTokens(), j.ttft(), time.Since(start), j.finishReasons(), r.prompt)
+		s.logStream(id, status, st, start)
 	})
 }

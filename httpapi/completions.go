@@ -2,15 +2,13 @@ package httpapi
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/jsonvalue"
+	"github.com/govinfer/govinfer/llm"
 	"github.com/valyala/fasthttp"
 )
 
@@ -48,8 +46,8 @@ const maxPrompts = 64
 
 // parsePrompts reads a completion prompt as vLLM accepts it: a string, an
 // array of strings, an array of token ids, or an array of arrays of token
-// ids. It returns each prompt's token ids and text.
-func (s *Server) parsePrompts(o object) ([][]int, []string, *apiError) {
+// ids. It returns the prompts and their texts.
+func (s *Server) parsePrompts(o object) ([]llm.Prompt, []string, *apiError) {
 	v, ok := o.get("prompt")
 	if !ok {
 		return nil, nil, badRequest("prompt", "prompt is required")
@@ -59,7 +57,7 @@ func (s *Server) parsePrompts(o object) ([][]int, []string, *apiError) {
 		if p == "" {
 			return nil, nil, badRequest("prompt", "prompt must not be empty")
 		}
-		return [][]int{s.tok.Encode(p)}, []string{p}, nil
+		return []llm.Prompt{{Text: p}}, []string{p}, nil
 	case []any:
 		if len(p) == 0 {
 			return nil, nil, badRequest("prompt", "prompt must not be an empty array")
@@ -70,15 +68,15 @@ func (s *Server) parsePrompts(o object) ([][]int, []string, *apiError) {
 			if aerr != nil {
 				return nil, nil, aerr
 			}
-			return [][]int{ids}, []string{s.tok.Decode(ids, false)}, nil
+			return []llm.Prompt{{IDs: ids}}, []string{s.lm.Tokenizer().Decode(ids, false)}, nil
 		case string, []any:
 		default:
-			return nil, nil, badRequest("prompt", "prompt must be a string, an array of strings, an array of token ids or an array of arrays of token ids; prompt[0] is %s", jsonKind(p[0]))
+			return nil, nil, badRequest("prompt", "prompt must be a string, an array of strings, an array of token ids or an array of arrays of token ids; prompt[0] is %s", jsonvalue.Kind(p[0]))
 		}
 		if len(p) > maxPrompts {
 			return nil, nil, badRequest("prompt", "prompt holds %d prompts; at most %d are allowed", len(p), maxPrompts)
 		}
-		var prompts [][]int
+		var prompts []llm.Prompt
 		var texts []string
 		for i, e := range p {
 			field := fmt.Sprintf("prompt[%d]", i)
@@ -87,20 +85,20 @@ func (s *Server) parsePrompts(o object) ([][]int, []string, *apiError) {
 				if q == "" {
 					return nil, nil, badRequest("prompt", "%s must not be empty", field)
 				}
-				prompts, texts = append(prompts, s.tok.Encode(q)), append(texts, q)
+				prompts, texts = append(prompts, llm.Prompt{Text: q}), append(texts, q)
 			case []any:
 				ids, aerr := s.promptIDs(q, field)
 				if aerr != nil {
 					return nil, nil, aerr
 				}
-				prompts, texts = append(prompts, ids), append(texts, s.tok.Decode(ids, false))
+				prompts, texts = append(prompts, llm.Prompt{IDs: ids}), append(texts, s.lm.Tokenizer().Decode(ids, false))
 			default:
-				return nil, nil, badRequest("prompt", "%s must be a string or an array of token ids, got %s", field, jsonKind(e))
+				return nil, nil, badRequest("prompt", "%s must be a string or an array of token ids, got %s", field, jsonvalue.Kind(e))
 			}
 		}
 		return prompts, texts, nil
 	}
-	return nil, nil, badRequest("prompt", "prompt must be a string or an array, got %s", jsonKind(v))
+	return nil, nil, badRequest("prompt", "prompt must be a string or an array, got %s", jsonvalue.Kind(v))
 }
 
 // promptIDs reads one prompt given as token ids; field names it in errors.
@@ -108,12 +106,12 @@ func (s *Server) promptIDs(a []any, field string) ([]int, *apiError) {
 	if len(a) == 0 {
 		return nil, badRequest("prompt", "%s must not be empty", field)
 	}
-	vocab := s.m.Config().VocabSize
+	vocab := s.lm.VocabSize()
 	ids := make([]int, len(a))
 	for i, e := range a {
 		n, isNum := e.(json.Number)
 		if !isNum {
-			return nil, badRequest("prompt", "%s[%d] must be an integer token id, got %s", field, i, jsonKind(e))
+			return nil, badRequest("prompt", "%s[%d] must be an integer token id, got %s", field, i, jsonvalue.Kind(e))
 		}
 		id, err := strconv.Atoi(string(n))
 		if err != nil {
@@ -133,109 +131,103 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 	if aerr == nil {
 		aerr = s.checkModel(o)
 	}
-	var g genRequest
+	var req llm.CompletionRequest
+	var w wireOptions
 	if aerr == nil {
-		g, aerr = parseGen(o, s.gen)
+		req.Params, w, aerr = parseParams(o)
 	}
 	if aerr == nil {
 		if n, ok, err := o.integer("logprobs"); err != nil {
 			aerr = err
 		} else if ok {
-			if n < 0 || n > 20 {
-				aerr = badRequest("logprobs", "logprobs must be between 0 and 20, got %d", n)
+			if n < 0 || n > llm.MaxTopLogprobs {
+				aerr = badRequest("logprobs", "logprobs must be between 0 and %d, got %d", llm.MaxTopLogprobs, n)
 			}
-			g.logprobs, g.topLogprobs = true, n
+			req.Logprobs, req.TopLogprobs = true, n
 		}
 	}
 	var echo bool
 	if aerr == nil {
 		echo, _, aerr = o.boolean("echo")
 	}
-	var prompts [][]int
 	var promptTexts []string
 	if aerr == nil {
-		prompts, promptTexts, aerr = s.parsePrompts(o)
-	}
-	var proc func() (engine.LogitProcessor, error)
-	if aerr == nil {
-		if gr, err := parseResponseFormat(o); err != nil {
-			aerr = err
-		} else if gr != nil {
-			proc = s.processorFor(gr)
-		}
+		req.Prompts, promptTexts, aerr = s.parsePrompts(o)
 	}
 	if aerr != nil {
 		writeAPIError(ctx, aerr)
 		return
 	}
 	id := s.newID("cmpl-")
-	reqCtx, cancelReq := context.WithCancel(s.ctx)
-	j, aerr := s.submit(reqCtx, id, prompts, g, proc)
-	if aerr != nil {
-		cancelReq()
-		writeAPIError(ctx, aerr)
+	st, err := s.lm.Complete(s.ctx, req)
+	if err != nil {
+		writeAPIError(ctx, llmError(err))
 		return
 	}
 	// Choice p*n+i is the i-th generation of prompt p.
-	prefixes := make([]string, len(j.choices))
+	n := max(req.N, 1)
+	prefixes := make([]string, st.Choices())
 	if echo {
 		for i := range prefixes {
-			prefixes[i] = promptTexts[i/g.n]
+			prefixes[i] = promptTexts[i/n]
 		}
 	}
-	promptText := strings.Join(promptTexts, "\n")
-	if g.stream {
-		s.streamCompletion(ctx, j, g, prefixes, promptText, reqCtx, cancelReq, start)
+	if w.stream {
+		s.streamCompletion(ctx, id, st, req.Logprobs, w, prefixes, start)
 		return
 	}
-	defer cancelReq()
-	texts := make([]string, len(j.choices))
-	lps := make([]*completionLogprobs, len(j.choices))
+	defer st.Close()
+	texts := make([]string, st.Choices())
+	lps := make([]*completionLogprobs, st.Choices())
+	finishes := make([]llm.Event, st.Choices())
 	for i := range texts {
 		texts[i] = prefixes[i]
-		if g.logprobs {
-			lps[i] = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+		if req.Logprobs {
+			lps[i] = newCompletionLogprobs()
 		}
 	}
 	var failed error
-	err := j.run(reqCtx, func(p piece) error {
-		i := p.c.index
+	for ev := range st.Events() {
+		i := ev.Choice
 		if lps[i] != nil {
-			s.addCompletionLogprobs(lps[i], p.toks, len(texts[i]))
+			s.addCompletionLogprobs(lps[i], ev.Tokens, len(texts[i]))
 		}
-		texts[i] += p.text
-		if p.failed != nil {
-			failed = p.failed
+		texts[i] += ev.Text
+		if ev.Kind == llm.KindFinish {
+			finishes[i] = ev
+			if ev.Finish == llm.FinishError || ev.Finish == llm.FinishAbort {
+				failed = ev.Err
+			}
 		}
-		if p.done && p.c.finish == "abort" {
-			failed = p.c.err
-		}
-		return nil
-	})
-	if err != nil || failed != nil {
+	}
+	if failed != nil {
 		status := fasthttp.StatusInternalServerError
 		if s.ctx.Err() != nil {
 			status = fasthttp.StatusServiceUnavailable
 		}
-		writeError(ctx, status, fmt.Sprintf("generation failed: %v", errors.Join(err, failed)), "")
-		s.logRequest(id, status, j.promptLen, j.completionTokens(), j.ttft(), time.Since(start), j.finishReasons(), promptText)
+		writeError(ctx, status, fmt.Sprintf("generation failed: %v", failed), "")
+		s.logStream(id, status, st, start)
 		return
 	}
-	u := j.usage()
+	u := usageOf(st)
 	resp := completionResponse{ID: id, Object: "text_completion", Created: time.Now().Unix(), Model: s.name, Usage: &u}
-	for i, c := range j.choices {
-		finish := c.finish
-		ch := completionChoice{Index: i, Text: texts[i], FinishReason: &finish, StopReason: c.stopReason}
+	for i, f := range finishes {
+		finish := string(f.Finish)
+		ch := completionChoice{Index: i, Text: texts[i], FinishReason: &finish, StopReason: f.StopReason}
 		if lps[i] != nil {
 			ch.Logprobs = lps[i]
 		}
 		resp.Choices = append(resp.Choices, ch)
 	}
 	writeJSON(ctx, resp)
-	s.logRequest(id, fasthttp.StatusOK, j.promptLen, j.completionTokens(), j.ttft(), time.Since(start), j.finishReasons(), promptText)
+	s.logStream(id, fasthttp.StatusOK, st, start)
 }
 
-func (s *Server) addCompletionLogprobs(lp *completionLogprobs, toks []engine.Token, offset int) {
+func newCompletionLogprobs() *completionLogprobs {
+	return &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+}
+
+func (s *Server) addCompletionLogprobs(lp *completionLogprobs, toks []llm.Token, offset int) {
 	for _, t := range toks {
 		text, _ := s.tokenText(t.ID)
 		lp.Tokens = append(lp.Tokens, text)
@@ -253,16 +245,16 @@ func (s *Server) addCompletionLogprobs(lp *completionLogprobs, toks []engine.Tok
 	}
 }
 
-func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, j *job, g genRequest, prefixes []string, promptText string, reqCtx context.Context, cancelReq context.CancelFunc, start time.Time) {
+func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, logprobs bool, wo wireOptions, prefixes []string, start time.Time) {
 	setSSEHeaders(ctx)
 	created := time.Now().Unix()
 	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
-		defer cancelReq()
+		defer st.Close()
 		w := &sseWriter{w: bw}
 		send := func(ch completionChoice) error {
-			return w.event(completionResponse{ID: j.id, Object: "text_completion", Created: created, Model: s.name, Choices: []completionChoice{ch}})
+			return w.event(completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.name, Choices: []completionChoice{ch}})
 		}
-		offsets := make([]int, len(j.choices))
+		offsets := make([]int, st.Choices())
 		for i, prefix := range prefixes {
 			if prefix != "" {
 				send(completionChoice{Index: i, Text: prefix})
@@ -270,163 +262,34 @@ func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, j *job, g genRequest
 			}
 		}
 		status := fasthttp.StatusOK
-		err := j.run(reqCtx, func(p piece) error {
-			i := p.c.index
-			if p.failed != nil || (p.done && p.c.finish == "abort") {
+		err := streamEvents(st, func(ev llm.Event) error {
+			i := ev.Choice
+			if failed(ev) {
 				status = fasthttp.StatusInternalServerError
-				msg := "generation failed"
-				if p.c.err != nil {
-					msg += ": " + p.c.err.Error()
-				}
-				return w.raw(errorBody(status, msg, ""))
+				return w.raw(generationFailed(ev))
 			}
-			ch := completionChoice{Index: i, Text: p.text}
-			if g.logprobs {
-				lp := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-				s.addCompletionLogprobs(lp, p.toks, offsets[i])
+			ch := completionChoice{Index: i, Text: ev.Text}
+			if logprobs {
+				lp := newCompletionLogprobs()
+				s.addCompletionLogprobs(lp, ev.Tokens, offsets[i])
 				ch.Logprobs = lp
 			}
-			offsets[i] += len(p.text)
-			if p.done {
-				finish := p.c.finish
-				ch.FinishReason, ch.StopReason = &finish, p.c.stopReason
-			} else if p.text == "" && len(p.toks) == 0 {
-				return nil
+			offsets[i] += len(ev.Text)
+			if ev.Kind == llm.KindFinish {
+				finish := string(ev.Finish)
+				ch.FinishReason, ch.StopReason = &finish, ev.StopReason
 			}
 			return send(ch)
 		})
-		if err == nil && g.includeUsage {
-			u := j.usage()
-			w.event(completionResponse{ID: j.id, Object: "text_completion", Created: created, Model: s.name, Choices: []completionChoice{}, Usage: &u})
+		if err == nil && wo.includeUsage {
+			u := usageOf(st)
+			w.event(completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.name, Choices: []completionChoice{}, Usage: &u})
 		}
 		if err == nil {
 			w.raw([]byte("[DONE]"))
 		} else {
 			status = 499
 		}
-		s.logRequest(j.id, status, j.promptLen, j.completionTokens(), j.ttft(), time.Since(start), j.finishReasons(), promptText)
-	})
-}
-
-// handleTokenize answers vLLM's /tokenize: a prompt, or messages rendered
-// with the chat template.
-func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) {
-	o, aerr := parseBody(ctx.PostBody())
-	if aerr == nil {
-		aerr = s.checkModel(o)
-	}
-	if aerr != nil {
-		writeAPIError(ctx, aerr)
-		return
-	}
-	var ids []int
-	if o.has("messages") {
-		r, aerr := s.parseChat(ctx.PostBody())
-		if aerr != nil {
-			writeAPIError(ctx, aerr)
-			return
-		}
-		ids = r.ids
-	} else {
-		p, ok, err := o.str("prompt")
-		if err != nil {
-			writeAPIError(ctx, err)
-			return
-		}
-		if !ok {
-			writeAPIError(ctx, badRequest("prompt", "prompt or messages is required"))
-			return
-		}
-		ids = s.tok.Encode(p)
-	}
-	if ids == nil {
-		ids = []int{}
-	}
-	writeJSON(ctx, struct {
-		Count       int   `json:"count"`
-		MaxModelLen int   `json:"max_model_len"`
-		Tokens      []int `json:"tokens"`
-		TokenStrs   any   `json:"token_strs"`
-	}{len(ids), s.maxModelLen, ids, nil})
-}
-
-func (s *Server) handleDetokenize(ctx *fasthttp.RequestCtx) {
-	o, aerr := parseBody(ctx.PostBody())
-	if aerr == nil {
-		aerr = s.checkModel(o)
-	}
-	var ids []int
-	if aerr == nil {
-		if !o.has("tokens") {
-			aerr = badRequest("tokens", "tokens is required")
-		} else {
-			ids, aerr = o.intList("tokens")
-		}
-	}
-	if aerr == nil {
-		for i, id := range ids {
-			if id < 0 || id >= s.tok.VocabSize() {
-				aerr = badRequest("tokens", "tokens[%d] = %d is not a token id", i, id)
-				break
-			}
-		}
-	}
-	if aerr != nil {
-		writeAPIError(ctx, aerr)
-		return
-	}
-	writeJSON(ctx, struct {
-		Prompt string `json:"prompt"`
-	}{s.tok.Decode(ids, false)})
-}
-
-// handleMetrics writes the Prometheus text exposition.
-func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	b := ctx.Response.BodyWriter()
-	label := "{model_name=" + strconv.Quote(s.name) + "}"
-	gauge := func(name, help string, v float64) {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n%s%s %v\n", name, help, name, name, label, v)
-	}
-	counter := func(name, help string, v float64) {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s counter\n%s%s %v\n", name, help, name, name, label, v)
-	}
-	ready := 0.0
-	if s.loaded.Load() {
-		ready = 1
-	}
-	gauge("govinfer:ready", "1 once the model is loaded.", ready)
-	eng := s.Engine()
-	if eng == nil {
-		return
-	}
-	st := eng.Stats()
-	gauge("vllm:num_requests_running", "Requests in the running batch.", float64(st.Running))
-	gauge("vllm:num_requests_waiting", "Requests waiting to start.", float64(st.Waiting))
-	gauge("govinfer:open_sequences", "Model sequences held by requests.", float64(st.OpenSequences))
-	gauge("govinfer:state_bytes", "Memory of the running sequences' KV caches and recurrent states.", float64(st.StateBytes))
-	counter("vllm:prompt_tokens_total", "Prompt tokens prefilled.", float64(st.PromptTokens))
-	counter("vllm:generation_tokens_total", "Tokens generated.", float64(st.GenerationTokens))
-	counter("govinfer:steps_total", "Model steps run.", float64(st.Steps))
-	counter("govinfer:step_seconds_total", "Time spent in model steps.", st.StepSeconds)
-	counter("govinfer:requests_rejected_total", "Requests refused because the queue was full.", float64(st.Rejected))
-	fmt.Fprintf(b, "# HELP vllm:request_success_total Finished requests by reason.\n# TYPE vllm:request_success_total counter\n")
-	for _, f := range []engine.FinishReason{engine.FinishStop, engine.FinishLength, engine.FinishCancelled, engine.FinishError} {
-		fmt.Fprintf(b, "vllm:request_success_total{model_name=%s,finished_reason=%q} %d\n", strconv.Quote(s.name), f.String(), st.Finished[f])
-	}
-	histogram := func(name, help string, h engine.HistogramSnapshot) {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-		for i, ub := range h.Bounds {
-			fmt.Fprintf(b, "%s_bucket{model_name=%s,le=\"%v\"} %d\n", name, strconv.Quote(s.name), ub, h.Cumulative[i])
-		}
-		fmt.Fprintf(b, "%s_bucket{model_name=%s,le=\"+Inf\"} %d\n", name, strconv.Quote(s.name), h.Count)
-		fmt.Fprintf(b, "%s_sum%s %v\n%s_count%s %d\n", name, label, h.Sum, name, label, h.Count)
-	}
-	histogram("vllm:time_to_first_token_seconds", "Time to first token.", st.TimeToFirstToken)
-	histogram("vllm:inter_token_latency_seconds", "Time between consecutive tokens of a request.", st.InterToken)
-	fmt.Fprintf(b, "# HELP govinfer:http_responses_total HTTP responses by status.\n# TYPE govinfer:http_responses_total counter\n")
-	s.httpCount.Range(func(k, v any) bool {
-		fmt.Fprintf(b, "govinfer:http_responses_total{code=\"%d\"} %d\n", k, v.(interface{ Load() uint64 }).Load())
-		return true
+		s.logStream(id, status, st, start)
 	})
 }

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
+
+	"github.com/govinfer/govinfer/llm"
 
 	"github.com/valyala/fasthttp"
 )
@@ -71,4 +74,23 @@ func writeError(ctx *fasthttp.RequestCtx, status int, message, param string) {
 
 func writeAPIError(ctx *fasthttp.RequestCtx, e *apiError) {
 	writeError(ctx, e.status, e.message, e.param)
+}
+
+// llmError answers an error of llm: a bad parameter or too long a context
+// is a 400 naming the field, a full queue or a closing model a 503, the
+// rest a 500.
+func llmError(err error) *apiError {
+	var pe *llm.ParamError
+	var ce *llm.ContextLengthError
+	switch {
+	case errors.As(err, &pe):
+		return badRequest(pe.Param, "%s", pe.Message)
+	case errors.As(err, &ce):
+		return badRequest(ce.Param(), "%s", ce.Error())
+	case errors.Is(err, llm.ErrQueueFull):
+		return &apiError{status: fasthttp.StatusServiceUnavailable, message: "the server is overloaded: the request queue is full, retry later"}
+	case errors.Is(err, llm.ErrClosed):
+		return &apiError{status: fasthttp.StatusServiceUnavailable, message: "the server is shutting down"}
+	}
+	return &apiError{status: fasthttp.StatusInternalServerError, message: err.Error()}
 }

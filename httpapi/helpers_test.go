@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/govinfer/govinfer/randmodel"
-	"github.com/govinfer/govinfer/tokenizer"
+	"github.com/govinfer/govinfer/internal/testckpt"
 )
 
 var (
@@ -48,38 +45,7 @@ func checkpoint(t testing.TB) string {
 	return ckptDir
 }
 
-func makeCheckpoint(dir string) error {
-	copies := map[string]string{
-		"../testdata/tokenizer/qwen3/tokenizer.json":        "tokenizer.json",
-		"../testdata/tokenizer/qwen3/tokenizer_config.json": "tokenizer_config.json",
-		"../testdata/chat/chat_template.jinja":              "chat_template.jinja",
-	}
-	for src, dst := range copies {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
-			return err
-		}
-	}
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		return err
-	}
-	var eos []int
-	for _, s := range []string{"<|im_end|>", "<|endoftext|>"} {
-		id, ok := tok.TokenID(s)
-		if !ok {
-			return fmt.Errorf("tokenizer lacks %s", s)
-		}
-		eos = append(eos, id)
-	}
-	shape := randmodel.Shape{Name: "qwen3-vocab-test", Hidden: 64, Intermediate: 128, Layers: 4, Vocab: tok.VocabSize(),
-		Heads: 4, KVHeads: 2, HeadDim: 32, LinearKeyHeads: 2, LinearValueHeads: 4, LinearKeyHeadDim: 16, LinearValueHeadDim: 16,
-		Tied: true, MaxPositionEmbeddings: 8192}
-	return randmodel.Write(dir, shape, randmodel.Options{Seed: 42, EOS: eos})
-}
+func makeCheckpoint(dir string) error { return testckpt.Write(dir, "../testdata") }
 
 // startServer starts a server on a free loopback port and waits for it.
 func startServer(t testing.TB, cfg Config) *Server {

@@ -1,332 +1,215 @@
 package httpapi
 
 import (
-	"encoding/json"
-	"math"
-	"math/rand/v2"
-	"strconv"
-
-	"github.com/govinfer/govinfer/chattemplate"
-	"github.com/govinfer/govinfer/sample"
+	"github.com/govinfer/govinfer/jsonvalue"
+	"github.com/govinfer/govinfer/llm"
 )
 
-// object wraps a decoded JSON object with getters that check types and
-// name the field in their errors. A null value counts as absent.
-type object struct {
-	o      *chattemplate.Object
-	prefix string // field path of the object, "" at the top
-}
+// object reads the members of a decoded JSON object, answering type errors
+// as 400s that name the field (see jsonvalue.Fields).
+type object struct{ f jsonvalue.Fields }
 
 // parseBody decodes a request body that must be a JSON object.
 func parseBody(body []byte) (object, *apiError) {
 	if len(body) == 0 {
 		return object{}, badRequest("", "request body is empty; expected a JSON object")
 	}
-	v, err := chattemplate.DecodeJSON(body)
+	v, err := jsonvalue.Decode(body)
 	if err != nil {
 		return object{}, badRequest("", "request body is not valid JSON: %v", err)
 	}
-	o, ok := v.(*chattemplate.Object)
+	o, ok := v.(*jsonvalue.Object)
 	if !ok {
-		return object{}, badRequest("", "request body must be a JSON object, got %s", jsonKind(v))
+		return object{}, badRequest("", "request body must be a JSON object, got %s", jsonvalue.Kind(v))
 	}
-	return object{o: o}, nil
+	return object{jsonvalue.ObjectFields(o, "")}, nil
 }
 
-func (o object) name(key string) string {
-	if o.prefix == "" {
-		return key
+func fieldError(e *jsonvalue.FieldError) *apiError {
+	if e == nil {
+		return nil
 	}
-	return o.prefix + "." + key
+	return badRequest(e.Field, "%s", e.Message)
 }
 
-func (o object) get(key string) (any, bool) {
-	if o.o == nil {
-		return nil, false
-	}
-	v, ok := o.o.Get(key)
-	if !ok || v == nil {
-		return nil, false
-	}
-	return v, true
-}
+func (o object) get(key string) (any, bool) { return o.f.Get(key) }
 
-func (o object) has(key string) bool {
-	_, ok := o.get(key)
-	return ok
-}
-
-// jsonKind names the JSON type of a decoded value.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case []any:
-		return "an array"
-	case *chattemplate.Object:
-		return "an object"
-	}
-	return "an unknown value"
-}
+func (o object) has(key string) bool { return o.f.Has(key) }
 
 func (o object) str(key string) (string, bool, *apiError) {
-	v, ok := o.get(key)
-	if !ok {
-		return "", false, nil
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		return "", false, badRequest(o.name(key), "%s must be a string, got %s", o.name(key), jsonKind(v))
-	}
-	return s, true, nil
+	v, ok, err := o.f.Str(key)
+	return v, ok, fieldError(err)
 }
 
 func (o object) boolean(key string) (bool, bool, *apiError) {
-	v, ok := o.get(key)
-	if !ok {
-		return false, false, nil
-	}
-	b, isBool := v.(bool)
-	if !isBool {
-		return false, false, badRequest(o.name(key), "%s must be a boolean, got %s", o.name(key), jsonKind(v))
-	}
-	return b, true, nil
+	v, ok, err := o.f.Bool(key)
+	return v, ok, fieldError(err)
 }
 
 func (o object) float(key string) (float64, bool, *apiError) {
-	v, ok := o.get(key)
-	if !ok {
-		return 0, false, nil
-	}
-	n, isNum := v.(json.Number)
-	if !isNum {
-		return 0, false, badRequest(o.name(key), "%s must be a number, got %s", o.name(key), jsonKind(v))
-	}
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || math.IsInf(f, 0) {
-		return 0, false, badRequest(o.name(key), "%s: %s is out of range", o.name(key), n)
-	}
-	return f, true, nil
+	v, ok, err := o.f.Float(key)
+	return v, ok, fieldError(err)
 }
 
 func (o object) integer(key string) (int, bool, *apiError) {
-	f, ok, err := o.float(key)
-	if err != nil || !ok {
-		return 0, ok, err
-	}
-	if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		return 0, false, badRequest(o.name(key), "%s must be an integer, got %v", o.name(key), f)
-	}
-	return int(f), true, nil
+	v, ok, err := o.f.Int(key)
+	return v, ok, fieldError(err)
 }
 
 func (o object) obj(key string) (object, bool, *apiError) {
-	v, ok := o.get(key)
-	if !ok {
-		return object{}, false, nil
-	}
-	ob, isObj := v.(*chattemplate.Object)
-	if !isObj {
-		return object{}, false, badRequest(o.name(key), "%s must be an object, got %s", o.name(key), jsonKind(v))
-	}
-	return object{o: ob, prefix: o.name(key)}, true, nil
+	v, ok, err := o.f.Object(key)
+	return object{v}, ok, fieldError(err)
 }
 
 func (o object) array(key string) ([]any, bool, *apiError) {
-	v, ok := o.get(key)
-	if !ok {
-		return nil, false, nil
-	}
-	a, isArr := v.([]any)
-	if !isArr {
-		return nil, false, badRequest(o.name(key), "%s must be an array, got %s", o.name(key), jsonKind(v))
-	}
-	return a, true, nil
+	v, ok, err := o.f.Array(key)
+	return v, ok, fieldError(err)
 }
 
-// intList reads an array of integers.
 func (o object) intList(key string) ([]int, *apiError) {
-	a, _, err := o.array(key)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int, len(a))
-	for i, v := range a {
-		n, ok := v.(json.Number)
-		f, perr := strconv.ParseFloat(string(n), 64)
-		if !ok || perr != nil || f != math.Trunc(f) || math.Abs(f) > 1<<31 {
-			return nil, badRequest(o.name(key), "%s[%d] must be an integer, got %s", o.name(key), i, jsonKind(v))
-		}
-		out[i] = int(f)
-	}
-	return out, nil
+	v, err := o.f.IntList(key)
+	return v, fieldError(err)
 }
 
-// genDefaults are the sampling defaults of generation_config.json.
-type genDefaults struct {
-	Temperature       *float64 `json:"temperature"`
-	TopK              *int     `json:"top_k"`
-	TopP              *float64 `json:"top_p"`
-	MinP              *float64 `json:"min_p"`
-	RepetitionPenalty *float64 `json:"repetition_penalty"`
-}
-
-// genRequest holds the generation fields chat and text completions share.
-type genRequest struct {
-	n            int
-	maxTokens    int // 0: not given
-	minTokens    int
-	params       sample.Params
-	seeded       bool
-	stop         []string
-	stopIDs      []int
-	ignoreEOS    bool
-	logprobs     bool
-	topLogprobs  int
+// wireOptions are the request fields that shape the response, not the
+// generation.
+type wireOptions struct {
 	stream       bool
 	includeUsage bool
-	skipSpecial  bool
 }
 
-// parseGen reads the sampling and stopping fields of a request.
-func parseGen(o object, d genDefaults) (genRequest, *apiError) {
-	g := genRequest{n: 1, skipSpecial: true}
-	p := &g.params
-	p.Temperature, p.TopP, p.RepetitionPenalty = 1, 1, 1
-	if d.Temperature != nil {
-		p.Temperature = *d.Temperature
-	}
-	if d.TopK != nil {
-		p.TopK = *d.TopK
-	}
-	if d.TopP != nil {
-		p.TopP = *d.TopP
-	}
-	if d.MinP != nil {
-		p.MinP = *d.MinP
-	}
-	if d.RepetitionPenalty != nil {
-		p.RepetitionPenalty = *d.RepetitionPenalty
-	}
-	var err *apiError
+// parseParams reads the sampling and stopping fields chat and text
+// completions share; llm checks their values.
+func parseParams(o object) (llm.Params, wireOptions, *apiError) {
+	var p llm.Params
+	var w wireOptions
 	floats := []struct {
 		key string
-		dst *float64
+		dst **float64
 	}{
-		{"temperature", &p.Temperature}, {"top_p", &p.TopP}, {"min_p", &p.MinP},
-		{"presence_penalty", &p.PresencePenalty}, {"frequency_penalty", &p.FrequencyPenalty},
-		{"repetition_penalty", &p.RepetitionPenalty},
+		{"temperature", &p.Temperature}, {"top_p", &p.TopP}, {"min_p", &p.MinP}, {"repetition_penalty", &p.RepetitionPenalty},
 	}
 	for _, f := range floats {
 		if v, ok, e := o.float(f.key); e != nil {
-			return g, e
+			return p, w, e
 		} else if ok {
+			*f.dst = llm.F64(v)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		dst *float64
+	}{{"presence_penalty", &p.PresencePenalty}, {"frequency_penalty", &p.FrequencyPenalty}} {
+		if v, _, e := o.float(f.key); e != nil {
+			return p, w, e
+		} else {
 			*f.dst = v
 		}
 	}
 	if v, ok, e := o.integer("top_k"); e != nil {
-		return g, e
+		return p, w, e
 	} else if ok {
-		if v < -1 {
-			return g, badRequest("top_k", "top_k must be -1 (disabled) or positive, got %d", v)
-		}
-		p.TopK = v
-	}
-	if verr := p.Validate(); verr != nil {
-		return g, badRequest(paramOf(verr.Error()), "%v", verr)
-	}
-	if p.RepetitionPenalty == 0 {
-		return g, badRequest("repetition_penalty", "repetition_penalty must be > 0, got 0")
+		p.TopK = llm.Int(v)
 	}
 	if v, ok, e := o.integer("seed"); e != nil {
-		return g, e
+		return p, w, e
 	} else if ok {
-		p.Seed, g.seeded = uint64(v), true
-	} else {
-		p.Seed = rand.Uint64()
+		p.Seed = llm.Uint64(uint64(v))
 	}
 	if v, ok, e := o.integer("n"); e != nil {
-		return g, e
+		return p, w, e
 	} else if ok {
-		if v < 1 || v > 16 {
-			return g, badRequest("n", "n must be between 1 and 16, got %d", v)
+		if v < 1 {
+			return p, w, badRequest("n", "n must be between 1 and %d, got %d", llm.MaxN, v)
 		}
-		g.n = v
+		p.N = v
 	}
 	for _, key := range []string{"max_tokens", "max_completion_tokens"} {
 		if v, ok, e := o.integer(key); e != nil {
-			return g, e
+			return p, w, e
 		} else if ok {
 			if v < 1 {
-				return g, badRequest(key, "%s must be at least 1, got %d", key, v)
+				return p, w, badRequest(key, "%s must be at least 1, got %d", key, v)
 			}
-			g.maxTokens = v
+			p.MaxTokens = v
 		}
 	}
-	if v, ok, e := o.integer("min_tokens"); e != nil {
-		return g, e
-	} else if ok {
-		if v < 0 {
-			return g, badRequest("min_tokens", "min_tokens must not be negative, got %d", v)
-		}
-		g.minTokens = v
-	}
-	if g.maxTokens > 0 && g.minTokens > g.maxTokens {
-		return g, badRequest("min_tokens", "min_tokens (%d) must not exceed max_tokens (%d)", g.minTokens, g.maxTokens)
+	if v, _, e := o.integer("min_tokens"); e != nil {
+		return p, w, e
+	} else {
+		p.MinTokens = v
 	}
 	if v, ok := o.get("stop"); ok {
 		switch s := v.(type) {
 		case string:
-			g.stop = []string{s}
+			p.Stop = []string{s}
 		case []any:
 			for i, e := range s {
 				str, isStr := e.(string)
 				if !isStr {
-					return g, badRequest("stop", "stop[%d] must be a string, got %s", i, jsonKind(e))
+					return p, w, badRequest("stop", "stop[%d] must be a string, got %s", i, jsonvalue.Kind(e))
 				}
-				g.stop = append(g.stop, str)
+				p.Stop = append(p.Stop, str)
 			}
 		default:
-			return g, badRequest("stop", "stop must be a string or an array of strings, got %s", jsonKind(v))
+			return p, w, badRequest("stop", "stop must be a string or an array of strings, got %s", jsonvalue.Kind(v))
 		}
 	}
-	if g.stopIDs, err = o.intList("stop_token_ids"); err != nil {
-		return g, err
+	var err *apiError
+	if p.StopTokenIDs, err = o.intList("stop_token_ids"); err != nil {
+		return p, w, err
 	}
-	if g.ignoreEOS, _, err = o.boolean("ignore_eos"); err != nil {
-		return g, err
+	if p.IgnoreEOS, _, err = o.boolean("ignore_eos"); err != nil {
+		return p, w, err
 	}
 	if v, ok, e := o.boolean("skip_special_tokens"); e != nil {
-		return g, e
+		return p, w, e
 	} else if ok {
-		g.skipSpecial = v
+		p.KeepSpecialTokens = !v
 	}
-	if g.stream, _, err = o.boolean("stream"); err != nil {
-		return g, err
+	if w.stream, _, err = o.boolean("stream"); err != nil {
+		return p, w, err
 	}
 	if so, ok, e := o.obj("stream_options"); e != nil {
-		return g, e
+		return p, w, e
 	} else if ok {
-		if g.includeUsage, _, err = so.boolean("include_usage"); err != nil {
-			return g, err
+		if w.includeUsage, _, err = so.boolean("include_usage"); err != nil {
+			return p, w, err
 		}
 	}
-	return g, nil
+	if p.ResponseFormat, err = parseResponseFormat(o); err != nil {
+		return p, w, err
+	}
+	return p, w, nil
 }
 
-// paramOf extracts the field name a sample.Params validation message
-// starts with.
-func paramOf(msg string) string {
-	for i, c := range msg {
-		if c == ' ' {
-			return msg[:i]
-		}
+// parseResponseFormat reads response_format: nil for none.
+func parseResponseFormat(o object) (*llm.ResponseFormat, *apiError) {
+	rf, ok, err := o.obj("response_format")
+	if err != nil || !ok {
+		return nil, err
 	}
-	return ""
+	typ, _, err := rf.str("type")
+	if err != nil {
+		return nil, err
+	}
+	f := &llm.ResponseFormat{Type: typ}
+	if typ != "json_schema" {
+		return f, nil
+	}
+	js, ok, err := rf.obj("json_schema")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, badRequest("response_format.json_schema", "response_format.json_schema is required when type is json_schema")
+	}
+	if v, ok := js.get("schema"); ok {
+		raw, merr := marshalValue(v)
+		if merr != nil {
+			return nil, badRequest("response_format.json_schema.schema", "response_format.json_schema.schema: %v", merr)
+		}
+		f.Schema = raw
+	}
+	return f, nil
 }

@@ -33,7 +33,7 @@ func completionTexts(t *testing.T, s *Server, body map[string]any) ([]string, ma
 
 func TestCompletionPromptLists(t *testing.T) {
 	s := startServer(t, Config{})
-	idsPrompt := s.tok.Encode("The capital of France")
+	idsPrompt := s.lm.Tokenizer().Encode("The capital of France")
 	var idsAny []any
 	for _, id := range idsPrompt {
 		idsAny = append(idsAny, id)

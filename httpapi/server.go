@@ -2,8 +2,10 @@
 // fasthttp: chat and text completions (streamed as server-sent events or
 // not), model listing, health, Prometheus metrics and tokenization.
 //
-// Requests run on an engine.Engine, so concurrent requests share model steps
-// (continuous batching). Every response has the keys vLLM's has; errors are
+// The server only maps the wire format: requests become llm.ChatRequest and
+// llm.CompletionRequest, run on an llm.Model (so concurrent requests share
+// model steps, continuous batching), and the llm events become responses or
+// server-sent events. Every response has the keys vLLM's has; errors are
 // {"error": {"message", "type", "param", "code"}} and name the request field
 // at fault. A streaming client that disconnects is noticed at the next write
 // and its request cancelled, freeing its sequence.
@@ -18,24 +20,21 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/govinfer/govinfer/chattemplate"
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/engine"
-	"github.com/govinfer/govinfer/model"
-	"github.com/govinfer/govinfer/tokenizer"
+	"github.com/govinfer/govinfer/llm"
 	"github.com/valyala/fasthttp"
 )
 
 // Defaults of Config.
 const (
 	DefaultAddr         = "127.0.0.1:8000"
-	DefaultMaxModelLen  = 32768
+	DefaultMaxModelLen  = llm.DefaultMaxModelLen
 	DefaultMaxBodyBytes = 8 << 20
 )
 
@@ -66,11 +65,11 @@ type Config struct {
 	Log io.Writer
 	// LogPrompts adds the prompt text to the request log lines.
 	LogPrompts bool
-	// Backend runs the model; nil means a CPU backend on all cores. The
-	// server does not close it.
+	// Backend runs the model; nil means a CPU backend on all cores (see
+	// llm.Options). The server does not close a backend given here.
 	Backend compute.Backend
 	// Progress, when set, is called as weights load.
-	Progress func(model.Progress)
+	Progress func(llm.Progress)
 }
 
 // Server is a running API server.
@@ -88,16 +87,9 @@ type Server struct {
 	loaded  atomic.Bool
 
 	// Set before ready is closed, read-only afterwards.
-	m           *model.Model
-	eng         *engine.Engine
-	tok         *tokenizer.Tokenizer
-	tmpl        *chattemplate.Template
-	tmplErr     error
-	gen         genDefaults
-	eos         []int
+	lm          *llm.Model
 	maxModelLen int
 	created     int64
-	constraints *constraintVocab
 
 	requests  atomic.Uint64 // request ids
 	httpCount sync.Map      // status code -> *atomic.Uint64
@@ -157,62 +149,23 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// load opens the checkpoint, tokenizer and template and starts the engine.
+// load opens the checkpoint and starts its engine (llm.Open).
 func (s *Server) load() {
 	defer close(s.ready)
-	err := s.loadModel()
+	lm, err := llm.Open(s.cfg.ModelDir, llm.Options{
+		Backend: s.cfg.Backend, MaxModelLen: s.cfg.MaxModelLen,
+		MaxNumSeqs: s.cfg.MaxNumSeqs, MaxQueue: s.cfg.MaxQueue, Progress: s.cfg.Progress,
+	})
+	if err == nil && s.ctx.Err() != nil {
+		lm.Close()
+		err = fmt.Errorf("closed while loading")
+	}
 	if err != nil {
-		s.loadErr = err
+		s.loadErr = fmt.Errorf("httpapi: %w", err)
 		return
 	}
+	s.lm, s.maxModelLen = lm, lm.MaxModelLen()
 	s.loaded.Store(true)
-}
-
-func (s *Server) loadModel() error {
-	dir := s.cfg.ModelDir
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		return fmt.Errorf("httpapi: %w", err)
-	}
-	// A checkpoint without a template still serves text completions.
-	s.tmpl, s.tmplErr = chattemplate.Load(dir)
-	if data, err := os.ReadFile(filepath.Join(dir, "generation_config.json")); err == nil {
-		if err := json.Unmarshal(data, &s.gen); err != nil {
-			return fmt.Errorf("httpapi: reading generation_config.json: %w", err)
-		}
-	}
-	m, err := model.Open(dir, model.Options{Backend: s.cfg.Backend, Progress: s.cfg.Progress})
-	if err != nil {
-		return fmt.Errorf("httpapi: %w", err)
-	}
-	if s.ctx.Err() != nil {
-		m.Close()
-		return fmt.Errorf("httpapi: closed while loading")
-	}
-	if tok.VocabSize() > m.Config().VocabSize {
-		m.Close()
-		return fmt.Errorf("httpapi: the tokenizer has %d tokens but the model only %d", tok.VocabSize(), m.Config().VocabSize)
-	}
-	s.maxModelLen = s.cfg.MaxModelLen
-	if s.maxModelLen == 0 {
-		s.maxModelLen = min(m.Config().MaxContext(), DefaultMaxModelLen)
-	}
-	if s.maxModelLen > m.Config().MaxContext() {
-		m.Close()
-		return fmt.Errorf("httpapi: max model length %d exceeds the model's context of %d", s.maxModelLen, m.Config().MaxContext())
-	}
-	s.eos = tok.EOSTokens()
-	if len(s.eos) == 0 {
-		s.eos = m.Config().EOSTokenIDs
-	}
-	eng, err := engine.New(m, engine.Config{MaxNumSeqs: s.cfg.MaxNumSeqs, MaxQueue: s.cfg.MaxQueue, EOS: s.eos})
-	if err != nil {
-		m.Close()
-		return fmt.Errorf("httpapi: %w", err)
-	}
-	s.m, s.eng, s.tok = m, eng, tok
-	s.constraints = newConstraintVocab(tok, s.eos)
-	return nil
 }
 
 // WaitReady waits until the model is loaded and returns the loading error,
@@ -234,7 +187,7 @@ func (s *Server) Engine() *engine.Engine {
 	if !s.loaded.Load() {
 		return nil
 	}
-	return s.eng
+	return s.lm.Engine()
 }
 
 // Close stops accepting connections, cancels the requests in flight, waits
@@ -248,11 +201,8 @@ func (s *Server) Close() error {
 		err = s.srv.ShutdownWithContext(sctx)
 		<-s.served
 		<-s.ready
-		if s.eng != nil {
-			s.eng.Close()
-		}
-		if s.m != nil {
-			err = errors.Join(err, s.m.Close())
+		if s.lm != nil {
+			err = errors.Join(err, s.lm.Close())
 		}
 	})
 	return err

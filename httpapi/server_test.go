@@ -19,6 +19,7 @@ import (
 
 	"github.com/govinfer/govinfer/chattemplate"
 	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/llm"
 	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/outparse"
 )
@@ -29,12 +30,13 @@ import (
 func directChat(t *testing.T, s *Server, user string, maxTokens int) (string, int) {
 	t.Helper()
 	msgs, _ := chattemplate.DecodeJSON([]byte(fmt.Sprintf(`[{"role":"user","content":%q}]`, user)))
-	prompt, err := s.tmpl.RenderChat(chattemplate.Options{Messages: msgs, AddGenerationPrompt: true,
+	tmpl, _ := s.lm.Template()
+	prompt, err := tmpl.RenderChat(chattemplate.Options{Messages: msgs, AddGenerationPrompt: true,
 		Kwargs: map[string]any{"enable_thinking": false}, EOS: "<|im_end|>", PAD: "<|endoftext|>"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Engine().Submit(context.Background(), engine.Request{Prompt: s.tok.Encode(prompt), MaxTokens: maxTokens, IgnoreEOS: false})
+	st, err := s.Engine().Submit(context.Background(), engine.Request{Prompt: s.lm.Tokenizer().Encode(prompt), MaxTokens: maxTokens, IgnoreEOS: false})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func directChat(t *testing.T, s *Server, user string, maxTokens int) (string, in
 			break
 		}
 	}
-	return s.tok.Decode(ids, true), len(s.tok.Encode(prompt))
+	return s.lm.Tokenizer().Decode(ids, true), len(s.lm.Tokenizer().Encode(prompt))
 }
 
 func chatContent(t *testing.T, data []byte) (string, map[string]any) {
@@ -540,7 +542,7 @@ func TestModelsMetricsTokenize(t *testing.T) {
 	}
 	status, data := post(t, s, "/tokenize", map[string]any{"prompt": "Hello world"})
 	tk := decodeJSON(t, data)
-	ids := s.tok.Encode("Hello world")
+	ids := s.lm.Tokenizer().Encode("Hello world")
 	if status != 200 || int(tk["count"].(float64)) != len(ids) || tk["max_model_len"].(float64) != 2048 {
 		t.Errorf("tokenize %s", data)
 	}
@@ -655,7 +657,7 @@ func TestToolCallsAndReasoning(t *testing.T) {
 	for _, v := range ids {
 		toks = append(toks, int(v.(float64)))
 	}
-	prompt := s.tok.Decode(toks, false)
+	prompt := s.lm.Tokenizer().Decode(toks, false)
 	for _, want := range []string{"<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>", "<tool_response>\nsunny\n</tool_response>", "\"name\": \"get_weather\"", "<think>\n"} {
 		if !strings.Contains(prompt, want) {
 			t.Errorf("rendered prompt lacks %q:\n%s", want, prompt)
@@ -810,13 +812,14 @@ func TestLoadStreams(t *testing.T) {
 }
 
 // mustParseCalls parses a Qwen3.5 tool call as the server would.
-func mustParseCalls(t *testing.T) []outparse.Call {
+func mustParseCalls(t *testing.T) []chatToolCall {
 	t.Helper()
 	res := outparse.ParseAll("<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>", outparse.Options{})
 	if len(res.ToolCalls) != 1 {
 		t.Fatalf("parsed %d calls", len(res.ToolCalls))
 	}
-	return res.ToolCalls
+	c := res.ToolCalls[0]
+	return []chatToolCall{toolCallOf(&llm.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})}
 }
 
 func countGoroutines() int { return runtime.NumGoroutine() }

@@ -45,7 +45,7 @@ func benchModel(b *testing.B, name string) string {
 func BenchmarkDecode(b *testing.B) {
 	for _, name := range []string{"small", "9b-widths"} {
 		b.Run(name, func(b *testing.B) {
-			m, err := Open(benchModel(b, name), Options{})
+			m, err := Open(benchModel(b, name), withCPU(b, Options{}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func BenchmarkPrefill(b *testing.B) {
 	const promptLen = 256
 	for _, name := range []string{"small", "9b-widths"} {
 		b.Run(name, func(b *testing.B) {
-			m, err := Open(benchModel(b, name), Options{})
+			m, err := Open(benchModel(b, name), withCPU(b, Options{}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func BenchmarkPrefill(b *testing.B) {
 func BenchmarkDecodeBatch(b *testing.B) {
 	for _, batch := range []int{1, 16} {
 		b.Run(fmt.Sprintf("small/seqs=%d", batch), func(b *testing.B) {
-			m, err := Open(benchModel(b, "small"), Options{})
+			m, err := Open(benchModel(b, "small"), withCPU(b, Options{}))
 			if err != nil {
 				b.Fatal(err)
 			}

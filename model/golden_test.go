@@ -82,7 +82,7 @@ func loadGolden(t testing.TB, name string, opts Options) *goldenModel {
 	if gm.tensors, err = safetensors.Open(filepath.Join(dir, "golden.safetensors")); err != nil {
 		t.Fatal(err)
 	}
-	if gm.m, err = Open(dir, opts); err != nil {
+	if gm.m, err = Open(dir, withCPU(t, opts)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -62,12 +62,12 @@ func TestTextOnlyExport(t *testing.T) {
 	}
 
 	prompt := []int{5, 77, 300, 1000, 12, 9}
-	a, err := Open(src, Options{})
+	a, err := Open(src, withCPU(t, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(dst, Options{})
+	b, err := Open(dst, withCPU(t, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,13 +116,13 @@ func TestCheckpointErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Open(write(t, c.cfg, c.weights), Options{})
+			_, err := Open(write(t, c.cfg, c.weights), withCPU(t, Options{}))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want one mentioning %q", err, c.want)
 			}
 		})
 	}
-	if _, err := Open(t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "config") {
+	if _, err := Open(t.TempDir(), withCPU(t, Options{})); err == nil || !strings.Contains(err.Error(), "config") {
 		t.Errorf("empty directory: %v", err)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"sync"
 
 	"github.com/govinfer/govinfer/compute"
-	"github.com/govinfer/govinfer/compute/cpu"
 	"github.com/govinfer/govinfer/safetensors"
 )
 
@@ -29,14 +28,10 @@ import (
 // over the weights; longer batches are split into several passes.
 const DefaultMaxStepTokens = 256
 
-// l2NormEps is the epsilon of the Gated DeltaNet q/k L2 normalisation, fixed
-// in the reference implementation (not rms_norm_eps).
-const l2NormEps = 1e-6
-
 // Options configures Open.
 type Options struct {
-	// Backend runs the graph. Nil means a CPU backend using all cores, owned
-	// and closed by the model.
+	// Backend runs the graph; it is required and stays the caller's (the
+	// model does not close it). llm.Open makes a CPU one when given none.
 	Backend compute.Backend
 	// Progress, when set, is called after each weight is loaded.
 	Progress func(Progress)
@@ -55,7 +50,6 @@ type Options struct {
 type Model struct {
 	cfg       *Config
 	be        compute.Backend
-	ownsBE    bool
 	ck        *safetensors.Checkpoint
 	w         *weights
 	maxTokens int
@@ -88,18 +82,15 @@ func Open(dir string, o Options) (*Model, error) {
 // must stay open until the model is closed (the CPU backend reads weights
 // from its memory map); Close does not close it.
 func New(cfg *Config, ck *safetensors.Checkpoint, o Options) (*Model, error) {
-	m := &Model{cfg: cfg, be: o.Backend, maxTokens: o.MaxStepTokens}
-	if m.be == nil {
-		m.be, m.ownsBE = cpu.New(cpu.Options{}), true
+	if o.Backend == nil {
+		return nil, errors.New("model: no backend (Options.Backend)")
 	}
+	m := &Model{cfg: cfg, be: o.Backend, maxTokens: o.MaxStepTokens}
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxStepTokens
 	}
 	w, err := loadWeights(ck, cfg, m.be, o.Quantize, o.Progress)
 	if err != nil {
-		if m.ownsBE {
-			m.be.Close()
-		}
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	m.w = w
@@ -117,8 +108,8 @@ func (m *Model) Config() *Config { return m.cfg }
 // Backend returns the backend the model runs on.
 func (m *Model) Backend() compute.Backend { return m.be }
 
-// Close releases the model's memory (and its backend when the model created
-// it, and its checkpoint when Open opened it).
+// Close releases the model's memory (and its checkpoint when Open opened
+// it); the backend stays open.
 func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -126,9 +117,6 @@ func (m *Model) Close() error {
 	if m.sc != nil {
 		m.sc.free(m.be)
 		m.sc = nil
-	}
-	if m.ownsBE {
-		errs = append(errs, m.be.Close())
 	}
 	if m.ck != nil {
 		errs = append(errs, m.ck.Close())
@@ -247,7 +235,7 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		if len(pass) == 0 {
 			return nil
 		}
-		err := m.forward(ctx, pass, inputs, outs, trace)
+		err := m.forward(ctx, pass, outs, trace)
 		pass, rows = pass[:0], 0
 		return err
 	}

@@ -281,7 +281,7 @@ func (r *refModel) attention(t testing.TB, lp string, xn [][]float64) [][]float6
 // compareWithReference runs the engine (one block, and blocks of 5) and the
 // float64 reference on a prompt and compares the logits of every position.
 func compareWithReference(t *testing.T, dir string, prompt []int) {
-	m, err := Open(dir, Options{MaxStepTokens: 32})
+	m, err := Open(dir, withCPU(t, Options{MaxStepTokens: 32}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,22 +13,12 @@ import (
 	"github.com/govinfer/govinfer/safetensors"
 )
 
-// layerWeights holds one decoder layer's tensors. A linear-attention layer
-// fills the Gated DeltaNet fields, a full-attention layer the attention ones.
-type layerWeights struct {
+// layer is one decoder layer: its norms, its token mixer (Gated DeltaNet
+// or gated attention, by config.json's layer_types) and its MLP.
+type layer struct {
 	inputNorm, postNorm compute.Weight
-
-	// Gated DeltaNet (linear_attn.*).
-	inProjQKV, inProjZ, inProjB, inProjA compute.Weight
-	conv1d, aLog, dtBias, gatedNorm      compute.Weight
-	outProj                              compute.Weight
-
-	// Gated attention (self_attn.*).
-	qProj, kProj, vProj, oProj compute.Weight
-	qNorm, kNorm               compute.Weight
-
-	// SwiGLU MLP (mlp.*).
-	gateProj, upProj, downProj compute.Weight
+	mixer               mixer
+	mlp                 mlp
 }
 
 // weights holds every tensor the text model uses.
@@ -36,7 +26,7 @@ type weights struct {
 	embed  compute.Weight
 	norm   compute.Weight
 	lmHead compute.Weight // the embedding matrix when tied
-	layers []layerWeights
+	layers []layer
 }
 
 // binding names one tensor the model needs, the shape config.json implies
@@ -61,41 +51,21 @@ func bindings(c *Config, prefix string, w *weights) []binding {
 	if !c.TieWordEmbeddings {
 		bs = append(bs, binding{"lm_head.weight", []int{c.VocabSize, h}, &w.lmHead})
 	}
-	w.layers = make([]layerWeights, c.NumLayers)
+	w.layers = make([]layer, c.NumLayers)
 	for i := range w.layers {
 		l := &w.layers[i]
 		p := fmt.Sprintf("%slayers.%d.", prefix, i)
+		if c.LayerTypes[i] == LinearAttention {
+			l.mixer = &gatedDeltaNet{}
+		} else {
+			l.mixer = &gatedAttention{}
+		}
 		bs = append(bs,
 			binding{p + "input_layernorm.weight", []int{h}, &l.inputNorm},
 			binding{p + "post_attention_layernorm.weight", []int{h}, &l.postNorm},
-			binding{p + "mlp.gate_proj.weight", []int{c.IntermediateSize, h}, &l.gateProj},
-			binding{p + "mlp.up_proj.weight", []int{c.IntermediateSize, h}, &l.upProj},
-			binding{p + "mlp.down_proj.weight", []int{h, c.IntermediateSize}, &l.downProj},
 		)
-		if c.LayerTypes[i] == LinearAttention {
-			nv := c.LinearNumValueHeads
-			bs = append(bs,
-				binding{p + "linear_attn.in_proj_qkv.weight", []int{c.ConvDim(), h}, &l.inProjQKV},
-				binding{p + "linear_attn.in_proj_z.weight", []int{c.ValueDim(), h}, &l.inProjZ},
-				binding{p + "linear_attn.in_proj_b.weight", []int{nv, h}, &l.inProjB},
-				binding{p + "linear_attn.in_proj_a.weight", []int{nv, h}, &l.inProjA},
-				binding{p + "linear_attn.conv1d.weight", []int{c.ConvDim(), 1, c.LinearConvKernel}, &l.conv1d},
-				binding{p + "linear_attn.A_log", []int{nv}, &l.aLog},
-				binding{p + "linear_attn.dt_bias", []int{nv}, &l.dtBias},
-				binding{p + "linear_attn.norm.weight", []int{c.LinearValueHeadDim}, &l.gatedNorm},
-				binding{p + "linear_attn.out_proj.weight", []int{h, c.ValueDim()}, &l.outProj},
-			)
-		} else {
-			hd := c.HeadDim
-			bs = append(bs,
-				binding{p + "self_attn.q_proj.weight", []int{2 * c.NumHeads * hd, h}, &l.qProj},
-				binding{p + "self_attn.k_proj.weight", []int{c.NumKVHeads * hd, h}, &l.kProj},
-				binding{p + "self_attn.v_proj.weight", []int{c.NumKVHeads * hd, h}, &l.vProj},
-				binding{p + "self_attn.o_proj.weight", []int{h, c.NumHeads * hd}, &l.oProj},
-				binding{p + "self_attn.q_norm.weight", []int{hd}, &l.qNorm},
-				binding{p + "self_attn.k_norm.weight", []int{hd}, &l.kNorm},
-			)
-		}
+		bs = append(bs, l.mlp.bindings(c, p)...)
+		bs = append(bs, l.mixer.bindings(c, p)...)
 	}
 	return bs
 }
@@ -271,13 +241,9 @@ func (w *weights) all() []compute.Weight {
 	}
 	for i := range w.layers {
 		l := &w.layers[i]
-		for _, x := range []compute.Weight{l.inputNorm, l.postNorm, l.inProjQKV, l.inProjZ, l.inProjB, l.inProjA,
-			l.conv1d, l.aLog, l.dtBias, l.gatedNorm, l.outProj, l.qProj, l.kProj, l.vProj, l.oProj, l.qNorm, l.kNorm,
-			l.gateProj, l.upProj, l.downProj} {
-			if x != nil {
-				ws = append(ws, x)
-			}
-		}
+		ws = append(ws, l.inputNorm, l.postNorm)
+		ws = append(ws, l.mixer.weights()...)
+		ws = append(ws, l.mlp.weights()...)
 	}
 	return ws
 }

@@ -8,6 +8,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/govinfer/govinfer/jsonvalue"
 )
 
 // ToolSchema maps each parameter of a tool to the JSON Schema types it may
@@ -75,14 +77,14 @@ func propertyTypes(prop json.RawMessage, depth int) ([]string, error) {
 	}
 	if len(types) == 0 {
 		for _, v := range p.Enum {
-			types = append(types, jsonKind(v))
+			types = append(types, schemaType(v))
 		}
 	}
 	return types, nil
 }
 
-// jsonKind returns the JSON Schema type name of a JSON value.
-func jsonKind(v json.RawMessage) string {
+// schemaType returns the JSON Schema type name of a JSON value.
+func schemaType(v json.RawMessage) string {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 {
 		return "string"
@@ -208,7 +210,7 @@ func convert(raw, typ string) (string, bool) {
 			break
 		}
 		var b strings.Builder
-		if err := writePyJSON(&b, json.NewDecoder(strings.NewReader(t))); err != nil {
+		if err := writePyJSON(&b, t); err != nil {
 			break
 		}
 		return b.String(), true
@@ -216,148 +218,22 @@ func convert(raw, typ string) (string, bool) {
 	return "", false
 }
 
-// writePyJSON re-encodes one JSON value from dec with Python's json.dumps
+// writePyJSON re-encodes one JSON value with Python's json.dumps
 // separators, keeping number literals as written; a repeated key keeps its
 // first position and its last value, as Python's dict does.
-func writePyJSON(b *strings.Builder, dec *json.Decoder) error {
-	dec.UseNumber()
-	v, err := readOrdered(dec, 0)
+func writePyJSON(b *strings.Builder, text string) error {
+	v, err := jsonvalue.Decode([]byte(text))
 	if err != nil {
 		return err
 	}
-	v.write(b)
+	out, err := jsonvalue.Dumps(v, jsonvalue.PythonOptions())
+	if err != nil {
+		return err
+	}
+	b.WriteString(out)
 	return nil
 }
 
-// orderedValue is a JSON value that remembers the order of object keys.
-type orderedValue struct {
-	kind   byte   // 's' scalar, '{' object, '[' array
-	scalar string // a scalar's JSON text
-	keys   []string
-	elems  []*orderedValue
-}
-
-const maxJSONDepth = 512
-
-func readOrdered(dec *json.Decoder, depth int) (*orderedValue, error) {
-	if depth > maxJSONDepth {
-		return nil, fmt.Errorf("JSON nested deeper than %d", maxJSONDepth)
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			v := &orderedValue{kind: '{'}
-			index := map[string]int{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				k, ok := kt.(string)
-				if !ok {
-					return nil, fmt.Errorf("object key is not a string")
-				}
-				e, err := readOrdered(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				if i, dup := index[k]; dup {
-					v.elems[i] = e
-					continue
-				}
-				index[k] = len(v.keys)
-				v.keys = append(v.keys, k)
-				v.elems = append(v.elems, e)
-			}
-			_, err := dec.Token() // '}'
-			return v, err
-		case '[':
-			v := &orderedValue{kind: '['}
-			for dec.More() {
-				e, err := readOrdered(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				v.elems = append(v.elems, e)
-			}
-			_, err := dec.Token() // ']'
-			return v, err
-		}
-		return nil, fmt.Errorf("unexpected %v", t)
-	case string:
-		var b strings.Builder
-		writePyString(&b, t)
-		return &orderedValue{kind: 's', scalar: b.String()}, nil
-	case json.Number:
-		return &orderedValue{kind: 's', scalar: t.String()}, nil
-	case bool:
-		return &orderedValue{kind: 's', scalar: strconv.FormatBool(t)}, nil
-	case nil:
-		return &orderedValue{kind: 's', scalar: "null"}, nil
-	}
-	return nil, fmt.Errorf("unexpected JSON token %v", tok)
-}
-
-func (v *orderedValue) write(b *strings.Builder) {
-	switch v.kind {
-	case '{':
-		b.WriteByte('{')
-		for i, k := range v.keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePyString(b, k)
-			b.WriteString(": ")
-			v.elems[i].write(b)
-		}
-		b.WriteByte('}')
-	case '[':
-		b.WriteByte('[')
-		for i, e := range v.elems {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			e.write(b)
-		}
-		b.WriteByte(']')
-	default:
-		b.WriteString(v.scalar)
-	}
-}
-
 // writePyString writes s as a JSON string the way Python's
-// json.dumps(ensure_ascii=False) does: only '"', '\\' and control characters
-// are escaped. Invalid UTF-8 becomes U+FFFD so the result is valid JSON.
-func writePyString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			if r < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r) // invalid UTF-8 arrives here as U+FFFD
-			}
-		}
-	}
-	b.WriteByte('"')
-}
+// json.dumps(ensure_ascii=False) does (see jsonvalue.WriteString).
+func writePyString(b *strings.Builder, s string) { jsonvalue.WriteString(b, s, false) }

@@ -1,6 +1,11 @@
-// Package outparse splits the text a Qwen3.5 model generates into reasoning,
-// content and OpenAI-style tool calls, incrementally so that a streaming
-// server can forward each piece as soon as it is safe to.
+// Package outparse is the Qwen3.5 output format in one place: its markers,
+// the incremental parser that splits generated text into reasoning, content
+// and OpenAI-style tool calls (so that a stream can forward each piece as
+// soon as it is safe to), the logit processor that forces a tool call's
+// opening (ToolForcer, for tool_choice) and the test of whether a rendered
+// prompt left the model thinking (ThinkingOpened). The special tokens the
+// template renders with come from the checkpoint
+// (chattemplate.LoadSpecialTokens), never from here.
 //
 // The model's output grammar, as the checkpoint's chat template renders it on
 // input, is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/sample"
 )
@@ -72,31 +73,48 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer m.Close()
-	seq, err := m.NewSequence()
+	// The engine's generation loop, with one request.
+	eng, err := engine.New(m, engine.Config{MaxNumSeqs: 1})
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
-	defer seq.Close()
-	opts := model.GenerateOptions{MaxTokens: *n}
-	if !params.Greedy() {
-		opts.Sampler = sample.New(params)
-	}
-	res, err := m.Generate(ctx, seq, ids, opts)
+	defer eng.Close()
+	st, err := eng.Submit(ctx, engine.Request{Prompt: ids, Params: params, MaxTokens: *n, PromptLogits: *asJSON})
 	if err != nil {
 		return fail(exitError, "%v", err)
+	}
+	var tokens []int
+	var promptLogits []float32
+	for {
+		out, err := st.Next(ctx)
+		if err != nil {
+			return fail(exitError, "%v", err)
+		}
+		for _, t := range out.Tokens {
+			tokens = append(tokens, t.ID)
+		}
+		if out.PromptLogits != nil {
+			promptLogits = out.PromptLogits
+		}
+		if out.Finish == engine.FinishError || out.Finish == engine.FinishCancelled {
+			return fail(exitError, "generation %s: %v", out.Finish, out.Err)
+		}
+		if out.Finish != engine.FinishNone {
+			break
+		}
 	}
 	if *asJSON {
 		out := struct {
 			PromptIDs        []int     `json:"prompt_ids"`
 			IDs              []int     `json:"ids"`
 			PromptLastLogits []float32 `json:"prompt_last_logits"`
-		}{ids, res.Tokens, res.PromptLogits}
+		}{ids, tokens, promptLogits}
 		if err := json.NewEncoder(io.out).Encode(out); err != nil {
 			return fail(exitError, "%v", err)
 		}
 		return exitOK
 	}
-	for i, t := range res.Tokens {
+	for i, t := range tokens {
 		if i > 0 {
 			fmt.Fprint(io.out, ",")
 		}

@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/govinfer/govinfer/chattemplate"
+	"github.com/govinfer/govinfer/jsonvalue"
 )
 
 // runRender renders one chat conversation with a chat template:
@@ -67,19 +65,21 @@ func renderRequest(modelDir, tmplFile string, in io.Reader) (string, error) {
 	}
 	var opts chattemplate.Options
 	if modelDir != "" {
-		if opts.BOS, opts.EOS, opts.PAD, err = specialTokens(modelDir); err != nil {
+		st, err := chattemplate.LoadSpecialTokens(modelDir)
+		if err != nil {
 			return "", err
 		}
+		opts.BOS, opts.EOS, opts.PAD = st.BOS, st.EOS, st.PAD
 	}
 	data, err := io.ReadAll(in)
 	if err != nil {
 		return "", fmt.Errorf("reading request: %w", err)
 	}
-	v, err := chattemplate.DecodeJSON(data)
+	v, err := jsonvalue.Decode(data)
 	if err != nil {
 		return "", fmt.Errorf("request: %w", err)
 	}
-	req, ok := v.(*chattemplate.Object)
+	req, ok := v.(*jsonvalue.Object)
 	if !ok {
 		return "", errors.New("request: standard input must hold one JSON object")
 	}
@@ -105,46 +105,4 @@ func renderRequest(modelDir, tmplFile string, in io.Reader) (string, error) {
 		return "", errors.New("request: no \"messages\"")
 	}
 	return tmpl.RenderChat(opts)
-}
-
-// specialTokens reads bos_token, eos_token and pad_token from a checkpoint's
-// tokenizer_config.json; a missing file gives none.
-func specialTokens(dir string) (bos, eos, pad string, err error) {
-	path := filepath.Join(dir, "tokenizer_config.json")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", "", "", nil
-	}
-	if err != nil {
-		return "", "", "", err
-	}
-	var cfg map[string]json.RawMessage
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return "", "", "", fmt.Errorf("%s: %w", path, err)
-	}
-	get := func(key string) (string, error) {
-		raw, ok := cfg[key]
-		if !ok || string(raw) == "null" {
-			return "", nil
-		}
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s, nil
-		}
-		var added struct {
-			Content string `json:"content"`
-		}
-		if err := json.Unmarshal(raw, &added); err != nil {
-			return "", fmt.Errorf("%s: %q is neither a string nor a token object", path, key)
-		}
-		return added.Content, nil
-	}
-	if bos, err = get("bos_token"); err != nil {
-		return
-	}
-	if eos, err = get("eos_token"); err != nil {
-		return
-	}
-	pad, err = get("pad_token")
-	return
 }

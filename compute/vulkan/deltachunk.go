@@ -79,11 +79,9 @@ func (b *Backend) deltaChunked(p *compute.DeltaRule, qkv, g, beta, out, st *buff
 		mOff := wOff + rows*p.Dk
 		gOff := mOff + rows*deltaChunk
 		hOff := gOff + rows
-		push := []uint32{u32(p.Q.Off), u32(p.Q.RowStride), u32(p.Q.HeadStride),
-			u32(p.K.Off), u32(p.K.RowStride), u32(p.K.HeadStride),
-			u32(p.V.Off), u32(p.V.RowStride), u32(p.V.HeadStride),
-			u32(p.GateRow), u32(p.OutRow), u32(p.N), f32(p.QScale), u32(p.Nk), u32(p.Nv), u32(p.Dk), u32(p.Dv),
-			u32(c0 * deltaChunk), u32(nc), u32(uOff), u32(wOff), u32(mOff), u32(gOff), u32(hOff)}
+		push := pushWords(&deltachunkPush{headsOf(p.Q), headsOf(p.K), headsOf(p.V),
+			u32(p.GateRow), u32(p.OutRow), u32(p.N), p.QScale, u32(p.Nk), u32(p.Nv), u32(p.Dk), u32(p.Dv),
+			u32(c0 * deltaChunk), u32(nc), u32(uOff), u32(wOff), u32(mOff), u32(gOff), u32(hOff)})
 		b.dispatch("deltachunk", spec(deltaModePrep), bufs, push, u32(nc), u32(p.Nv), 1)
 		b.dispatch("deltachunk", spec(deltaModeState), bufs, push, u32((p.Dv+bv-1)/bv), u32(p.Nv), 1)
 		b.dispatch("deltachunk", spec(deltaModeOut), bufs, push, u32(nc), u32(p.Nv), u32((p.Dv+deltaOutCols-1)/deltaOutCols))

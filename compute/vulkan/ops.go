@@ -5,7 +5,6 @@ package vulkan
 import (
 	"context"
 	"fmt"
-	"math"
 
 	vk "github.com/vulkan-go/vulkan"
 
@@ -74,8 +73,6 @@ func (b *Backend) singleChunk(op string, w *weight) (*rawBuf, bool) {
 }
 
 func u32(v int) uint32 { return uint32(v) }
-
-func f32(v float32) uint32 { return math.Float32bits(v) }
 
 // Upload implements compute.Backend, in program order with recorded work.
 func (b *Backend) Upload(dst compute.Buffer, off int, src []float32) error {
@@ -211,7 +208,7 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 	gx, gy := grid((len(ids)*w.cols + wgElem - 1) / wgElem)
 	for _, c := range w.chunks {
 		b.dispatch("embed", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{0: c.raw, 1: b.ring.raw, 4: d.raw},
-			[]uint32{u32(len(ids)), u32(w.cols), u32(c.row0), u32(c.rows), off}, gx, gy, 1)
+			pushWords(&embedPush{u32(len(ids)), u32(w.cols), u32(c.row0), u32(c.rows), off}), gx, gy, 1)
 	}
 }
 
@@ -243,15 +240,15 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 			gx, gy := grid((c.rows + rowsPerGroup - 1) / rowsPerGroup)
 			for i0 := 0; i0 < n; i0 += maxBatch {
 				b.dispatch("matvec", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup), u32(b.matvecUnroll)}, []*rawBuf{c.raw, c.raw, xs.raw, xs.raw, d.raw},
-					[]uint32{u32(c.rows), u32(w.cols), u32(min(maxBatch, n-i0)), u32(c.row0), u32(w.rows), vec, u32(i0)}, gx, gy, 1)
+					pushWords(&matvecPush{u32(c.rows), u32(w.cols), u32(min(maxBatch, n-i0)), u32(c.row0), u32(w.rows), vec, u32(i0)}), gx, gy, 1)
 			}
 		} else if w.f16 {
 			b.dispatch(b.coopmatShader, []uint32{4 * b.sg.size, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
-				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)},
+				pushWords(&matmulPush{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)}),
 				u32((c.rows+63)/64), u32((n+63)/64), 1)
 		} else {
 			b.dispatch("matmul", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
-				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)},
+				pushWords(&matmulPush{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)}),
 				u32((c.rows+63)/64), u32((n+63)/64), 1)
 		}
 	}
@@ -280,10 +277,7 @@ func (b *Backend) norm(op string, mode uint32, x *buffer, xh compute.Heads, d *b
 	}
 	gx, gy := grid(n * xh.Count)
 	b.dispatch("norm", []uint32{wgRow, dt, mode}, []*rawBuf{x.raw, d.raw, wraw, zraw},
-		[]uint32{u32(n), u32(xh.Count), u32(xh.Dim),
-			u32(xh.Off), u32(xh.RowStride), u32(xh.HeadStride),
-			u32(dh.Off), u32(dh.RowStride), u32(dh.HeadStride),
-			u32(zh.Off), u32(zh.RowStride), u32(zh.HeadStride), f32(eps)}, gx, gy, 1)
+		pushWords(&normPush{u32(n), u32(xh.Count), u32(xh.Dim), headsOf(xh), headsOf(dh), headsOf(zh), eps}), gx, gy, 1)
 }
 
 // RMSNorm implements compute.Backend.
@@ -324,7 +318,7 @@ func (b *Backend) AddRMSNorm(x, y, dst compute.Buffer, wt compute.Weight, n, dim
 	}
 	gx, gy := grid(n)
 	b.dispatch("addnorm", []uint32{wgRow, uint32(w.dt)}, []*rawBuf{xs.raw, d.raw, wraw, ys.raw},
-		[]uint32{u32(n), u32(dim), f32(eps)}, gx, gy, 1)
+		pushWords(&addnormPush{u32(n), u32(dim), eps}), gx, gy, 1)
 }
 
 // HeadRMSNorm implements compute.Backend.
@@ -381,7 +375,7 @@ func (b *Backend) Rope(x compute.Buffer, h compute.Heads, n int, table []float32
 	}
 	gx, gy := grid((n*h.Count*rotaryDim/2 + wgElem - 1) / wgElem)
 	b.dispatch("rope", []uint32{wgElem}, []*rawBuf{xs.raw, b.ring.raw},
-		[]uint32{u32(n), u32(h.Count), u32(h.Off), u32(h.RowStride), u32(h.HeadStride), u32(rotaryDim), off}, gx, gy, 1)
+		pushWords(&ropePush{u32(n), u32(h.Count), u32(h.Off), u32(h.RowStride), u32(h.HeadStride), u32(rotaryDim), off}), gx, gy, 1)
 }
 
 // CausalConv1D implements compute.Backend with one conv.comp dispatch per
@@ -416,7 +410,7 @@ func (b *Backend) CausalConv1D(x compute.Buffer, rowStride, channels int, wt com
 		for _, c := range w.chunks {
 			gx, gy := grid((c.rows + wgElem - 1) / wgElem)
 			b.dispatchSpans("conv", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{xs.raw, c.raw, st.raw}, rows,
-				[]uint32{u32(s.Row), u32(rowStride), u32(s.N), u32(channels), u32(kernel), u32(c.row0), u32(c.rows)}, gx, gy, 1)
+				pushWords(&convPush{u32(s.Row), u32(rowStride), u32(s.N), u32(channels), u32(kernel), u32(c.row0), u32(c.rows)}), gx, gy, 1)
 		}
 	}
 }
@@ -448,7 +442,7 @@ func (b *Backend) GDNGates(g, beta, a, bb compute.Buffer, aLog, dtBias compute.W
 	}
 	gx, gy := grid((m + wgElem - 1) / wgElem)
 	b.dispatch("gates", []uint32{wgElem, uint32(al.dt), uint32(dt.dt)}, []*rawBuf{gs.raw, bs.raw, as.raw, bin.raw, alr, dtr},
-		[]uint32{u32(n), u32(heads)}, gx, gy, 1)
+		pushWords(&gatesPush{u32(n), u32(heads)}), gx, gy, 1)
 }
 
 // GatedDeltaRule implements compute.Backend, sequence by sequence: the
@@ -495,10 +489,8 @@ func (b *Backend) deltaRule(p *compute.DeltaRule) {
 	spans := []span{headsSpan(p.N, p.Q, p.K, p.V), floats(p.GateRow*p.Nv, p.N*p.Nv), floats(p.GateRow*p.Nv, p.N*p.Nv),
 		floats(p.OutRow*p.Nv*p.Dv, p.N*p.Nv*p.Dv)}
 	b.dispatchSpans("deltarule", []uint32{wgDelta, u32(p.Dk)}, []*rawBuf{qkv.raw, g.raw, beta.raw, out.raw, st.raw}, spans,
-		[]uint32{u32(p.Q.Off), u32(p.Q.RowStride), u32(p.Q.HeadStride),
-			u32(p.K.Off), u32(p.K.RowStride), u32(p.K.HeadStride),
-			u32(p.V.Off), u32(p.V.RowStride), u32(p.V.HeadStride),
-			u32(p.GateRow), u32(p.OutRow), u32(p.N), f32(p.QScale), u32(p.Nk), u32(p.Nv), u32(p.Dv)},
+		pushWords(&deltarulePush{headsOf(p.Q), headsOf(p.K), headsOf(p.V),
+			u32(p.GateRow), u32(p.OutRow), u32(p.N), p.QScale, u32(p.Nk), u32(p.Nv), u32(p.Dv)}),
 		u32((p.Dv+wgDelta-1)/wgDelta), u32(p.Nv), 1)
 }
 
@@ -540,8 +532,7 @@ func (b *Backend) causalAttention(p *compute.Attention) {
 	gx, gy := grid((p.N*width + wgElem - 1) / wgElem)
 	b.dispatchSpans("kvstore", []uint32{wgElem}, []*rawBuf{kb.raw, vb.raw, kc.raw, vc.raw},
 		[]span{headsSpan(p.N, p.K), headsSpan(p.N, p.V), floats(p.Pos*width, p.N*width), floats(p.Pos*width, p.N*width)},
-		[]uint32{u32(p.K.Off), u32(p.K.RowStride), u32(p.K.HeadStride), u32(p.V.Off), u32(p.V.RowStride), u32(p.V.HeadStride),
-			u32(p.N), u32(nkv), u32(dim), u32(p.Pos)}, gx, gy, 1)
+		pushWords(&kvstorePush{headsOf(p.K), headsOf(p.V), u32(p.N), u32(nkv), u32(dim), u32(p.Pos)}), gx, gy, 1)
 	b.attend(*p, q, kc, vc, out)
 }
 
@@ -616,13 +607,13 @@ func (b *Backend) attend(p compute.Attention, q, kc, vc, out *buffer) {
 	cache := floats(0, (p.Pos+p.N)*nkv*dim)
 	b.dispatchSpans("attention", nil, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw, part},
 		[]span{headsSpan(p.N, p.Q), cache, cache, outRows},
-		[]uint32{u32(p.Q.Off), u32(p.Q.RowStride), u32(p.Q.HeadStride), u32(nh), u32(nkv), u32(dim), u32(p.Pos), u32(p.OutRow), f32(p.Scale),
-			u32(p.N), u32(splitLen), u32(nsplit), u32(rowBlocks), u32(partML)},
+		pushWords(&attentionPush{headsOf(p.Q), u32(nh), u32(nkv), u32(dim), u32(p.Pos), u32(p.OutRow), p.Scale,
+			u32(p.N), u32(splitLen), u32(nsplit), u32(rowBlocks), u32(partML)}),
 		gx, gy, u32(nsplit))
 	if nsplit > 1 {
 		gx, gy := grid(p.N * nh)
 		b.dispatchSpans("attnmerge", nil, []*rawBuf{0: part, 3: out.raw}, []span{3: outRows},
-			[]uint32{u32(nh), u32(dim), u32(p.N), u32(p.Pos), u32(p.OutRow), u32(splitLen), u32(nsplit), u32(partML)},
+			pushWords(&attnmergePush{u32(nh), u32(dim), u32(p.N), u32(p.Pos), u32(p.OutRow), u32(splitLen), u32(nsplit), u32(partML)}),
 			gx, gy, 1)
 	}
 }
@@ -636,10 +627,7 @@ func (b *Backend) eltwise(mode uint32, rows, count, dim int, d *buffer, dh compu
 	}
 	gx, gy := grid((total + wgElem - 1) / wgElem)
 	b.dispatch("eltwise", []uint32{wgElem, mode}, []*rawBuf{d.raw, a.raw, bb.raw},
-		[]uint32{u32(rows), u32(count), u32(dim),
-			u32(dh.Off), u32(dh.RowStride), u32(dh.HeadStride),
-			u32(ah.Off), u32(ah.RowStride), u32(ah.HeadStride),
-			u32(bh.Off), u32(bh.RowStride), u32(bh.HeadStride)}, gx, gy, 1)
+		pushWords(&eltwisePush{u32(rows), u32(count), u32(dim), headsOf(dh), headsOf(ah), headsOf(bh)}), gx, gy, 1)
 }
 
 // SigmoidMul implements compute.Backend.
@@ -712,7 +700,7 @@ func (b *Backend) Argmax(ctx context.Context, dst []int32, x compute.Buffer, dim
 		b.argmaxBuf = r
 	}
 	gx, gy := grid(rows)
-	b.dispatch("argmax", nil, []*rawBuf{xs.raw, b.argmaxBuf}, []uint32{u32(rows), u32(dim), 0}, gx, gy, 1)
+	b.dispatch("argmax", nil, []*rawBuf{xs.raw, b.argmaxBuf}, pushWords(&argmaxPush{Rows: u32(rows), Dim: u32(dim)}), gx, gy, 1)
 	if err := b.report(); err != nil {
 		b.flush(ctx)
 		return err

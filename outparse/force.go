@@ -1,4 +1,4 @@
-package httpapi
+package outparse
 
 import (
 	"bytes"
@@ -7,19 +7,27 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/tokenizer"
 )
 
-// The opening of a Qwen3.5 tool call, as the chat template writes it.
+// The opening of a Qwen3.5 tool call and the prompt endings, as the chat
+// template writes them.
 const (
-	callOpen      = "<tool_call>\n<function="
+	callOpen      = toolCallOpen + "\n" + functionOpen
 	callNameClose = ">\n"
 	// afterThink separates the reasoning from the answer in the template.
 	afterThink = "\n\n"
+	// thinkingPrompt ends a prompt whose generation opens with reasoning.
+	thinkingPrompt = thinkOpen + "\n"
 )
 
-// toolForcer is the logit processor behind tool_choice "required" and a
+// ThinkingOpened reports whether a rendered prompt leaves the model in its
+// reasoning block: the Qwen3.5 template ends the generation prompt with
+// "<think>\n" when thinking is enabled (and with an empty, closed block when
+// it is not). Its result is the Thinking option of the output parser.
+func ThinkingOpened(prompt string) bool { return strings.HasSuffix(prompt, thinkingPrompt) }
+
+// ToolForcer is the logit processor behind tool_choice "required" and a
 // named function: it makes the output open a tool call, then leaves the
 // decoding free (the arguments, the closing tags and anything after are
 // the model's).
@@ -36,9 +44,10 @@ const (
 //     text since "<function=" a prefix of some "NAME>\n" are allowed, until
 //     one is complete.
 //   - free: nothing is masked.
-type toolForcer struct {
+type ToolForcer struct {
 	tok     *tokenizer.Tokenizer
 	waitFor int // token that starts the forcing; -1 when it starts at once
+	start   int // waitFor as created, for Clone
 	forced  []int
 	pos     int      // forced tokens emitted
 	targets [][]byte // NAME>\n of each allowed tool while spelling; nil for none
@@ -47,11 +56,11 @@ type toolForcer struct {
 	free    bool
 }
 
-// newToolForcer returns a processor that forces a call of name, or of one
+// NewToolForcer returns a processor that forces a call of name, or of one
 // of names when name is "". With thinking, the forcing starts after the
-// "</think>" token.
-func newToolForcer(tok *tokenizer.Tokenizer, name string, names []string, thinking bool) (*toolForcer, error) {
-	f := &toolForcer{tok: tok, waitFor: -1}
+// "</think>" token. A ToolForcer serves one generation; Clone makes more.
+func NewToolForcer(tok *tokenizer.Tokenizer, name string, names []string, thinking bool) (*ToolForcer, error) {
+	f := &ToolForcer{tok: tok, waitFor: -1, start: -1}
 	for _, n := range append([]string{name}, names...) {
 		if strings.ContainsAny(n, ">\n") {
 			return nil, fmt.Errorf("forcing a tool call: the function name %q holds '>' or a newline", n)
@@ -69,8 +78,8 @@ func newToolForcer(tok *tokenizer.Tokenizer, name string, names []string, thinki
 		}
 	}
 	if thinking {
-		if id, ok := tok.TokenID("</think>"); ok {
-			f.waitFor = id
+		if id, ok := tok.TokenID(thinkClose); ok {
+			f.waitFor, f.start = id, id
 			prefix = afterThink + prefix
 		}
 	}
@@ -90,7 +99,7 @@ func newToolForcer(tok *tokenizer.Tokenizer, name string, names []string, thinki
 }
 
 // Process masks the logits of the tokens the current phase rules out.
-func (f *toolForcer) Process(logits []float32) {
+func (f *ToolForcer) Process(logits []float32) {
 	if f.free || f.waitFor >= 0 {
 		return
 	}
@@ -126,7 +135,7 @@ func (f *toolForcer) Process(logits []float32) {
 }
 
 // spells reports whether token id continues the spelling of a target.
-func (f *toolForcer) spells(id int) bool {
+func (f *ToolForcer) spells(id int) bool {
 	if f.tok.IsAdded(id) {
 		return false
 	}
@@ -144,7 +153,7 @@ func (f *toolForcer) spells(id int) bool {
 
 // Accept advances the phases with the sampled token; it fails on a token
 // Process ruled out.
-func (f *toolForcer) Accept(token int) error {
+func (f *ToolForcer) Accept(token int) error {
 	switch {
 	case f.free:
 		return nil
@@ -169,15 +178,13 @@ func (f *toolForcer) Accept(token int) error {
 	return nil
 }
 
-// toolForcerFor returns a factory of tool call processors; see
-// newToolForcer. The processors share the forced tokens and candidates.
-func (s *Server) toolForcerFor(name string, names []string, thinking bool) (func() (engine.LogitProcessor, error), error) {
-	proto, err := newToolForcer(s.tok, name, names, thinking)
-	if err != nil {
-		return nil, err
-	}
-	return func() (engine.LogitProcessor, error) {
-		f := *proto
-		return &f, nil
-	}, nil
+// Clone returns a fresh processor at the start of the same forcing; it
+// shares the forced tokens and candidates, which are never modified.
+func (f *ToolForcer) Clone() *ToolForcer {
+	c := *f
+	c.waitFor, c.pos, c.spelled, c.free = f.start, 0, nil, false
+	return &c
 }
+
+// Free reports whether the forcing is over and decoding is unconstrained.
+func (f *ToolForcer) Free() bool { return f.free }

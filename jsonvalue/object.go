@@ -1,4 +1,9 @@
-package chattemplate
+// Package jsonvalue is the project's one JSON value model: objects that keep
+// their keys in order (as Python dicts and the chat template interpreter
+// need), numbers kept as their literals, one nesting limit, and writers that
+// format values exactly as Python's json.dumps does. Request bodies, chat
+// template variables and tool-call arguments all use it.
+package jsonvalue
 
 import (
 	"bytes"
@@ -98,21 +103,23 @@ func (o *Object) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads a JSON object, keeping key order; nested values are
-// decoded as by DecodeJSON.
+// decoded as by Decode.
 func (o *Object) UnmarshalJSON(data []byte) error {
-	v, err := DecodeJSON(data)
+	v, err := Decode(data)
 	if err != nil {
 		return err
 	}
 	obj, ok := v.(*Object)
 	if !ok {
-		return fmt.Errorf("chattemplate: JSON value is %s, not an object", jsonKind(v))
+		return fmt.Errorf("jsonvalue: JSON value is %s, not an object", Kind(v))
 	}
 	*o = *obj
 	return nil
 }
 
-func jsonKind(v any) string {
+// Kind names the JSON type of a decoded value for messages: "null", "a
+// boolean", "a string", "a number", "an array", "an object".
+func Kind(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
@@ -127,32 +134,33 @@ func jsonKind(v any) string {
 	case *Object:
 		return "an object"
 	}
-	return fmt.Sprintf("%T", v)
+	return "an unknown value"
 }
 
-// DecodeJSON decodes one JSON value. Objects become *Object (key order kept),
+// Decode decodes one JSON value. Objects become *Object (key order kept),
 // arrays []any, numbers json.Number (the literal as written, so that 1.0 and
 // 1 stay distinct, as they are for Python's json module), strings string,
 // booleans bool and null nil. Trailing data after the value is an error.
-func DecodeJSON(data []byte) (any, error) {
+func Decode(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	v, err := decodeValue(dec, 0)
 	if err != nil {
-		return nil, fmt.Errorf("chattemplate: decoding JSON: %w", err)
+		return nil, fmt.Errorf("jsonvalue: decoding JSON: %w", err)
 	}
 	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return nil, fmt.Errorf("chattemplate: decoding JSON: trailing data after the value")
+		return nil, fmt.Errorf("jsonvalue: decoding JSON: trailing data after the value")
 	}
 	return v, nil
 }
 
-// maxJSONDepth bounds nesting so that hostile input cannot exhaust the stack.
-const maxJSONDepth = 10000
+// MaxDepth bounds the nesting of values everywhere they are decoded,
+// converted or written, so that hostile input cannot exhaust the stack.
+const MaxDepth = 512
 
 func decodeValue(dec *json.Decoder, depth int) (any, error) {
-	if depth > maxJSONDepth {
-		return nil, fmt.Errorf("nesting deeper than %d", maxJSONDepth)
+	if depth > MaxDepth {
+		return nil, fmt.Errorf("nesting deeper than %d", MaxDepth)
 	}
 	tok, err := dec.Token()
 	if err != nil {

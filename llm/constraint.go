@@ -1,4 +1,4 @@
-package httpapi
+package llm
 
 import (
 	"fmt"
@@ -54,52 +54,12 @@ func (p jsonProcessor) Process(logits []float32) { p.c.ApplyMask(logits) }
 func (p jsonProcessor) Accept(token int) error { return p.c.Accept(token) }
 
 // processorFor returns a factory of JSON processors for a grammar.
-func (s *Server) processorFor(g *jsonconstraint.Grammar) func() (engine.LogitProcessor, error) {
+func (lm *Model) processorFor(g *jsonconstraint.Grammar) func() (engine.LogitProcessor, error) {
 	return func() (engine.LogitProcessor, error) {
-		v, err := s.constraints.get()
+		v, err := lm.constraints.get()
 		if err != nil {
 			return nil, err
 		}
 		return jsonProcessor{jsonconstraint.NewConstraint(g, v)}, nil
 	}
-}
-
-// parseResponseFormat reads response_format: nil for free text.
-func parseResponseFormat(o object) (*jsonconstraint.Grammar, *apiError) {
-	rf, ok, err := o.obj("response_format")
-	if err != nil || !ok {
-		return nil, err
-	}
-	typ, _, err := rf.str("type")
-	if err != nil {
-		return nil, err
-	}
-	switch typ {
-	case "text":
-		return nil, nil
-	case "json_object":
-		return jsonconstraint.AnyObject(), nil
-	case "json_schema":
-		js, ok, err := rf.obj("json_schema")
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, badRequest("response_format.json_schema", "response_format.json_schema is required when type is json_schema")
-		}
-		v, ok := js.get("schema")
-		if !ok {
-			return jsonconstraint.AnyJSON(), nil
-		}
-		raw, merr := marshalValue(v)
-		if merr != nil {
-			return nil, badRequest("response_format.json_schema.schema", "response_format.json_schema.schema: %v", merr)
-		}
-		g, cerr := jsonconstraint.Compile(raw)
-		if cerr != nil {
-			return nil, badRequest("response_format.json_schema.schema", "invalid response_format.json_schema.schema: %v", cerr)
-		}
-		return g, nil
-	}
-	return nil, badRequest("response_format.type", "response_format.type must be text, json_object or json_schema, got %q", typ)
 }

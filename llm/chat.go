@@ -1,0 +1,478 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/govinfer/govinfer/chattemplate"
+	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/jsonvalue"
+	"github.com/govinfer/govinfer/outparse"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	// Role is "system", "user", "assistant" or "tool".
+	Role string
+	// Content is the message's text.
+	Content string
+	// Reasoning is an assistant turn's thinking (the template's
+	// reasoning_content).
+	Reasoning string
+	// ToolCalls are the calls an assistant turn made.
+	ToolCalls []ToolCall
+	// ToolCallID is the call a tool message answers.
+	ToolCallID string
+
+	raw any // the message as OpenAI JSON, from MessageJSON
+}
+
+// MessageJSON returns a message given in OpenAI's JSON shape, as decoded by
+// jsonvalue.Decode (an *jsonvalue.Object); its fields are checked when the
+// request is, and every key reaches the chat template.
+func MessageJSON(v any) Message { return Message{raw: v} }
+
+// ToolCall is a call of a tool.
+type ToolCall struct {
+	// ID identifies the call ("call_" and 24 hex digits when generated).
+	ID string
+	// Name is the function's name.
+	Name string
+	// Arguments is a JSON object, as a string; generated calls type each
+	// value by the tool's parameter schema and format it as Python's
+	// json.dumps does.
+	Arguments string
+}
+
+// DecodeArguments unmarshals the call's arguments into v (a map or a
+// struct), as encoding/json does.
+func (c ToolCall) DecodeArguments(v any) error { return json.Unmarshal([]byte(c.Arguments), v) }
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name, Description string
+	// Parameters is the JSON Schema of the arguments (an object schema);
+	// empty means none.
+	Parameters json.RawMessage
+
+	raw any // the tool as OpenAI JSON, from ToolJSON
+}
+
+// ToolJSON returns a tool given in OpenAI's JSON shape ({"type":
+// "function", "function": {...}}), as decoded by jsonvalue.Decode; the
+// template renders it as given.
+func ToolJSON(v any) Tool { return Tool{raw: v} }
+
+// ToolChoice says whether and which tool the model must call.
+type ToolChoice struct {
+	// Mode is "" or "auto" (the model decides), "none" (no tools are
+	// offered and calls stay text), "required" (some call must be made) or
+	// "function" (Function must be called).
+	Mode     string
+	Function string
+}
+
+// ChatRequest is a chat completion.
+type ChatRequest struct {
+	Messages []Message
+	Tools    []Tool
+	// ToolChoice constrains the calls; see ToolChoice.
+	ToolChoice ToolChoice
+	// Thinking, when set, turns the model's reasoning on or off (the
+	// template's enable_thinking); nil keeps the template's default (on for
+	// Qwen3.5).
+	Thinking *bool
+	// TemplateArgs are further chat template variables.
+	TemplateArgs map[string]any
+	// NoGenerationPrompt leaves out the opening of the assistant's turn;
+	// ContinueFinalMessage (which implies it) makes the model continue the
+	// last message instead.
+	NoGenerationPrompt, ContinueFinalMessage bool
+	Params
+}
+
+// Bool returns a pointer to v, for ChatRequest.Thinking.
+func Bool(v bool) *bool { return &v }
+
+// chatPrompt is a checked and rendered chat request.
+type chatPrompt struct {
+	text     string
+	ids      []int
+	thinking bool
+	tools    map[string]outparse.ToolSchema
+	noTools  bool                                  // tool_choice none: calls stay text
+	grammar  func() (engine.LogitProcessor, error) // response_format or tool_choice
+	params   resolved
+}
+
+var knownRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
+
+// messageValue returns the template value of m.
+func (m Message) value() any {
+	if m.raw != nil {
+		return m.raw
+	}
+	o := jsonvalue.NewObject()
+	o.Set("role", m.Role)
+	o.Set("content", m.Content)
+	if m.Reasoning != "" {
+		o.Set("reasoning_content", m.Reasoning)
+	}
+	if len(m.ToolCalls) > 0 {
+		calls := make([]any, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			fn := jsonvalue.NewObject()
+			fn.Set("name", c.Name)
+			if c.Arguments != "" {
+				fn.Set("arguments", c.Arguments)
+			}
+			tc := jsonvalue.NewObject()
+			if c.ID != "" {
+				tc.Set("id", c.ID)
+			}
+			tc.Set("type", "function")
+			tc.Set("function", fn)
+			calls[i] = tc
+		}
+		o.Set("tool_calls", calls)
+	}
+	if m.ToolCallID != "" {
+		o.Set("tool_call_id", m.ToolCallID)
+	}
+	return o
+}
+
+// value returns the template value of t.
+func (t Tool) value() (any, error) {
+	if t.raw != nil {
+		return t.raw, nil
+	}
+	fn := jsonvalue.NewObject()
+	fn.Set("name", t.Name)
+	if t.Description != "" {
+		fn.Set("description", t.Description)
+	}
+	if len(t.Parameters) > 0 {
+		p, err := jsonvalue.Decode(t.Parameters)
+		if err != nil {
+			return nil, err
+		}
+		fn.Set("parameters", p)
+	}
+	o := jsonvalue.NewObject()
+	o.Set("type", "function")
+	o.Set("function", fn)
+	return o, nil
+}
+
+// fieldErr turns a field error into a parameter error.
+func fieldErr(e *jsonvalue.FieldError) error {
+	if e == nil {
+		return nil
+	}
+	return &ParamError{Param: e.Field, Message: e.Message}
+}
+
+// prepareMessages validates messages and converts them to what the
+// template expects (tool call arguments as objects, reasoning as
+// reasoning_content).
+func prepareMessages(in []Message) ([]any, error) {
+	if len(in) == 0 {
+		return nil, paramErr("messages", "messages must be a non-empty array")
+	}
+	msgs := make([]any, len(in))
+	for i, m := range in {
+		msgs[i] = m.value()
+		if err := prepareMessage(msgs[i], fmt.Sprintf("messages[%d]", i)); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, nil
+}
+
+func prepareMessage(m any, field string) error {
+	mo, isObj := m.(*jsonvalue.Object)
+	if !isObj {
+		return paramErr(field, "%s must be an object, got %s", field, jsonvalue.Kind(m))
+	}
+	msg := jsonvalue.ObjectFields(mo, field)
+	role, ok, err := msg.Str("role")
+	if err != nil {
+		return fieldErr(err)
+	}
+	if !ok {
+		return paramErr(field+".role", "%s.role is required", field)
+	}
+	if !knownRoles[role] {
+		return paramErr(field+".role", "%s.role %q is not one of system, user, assistant, tool", field, role)
+	}
+	content, _ := msg.Get("content")
+	switch c := content.(type) {
+	case nil:
+		if role != "assistant" {
+			return paramErr(field+".content", "%s.content is required for role %s", field, role)
+		}
+	case string:
+	case []any:
+		for k, part := range c {
+			pf := fmt.Sprintf("%s.content[%d]", field, k)
+			po, isObj := part.(*jsonvalue.Object)
+			if !isObj {
+				return paramErr(pf, "%s must be an object, got %s", pf, jsonvalue.Kind(part))
+			}
+			p := jsonvalue.ObjectFields(po, pf)
+			typ, _, err := p.Str("type")
+			if err != nil {
+				return fieldErr(err)
+			}
+			if typ != "text" {
+				return paramErr(pf+".type", "%s.type %q is not supported (this server takes text parts only)", pf, typ)
+			}
+			if _, ok, err := p.Str("text"); err != nil {
+				return fieldErr(err)
+			} else if !ok {
+				return paramErr(pf+".text", "%s.text is required", pf)
+			}
+		}
+	default:
+		return paramErr(field+".content", "%s.content must be a string or an array of text parts, got %s", field, jsonvalue.Kind(content))
+	}
+	if r, ok, err := msg.Str("reasoning"); err != nil {
+		return fieldErr(err)
+	} else if ok && !msg.Has("reasoning_content") {
+		mo.Set("reasoning_content", r)
+	}
+	if _, _, err := msg.Str("reasoning_content"); err != nil {
+		return fieldErr(err)
+	}
+	calls, ok, ferr := msg.Array("tool_calls")
+	if ferr != nil {
+		return fieldErr(ferr)
+	}
+	if ok && role != "assistant" {
+		return paramErr(field+".tool_calls", "%s.tool_calls is only allowed on assistant messages", field)
+	}
+	for k, tc := range calls {
+		tf := fmt.Sprintf("%s.tool_calls[%d]", field, k)
+		tco, isObj := tc.(*jsonvalue.Object)
+		if !isObj {
+			return paramErr(tf, "%s must be an object, got %s", tf, jsonvalue.Kind(tc))
+		}
+		fn, ok, err := jsonvalue.ObjectFields(tco, tf).Object("function")
+		if err != nil {
+			return fieldErr(err)
+		}
+		if !ok {
+			return paramErr(tf+".function", "%s.function is required", tf)
+		}
+		if name, ok, err := fn.Str("name"); err != nil {
+			return fieldErr(err)
+		} else if !ok || name == "" {
+			return paramErr(tf+".function.name", "%s.function.name is required", tf)
+		}
+		switch a := func() any { v, _ := fn.Get("arguments"); return v }().(type) {
+		case nil:
+			fn.Obj.Set("arguments", jsonvalue.NewObject())
+		case string:
+			v, derr := jsonvalue.Decode([]byte(a))
+			obj, isObj := v.(*jsonvalue.Object)
+			if derr != nil || !isObj {
+				return paramErr(tf+".function.arguments", "%s.function.arguments must be a JSON object (as a string)", tf)
+			}
+			fn.Obj.Set("arguments", obj)
+		case *jsonvalue.Object:
+		default:
+			return paramErr(tf+".function.arguments", "%s.function.arguments must be a JSON object string, got %s", tf, jsonvalue.Kind(a))
+		}
+	}
+	if role == "tool" {
+		if _, _, err := msg.Str("tool_call_id"); err != nil {
+			return fieldErr(err)
+		}
+	}
+	return nil
+}
+
+// prepareTools validates tools and reads each tool's parameter types.
+func prepareTools(in []Tool) ([]any, map[string]outparse.ToolSchema, error) {
+	if in == nil {
+		return nil, nil, nil
+	}
+	tools := make([]any, len(in))
+	schemas := map[string]outparse.ToolSchema{}
+	for i, t := range in {
+		field := fmt.Sprintf("tools[%d]", i)
+		v, err := t.value()
+		if err != nil {
+			return nil, nil, paramErr(field+".function.parameters", "invalid %s.function.parameters: %v", field, err)
+		}
+		tools[i] = v
+		to, isObj := v.(*jsonvalue.Object)
+		if !isObj {
+			return nil, nil, paramErr(field, "%s must be an object, got %s", field, jsonvalue.Kind(v))
+		}
+		tool := jsonvalue.ObjectFields(to, field)
+		if typ, _, err := tool.Str("type"); err != nil {
+			return nil, nil, fieldErr(err)
+		} else if typ != "function" {
+			return nil, nil, paramErr(field+".type", "%s.type must be \"function\", got %q", field, typ)
+		}
+		fn, ok, ferr := tool.Object("function")
+		if ferr != nil {
+			return nil, nil, fieldErr(ferr)
+		}
+		if !ok {
+			return nil, nil, paramErr(field+".function", "%s.function is required", field)
+		}
+		name, _, ferr := fn.Str("name")
+		if ferr != nil {
+			return nil, nil, fieldErr(ferr)
+		}
+		if name == "" {
+			return nil, nil, paramErr(field+".function.name", "%s.function.name is required", field)
+		}
+		if _, _, err := fn.Str("description"); err != nil {
+			return nil, nil, fieldErr(err)
+		}
+		params, ok, ferr := fn.Object("parameters")
+		if ferr != nil {
+			return nil, nil, fieldErr(ferr)
+		}
+		if !ok {
+			schemas[name] = outparse.ToolSchema{}
+			continue
+		}
+		if typ, ok, err := params.Str("type"); err != nil {
+			return nil, nil, fieldErr(err)
+		} else if ok && typ != "object" {
+			return nil, nil, paramErr(field+".function.parameters.type", "%s.function.parameters.type must be \"object\", got %q", field, typ)
+		}
+		if _, _, err := params.Object("properties"); err != nil {
+			return nil, nil, fieldErr(err)
+		}
+		raw, merr := json.Marshal(params.Obj)
+		if merr != nil {
+			return nil, nil, paramErr(field+".function.parameters", "%s.function.parameters: %v", field, merr)
+		}
+		sc, serr := outparse.SchemaFromParameters(raw)
+		if serr != nil {
+			return nil, nil, paramErr(field+".function.parameters", "invalid %s.function.parameters: %v", field, serr)
+		}
+		schemas[name] = sc
+	}
+	return tools, schemas, nil
+}
+
+// prepareChat checks and renders a chat request.
+func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
+	if lm.tmpl == nil {
+		return nil, paramErr("messages", "this checkpoint has no chat template: %v", lm.tmplErr)
+	}
+	params, err := lm.resolve(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	r := &chatPrompt{params: params}
+	msgs, err := prepareMessages(req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	tools, schemas, err := prepareTools(req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	r.tools = schemas
+	// forceCall: a call must be made; forceName: of that function.
+	var forceCall bool
+	var forceName string
+	switch c := req.ToolChoice; c.Mode {
+	case "", "auto":
+	case "none":
+		r.noTools, tools = true, nil
+	case "required":
+		if len(schemas) == 0 {
+			return nil, paramErr("tool_choice", "tool_choice \"required\" needs at least one tool in tools")
+		}
+		forceCall = true
+	case "function":
+		if _, known := schemas[c.Function]; !known {
+			return nil, paramErr("tool_choice", "tool_choice names function %q, which is not in tools", c.Function)
+		}
+		forceCall, forceName = true, c.Function
+	default:
+		return nil, paramErr("tool_choice", "tool_choice must be none, auto, required or a named function, got %q", c.Mode)
+	}
+	addGen := !req.NoGenerationPrompt && !req.ContinueFinalMessage
+	kwargs := make(map[string]any, len(req.TemplateArgs)+1)
+	maps.Copy(kwargs, req.TemplateArgs)
+	if req.Thinking != nil {
+		kwargs["enable_thinking"] = *req.Thinking
+	}
+	var toolsArg any
+	if tools != nil {
+		toolsArg = tools
+	}
+	prompt, rerr := lm.tmpl.RenderChat(chattemplate.Options{
+		Messages: msgs, Tools: toolsArg, AddGenerationPrompt: addGen, Kwargs: kwargs,
+		BOS: lm.special.BOS, EOS: lm.special.EOS, PAD: lm.special.PAD,
+	})
+	if rerr != nil {
+		return nil, paramErr("messages", "rendering the chat template: %v", rerr)
+	}
+	if req.ContinueFinalMessage {
+		prompt = continueFinal(prompt, msgs)
+	}
+	if params.grammar != nil {
+		r.grammar = lm.processorFor(params.grammar)
+	}
+	if forceCall && r.grammar != nil {
+		return nil, paramErr("response_format", "response_format cannot be combined with tool_choice \"required\" or a named function")
+	}
+	r.text = prompt
+	// Constrained output is the answer itself, never reasoning.
+	r.thinking = outparse.ThinkingOpened(prompt) && r.grammar == nil
+	if forceCall {
+		// With thinking the reasoning stays free and the call is forced
+		// after it (see outparse.ToolForcer).
+		names := slices.Sorted(maps.Keys(schemas))
+		proto, ferr := outparse.NewToolForcer(lm.tok, forceName, names, r.thinking)
+		if ferr != nil {
+			return nil, paramErr("tool_choice", "tool_choice: %v", ferr)
+		}
+		r.grammar = func() (engine.LogitProcessor, error) { return proto.Clone(), nil }
+	}
+	r.ids = lm.tok.Encode(prompt)
+	return r, nil
+}
+
+// ChatPrompt checks and renders a chat request without running it: the
+// prompt text and its token ids.
+func (lm *Model) ChatPrompt(req ChatRequest) (string, []int, error) {
+	r, err := lm.prepareChat(req)
+	if err != nil {
+		return "", nil, err
+	}
+	return r.text, r.ids, nil
+}
+
+// continueFinal cuts a rendered conversation right after the final
+// message's content, so that the model continues it (transformers'
+// continue_final_message).
+func continueFinal(prompt string, msgs []any) string {
+	last, _ := msgs[len(msgs)-1].(*jsonvalue.Object)
+	if last == nil {
+		return prompt
+	}
+	c, _ := last.Get("content")
+	text, _ := c.(string)
+	if text == "" {
+		return prompt
+	}
+	if i := strings.LastIndex(prompt, text); i >= 0 {
+		return prompt[:i+len(text)]
+	}
+	return prompt
+}

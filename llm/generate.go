@@ -1,0 +1,71 @@
+package llm
+
+import (
+	"context"
+	"strings"
+
+	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/outparse"
+)
+
+// Chat renders a conversation with the checkpoint's chat template and
+// generates its choices. The stream's events split each choice's output
+// into reasoning, content and tool calls; ctx bounds the request (when it
+// ends, the choices finish with FinishAbort). Close the stream when done.
+func (lm *Model) Chat(ctx context.Context, req ChatRequest) (*Stream, error) {
+	r, err := lm.prepareChat(req)
+	if err != nil {
+		return nil, err
+	}
+	s, err := lm.submit(ctx, [][]int{r.ids}, r.params, r.grammar)
+	if err != nil {
+		return nil, err
+	}
+	s.chat, s.noTools, s.prompt = true, r.noTools, r.text
+	for _, c := range s.choices {
+		c.parser = outparse.NewParser(outparse.Options{Thinking: r.thinking, Tools: r.tools})
+	}
+	return s, nil
+}
+
+// Prompt is one text completion prompt: Text, or token IDs when set.
+type Prompt struct {
+	Text string
+	IDs  []int
+}
+
+// CompletionRequest is a text completion of one or more prompts; choice
+// p*N+i is the i-th generation of prompt p.
+type CompletionRequest struct {
+	Prompts []Prompt
+	Params
+}
+
+// Complete generates text after each prompt. Its stream has KindContent,
+// KindTokens and KindFinish events (the last carrying the choice's final
+// text). Close the stream when done.
+func (lm *Model) Complete(ctx context.Context, req CompletionRequest) (*Stream, error) {
+	r, err := lm.resolve(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	prompts := make([][]int, len(req.Prompts))
+	texts := make([]string, len(req.Prompts))
+	for i, p := range req.Prompts {
+		if p.IDs != nil {
+			prompts[i], texts[i] = p.IDs, lm.tok.Decode(p.IDs, false)
+		} else {
+			prompts[i], texts[i] = lm.tok.Encode(p.Text), p.Text
+		}
+	}
+	var proc func() (engine.LogitProcessor, error)
+	if r.grammar != nil {
+		proc = lm.processorFor(r.grammar)
+	}
+	s, err := lm.submit(ctx, prompts, r, proc)
+	if err != nil {
+		return nil, err
+	}
+	s.prompt = strings.Join(texts, "\n")
+	return s, nil
+}

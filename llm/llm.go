@@ -1,0 +1,201 @@
+// Package llm is govinfer's application layer: it opens a Qwen3.5
+// checkpoint (weights, tokenizer, chat template, generation_config.json
+// defaults), runs it on a continuous-batching engine and turns chat and text
+// completion requests into streams of typed events: reasoning and content
+// text, tool calls with parsed arguments, the tokens behind them with their
+// log-probabilities, and each choice's finish reason.
+//
+// A Model is safe for concurrent use: concurrent requests share model steps.
+//
+//	m, err := llm.Open(dir, llm.Options{})
+//	st, err := m.Chat(ctx, llm.ChatRequest{Messages: []llm.Message{{Role: "user", Content: "Hi"}}})
+//	for ev := range st.Events() {
+//		fmt.Print(ev.Text)
+//	}
+//
+// Requests fail before they start with a *ParamError (a request field out of
+// range, naming it as the OpenAI API does), a *ContextLengthError,
+// ErrQueueFull or ErrClosed; a generation that fails later ends its choice
+// with FinishError or FinishAbort and the cause in Event.Err.
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/govinfer/govinfer/chattemplate"
+	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/compute/cpu"
+	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/tokenizer"
+)
+
+// DefaultMaxModelLen bounds Options.MaxModelLen's default.
+const DefaultMaxModelLen = 32768
+
+// Options configure Open.
+type Options struct {
+	// Backend runs the model; nil means a CPU backend on all cores, which
+	// the Model owns and closes. A backend given here stays the caller's.
+	Backend compute.Backend
+	// MaxModelLen bounds prompt plus completion tokens of a choice. Zero
+	// means the smaller of the model's context and DefaultMaxModelLen.
+	MaxModelLen int
+	// MaxNumSeqs, MaxQueue: see engine.Config.
+	MaxNumSeqs, MaxQueue int
+	// Progress, when set, is called as weights load.
+	Progress func(Progress)
+}
+
+// Progress reports weight loading (model.Progress).
+type Progress = model.Progress
+
+// ErrClosed is returned for requests made after Close, and is the cause of
+// choices cut short by it.
+var ErrClosed = engine.ErrClosed
+
+// ErrQueueFull means the engine's waiting queue is at its limit; retry
+// later.
+var ErrQueueFull = engine.ErrQueueFull
+
+// Model is an open checkpoint with its engine.
+type Model struct {
+	m           *model.Model
+	be          compute.Backend // owned, or nil
+	eng         *engine.Engine
+	tok         *tokenizer.Tokenizer
+	tmpl        *chattemplate.Template
+	tmplErr     error
+	special     chattemplate.SpecialTokens
+	defaults    Defaults
+	eos         []int
+	maxModelLen int
+	constraints *constraintVocab
+}
+
+// Defaults are the sampling defaults of generation_config.json; nil fields
+// are absent there.
+type Defaults struct {
+	Temperature       *float64 `json:"temperature"`
+	TopK              *int     `json:"top_k"`
+	TopP              *float64 `json:"top_p"`
+	MinP              *float64 `json:"min_p"`
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+}
+
+// Open loads a checkpoint directory (config.json, safetensors,
+// tokenizer.json, tokenizer_config.json, optionally generation_config.json
+// and a chat template) and starts its engine. A checkpoint without a chat
+// template serves text completions only.
+func Open(dir string, o Options) (*Model, error) {
+	if o.MaxModelLen < 0 {
+		return nil, fmt.Errorf("llm: max model length must not be negative, got %d", o.MaxModelLen)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	lm := &Model{tok: tok}
+	lm.tmpl, lm.tmplErr = chattemplate.Load(dir)
+	if lm.special, err = chattemplate.LoadSpecialTokens(dir); err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "generation_config.json")); err == nil {
+		if err := json.Unmarshal(data, &lm.defaults); err != nil {
+			return nil, fmt.Errorf("llm: reading generation_config.json: %w", err)
+		}
+	}
+	be := o.Backend
+	if be == nil {
+		be = cpu.New(cpu.Options{})
+		lm.be = be
+	}
+	m, err := model.Open(dir, model.Options{Backend: be, Progress: o.Progress})
+	if err != nil {
+		lm.closeBackend()
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	lm.m = m
+	fail := func(err error) (*Model, error) {
+		m.Close()
+		lm.closeBackend()
+		return nil, err
+	}
+	if tok.VocabSize() > m.Config().VocabSize {
+		return fail(fmt.Errorf("llm: the tokenizer has %d tokens but the model only %d", tok.VocabSize(), m.Config().VocabSize))
+	}
+	lm.maxModelLen = o.MaxModelLen
+	if lm.maxModelLen == 0 {
+		lm.maxModelLen = min(m.Config().MaxContext(), DefaultMaxModelLen)
+	}
+	if lm.maxModelLen > m.Config().MaxContext() {
+		return fail(fmt.Errorf("llm: max model length %d exceeds the model's context of %d", lm.maxModelLen, m.Config().MaxContext()))
+	}
+	lm.eos = tok.EOSTokens()
+	if len(lm.eos) == 0 {
+		lm.eos = m.Config().EOSTokenIDs
+	}
+	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos})
+	if err != nil {
+		return fail(fmt.Errorf("llm: %w", err))
+	}
+	lm.eng = eng
+	lm.constraints = newConstraintVocab(tok, lm.eos)
+	return lm, nil
+}
+
+func (lm *Model) closeBackend() {
+	if lm.be != nil {
+		lm.be.Close()
+	}
+}
+
+// Close cancels the requests in flight, stops the engine and frees the
+// model (and the backend Open created).
+func (lm *Model) Close() error {
+	lm.eng.Close()
+	err := lm.m.Close()
+	if lm.be != nil {
+		err = errors.Join(err, lm.be.Close())
+	}
+	return err
+}
+
+// Tokenizer returns the checkpoint's tokenizer.
+func (lm *Model) Tokenizer() *tokenizer.Tokenizer { return lm.tok }
+
+// Template returns the checkpoint's chat template, or the error that
+// prevented loading it.
+func (lm *Model) Template() (*chattemplate.Template, error) { return lm.tmpl, lm.tmplErr }
+
+// SpecialTokens returns the special-token strings the chat template sees.
+func (lm *Model) SpecialTokens() chattemplate.SpecialTokens { return lm.special }
+
+// Engine returns the model's engine (for its statistics).
+func (lm *Model) Engine() *engine.Engine { return lm.eng }
+
+// Config returns the model's configuration.
+func (lm *Model) Config() *model.Config { return lm.m.Config() }
+
+// VocabSize returns the model's vocabulary size (token ids are below it).
+func (lm *Model) VocabSize() int { return lm.m.Config().VocabSize }
+
+// MaxModelLen returns the most prompt plus completion tokens of a choice.
+func (lm *Model) MaxModelLen() int { return lm.maxModelLen }
+
+// Defaults returns the checkpoint's sampling defaults.
+func (lm *Model) Defaults() Defaults { return lm.defaults }
+
+// EOS returns the end-of-sequence ids every choice stops on unless it sets
+// IgnoreEOS.
+func (lm *Model) EOS() []int { return append([]int(nil), lm.eos...) }
+
+// TokenText returns the display text of one token and its bytes, as
+// logprobs show them.
+func (lm *Model) TokenText(id int) (string, []byte) {
+	return lm.tok.Decode([]int{id}, false), lm.tok.TokenBytes(id)
+}

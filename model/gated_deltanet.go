@@ -1,0 +1,85 @@
+package model
+
+import (
+	"math"
+
+	"github.com/govinfer/govinfer/compute"
+)
+
+// l2NormEps is the epsilon of the Gated DeltaNet q/k L2 normalisation, fixed
+// in the reference implementation (not rms_norm_eps).
+const l2NormEps = 1e-6
+
+// gatedDeltaNet is the linear-attention mixer (linear_attn.*,
+// Qwen3_5GatedDeltaNet). Its per-sequence state is the convolution window
+// and the recurrent state (Sequence.conv, Sequence.rec).
+type gatedDeltaNet struct {
+	inProjQKV, inProjZ, inProjB, inProjA compute.Weight
+	conv1d, aLog, dtBias, norm           compute.Weight
+	outProj                              compute.Weight
+}
+
+func (g *gatedDeltaNet) bindings(c *Config, p string) []binding {
+	h, nv := c.HiddenSize, c.LinearNumValueHeads
+	p += "linear_attn."
+	return []binding{
+		{p + "in_proj_qkv.weight", []int{c.ConvDim(), h}, &g.inProjQKV},
+		{p + "in_proj_z.weight", []int{c.ValueDim(), h}, &g.inProjZ},
+		{p + "in_proj_b.weight", []int{nv, h}, &g.inProjB},
+		{p + "in_proj_a.weight", []int{nv, h}, &g.inProjA},
+		{p + "conv1d.weight", []int{c.ConvDim(), 1, c.LinearConvKernel}, &g.conv1d},
+		{p + "A_log", []int{nv}, &g.aLog},
+		{p + "dt_bias", []int{nv}, &g.dtBias},
+		{p + "norm.weight", []int{c.LinearValueHeadDim}, &g.norm},
+		{p + "out_proj.weight", []int{h, c.ValueDim()}, &g.outProj},
+	}
+}
+
+func (g *gatedDeltaNet) weights() []compute.Weight {
+	return []compute.Weight{g.inProjQKV, g.inProjZ, g.inProjB, g.inProjA, g.conv1d, g.aLog, g.dtBias, g.norm, g.outProj}
+}
+
+// forward computes (Qwen3_5GatedDeltaNet.forward)
+//
+//	qkv = conv1d_silu(in_proj_qkv(x)); q, k = l2norm(q), l2norm(k)
+//	g = -exp(A_log) * softplus(in_proj_a(x) + dt_bias); beta = sigmoid(in_proj_b(x))
+//	o = delta_rule(q * dk^-0.5, k, v, g, beta)
+//	out = out_proj(rmsnorm(o) * w * silu(in_proj_z(x)))   per value head
+func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []float32) {
+	c, sc, be := m.cfg, m.sc, m.be
+	nk, nv, dk, dv := c.LinearNumKeyHeads, c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim
+	convDim := c.ConvDim()
+	be.MatMul(sc.qkv, sc.xn, g.inProjQKV, rows)
+	be.MatMul(sc.z, sc.xn, g.inProjZ, rows)
+	be.MatMul(sc.b, sc.xn, g.inProjB, rows)
+	be.MatMul(sc.a, sc.xn, g.inProjA, rows)
+	sc.convs = sc.convs[:0]
+	for _, p := range pass {
+		sc.convs = append(sc.convs, compute.ConvSeq{Row: p.row, N: len(p.tokens), State: p.seq.conv[l]})
+	}
+	be.CausalConv1D(sc.qkv, convDim, convDim, g.conv1d, c.LinearConvKernel, sc.convs)
+	// q, k and v heads inside each [q | k | v] row of qkv.
+	qh := compute.Heads{Off: 0, RowStride: convDim, HeadStride: dk, Count: nk, Dim: dk}
+	kh := compute.Heads{Off: nk * dk, RowStride: convDim, HeadStride: dk, Count: nk, Dim: dk}
+	vh := compute.Heads{Off: 2 * nk * dk, RowStride: convDim, HeadStride: dv, Count: nv, Dim: dv}
+	// q and k heads are adjacent in each row: one L2Norm over both.
+	qkh := qh
+	qkh.Count = 2 * nk
+	be.L2Norm(sc.qkv, qkh, rows, l2NormEps)
+	be.GDNGates(sc.g, sc.beta, sc.a, sc.b, g.aLog, g.dtBias, rows, nv)
+	sc.deltas = sc.deltas[:0]
+	for _, p := range pass {
+		sc.deltas = append(sc.deltas, compute.DeltaRule{
+			Q: qh.Rows(p.row), K: kh.Rows(p.row), V: vh.Rows(p.row), QKV: sc.qkv,
+			G: sc.g, Beta: sc.beta, GateRow: p.row,
+			Out: sc.core, OutRow: p.row,
+			State: p.seq.rec[l], N: len(p.tokens),
+			QScale: float32(1 / math.Sqrt(float64(dk))),
+			Nk:     nk, Nv: nv, Dk: dk, Dv: dv,
+		})
+	}
+	be.GatedDeltaRule(sc.deltas)
+	oh := compute.DenseHeads(nv, dv)
+	be.GatedRMSNorm(sc.core, oh, sc.z, oh, rows, g.norm, float32(c.RMSNormEps))
+	be.MatMul(sc.tmp, sc.core, g.outProj, rows)
+}

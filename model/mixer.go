@@ -1,0 +1,44 @@
+package model
+
+import "github.com/govinfer/govinfer/compute"
+
+// mixer is a layer's token mixer: Gated DeltaNet (gated_deltanet.go) or
+// gated attention (gated_attention.go). A new kind of mixer is a new type
+// implementing it, bound in bindLayer.
+type mixer interface {
+	// bindings lists the mixer's tensors under the layer prefix p.
+	bindings(c *Config, p string) []binding
+	// forward computes the mixer of layer l over the pass's rows: it reads
+	// the normed residual stream sc.xn and writes its output to sc.tmp.
+	// rope holds the rotary [cos | sin] row of every token.
+	forward(m *Model, l int, pass []piece, rows int, rope []float32)
+	// weights returns the mixer's tensors.
+	weights() []compute.Weight
+}
+
+// mlp is a layer's SwiGLU feed-forward block (mlp.*).
+type mlp struct {
+	gateProj, upProj, downProj compute.Weight
+}
+
+func (f *mlp) bindings(c *Config, p string) []binding {
+	h := c.HiddenSize
+	return []binding{
+		{p + "mlp.gate_proj.weight", []int{c.IntermediateSize, h}, &f.gateProj},
+		{p + "mlp.up_proj.weight", []int{c.IntermediateSize, h}, &f.upProj},
+		{p + "mlp.down_proj.weight", []int{h, c.IntermediateSize}, &f.downProj},
+	}
+}
+
+// forward computes sc.tmp = down(silu(gate(xn)) * up(xn)).
+func (f *mlp) forward(m *Model, rows int) {
+	sc, be := m.sc, m.be
+	be.MatMul(sc.gate, sc.xn, f.gateProj, rows)
+	be.MatMul(sc.up, sc.xn, f.upProj, rows)
+	be.SiLUMul(sc.gate, sc.gate, sc.up, rows*m.cfg.IntermediateSize)
+	be.MatMul(sc.tmp, sc.gate, f.downProj, rows)
+}
+
+func (f *mlp) weights() []compute.Weight {
+	return []compute.Weight{f.gateProj, f.upProj, f.downProj}
+}
