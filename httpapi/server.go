@@ -70,6 +70,9 @@ type Config struct {
 	Backend compute.Backend
 	// Progress, when set, is called as weights load.
 	Progress func(llm.Progress)
+	// Quantize, when not empty, quantizes the checkpoint while it loads
+	// (llm.Options.Quantize).
+	Quantize string
 }
 
 // Server is a running API server.
@@ -155,6 +158,7 @@ func (s *Server) load() {
 	lm, err := llm.Open(s.cfg.ModelDir, llm.Options{
 		Backend: s.cfg.Backend, MaxModelLen: s.cfg.MaxModelLen,
 		MaxNumSeqs: s.cfg.MaxNumSeqs, MaxQueue: s.cfg.MaxQueue, Progress: s.cfg.Progress,
+		Quantize: s.cfg.Quantize,
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()

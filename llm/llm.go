@@ -49,6 +49,9 @@ type Options struct {
 	MaxNumSeqs, MaxQueue int
 	// Progress, when set, is called as weights load.
 	Progress func(Progress)
+	// Quantize, when not empty, quantizes a BF16/F16/F32 checkpoint while
+	// it loads: "q8_0" or "q4_k_m" (see model.Options.Quantize).
+	Quantize string
 }
 
 // Progress reports weight loading (model.Progress).
@@ -114,7 +117,7 @@ func Open(dir string, o Options) (*Model, error) {
 		be = cpu.New(cpu.Options{})
 		lm.be = be
 	}
-	m, err := model.Open(dir, model.Options{Backend: be, Progress: o.Progress})
+	m, err := model.Open(dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize})
 	if err != nil {
 		lm.closeBackend()
 		return nil, fmt.Errorf("llm: %w", err)

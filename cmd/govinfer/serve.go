@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/httpapi"
-	"github.com/govinfer/govinfer/model"
 )
 
 // runServe implements "govinfer serve": it loads a checkpoint and serves it
@@ -35,6 +33,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		apiKey     = fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on the API endpoints")
 		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it)")
 		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
+		quantize   = quantizeFlag(fs.FlagSet)
 	)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -49,6 +48,9 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	case *maxLen < 0 || *maxSeqs < 1 || *maxQueue < 1 || *threads < 0 || *maxBody < 1:
 		fmt.Fprintln(io.err, "govinfer serve: --max-model-len, --threads must be >= 0; --max-num-seqs, --max-queue, --max-body-bytes >= 1")
 		return exitUsage
+	case checkQuantize(*quantize) != nil:
+		fmt.Fprintf(io.err, "govinfer serve: %v\n", checkQuantize(*quantize))
+		return exitUsage
 	}
 	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: io.err})
 	if err != nil {
@@ -58,22 +60,12 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	defer backend.Close()
 
 	start := time.Now()
-	var mu sync.Mutex
-	lastPrint := time.Time{}
-	progress := func(p model.Progress) {
-		mu.Lock()
-		defer mu.Unlock()
-		if p.Tensors < p.TotalTensors && time.Since(lastPrint) < time.Second {
-			return
-		}
-		lastPrint = time.Now()
-		fmt.Fprintf(io.err, "loading %s: %d/%d tensors, %.2f/%.2f GB, %.1fs\n", *dir, p.Tensors, p.TotalTensors,
-			float64(p.Bytes)/1e9, float64(p.TotalBytes)/1e9, time.Since(start).Seconds())
-	}
+	progress := loadProgress(io, *dir, *quantize)
 	srv, err := httpapi.Start(ctx, httpapi.Config{
 		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
 		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
+		Quantize: *quantize,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
