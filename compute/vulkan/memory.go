@@ -9,6 +9,7 @@ import (
 	vk "github.com/vulkan-go/vulkan"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/quant"
 )
 
 // memKind says what a raw buffer is for, which decides its memory type.
@@ -310,7 +311,8 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 	}
 	w := &weight{name: name, dt: dt, rows: rows, cols: cols, rowBytes: int(rowBytes)}
 	if b.coopmat > 0 && rows > 1 {
-		w.f16 = dt == compute.F16 || (dt == compute.BF16 && bf16FitsF16(data))
+		w.f16 = dt == compute.F16 || (dt == compute.BF16 && bf16FitsF16(data)) ||
+			(dt.Quant() != quant.Keep && quantFitsF16(dt.Quant(), data))
 	}
 	for r0 := 0; r0 < rows; r0 += per {
 		n := min(per, rows-r0)

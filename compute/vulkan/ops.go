@@ -277,8 +277,10 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 
 // matMulQuant records MatMul for a weight in a GGML block format, once
 // per weight chunk: matvecq.comp in passes of up to 8 inputs below
-// b.tiledFrom inputs, matmulq.comp from there. Both dequantize in the
-// shader and accumulate in float32.
+// b.tiledFrom inputs, matmulq.comp from there, or the cooperative-matrix
+// matmulcmq shader where the device has it and the weight's values are
+// within f16's range (weight.f16). All dequantize in the shader and
+// accumulate in float32.
 func (b *Backend) matMulQuant(d, xs *buffer, w *weight, n int) {
 	for _, c := range w.chunks {
 		if n < b.tiledFrom {
@@ -288,6 +290,10 @@ func (b *Backend) matMulQuant(d, xs *buffer, w *weight, n int) {
 				b.dispatch("matvecq", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup)}, []*rawBuf{0: c.raw, 3: xs.raw, 4: d.raw},
 					[]uint32{u32(c.rows), u32(w.cols), u32(min(maxBatch, n-i0)), u32(c.row0), u32(w.rows), u32(w.rowBytes), u32(i0)}, gx, gy, 1)
 			}
+		} else if w.f16 {
+			b.dispatch(b.coopmatQShader, []uint32{4 * b.sg.size, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
+				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), u32(w.rowBytes)},
+				u32((c.rows+63)/64), u32((n+63)/64), 1)
 		} else {
 			b.dispatch("matmulq", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
 				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), u32(w.rowBytes)},

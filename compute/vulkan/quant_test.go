@@ -113,6 +113,16 @@ func TestQuantMatMulLarge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			shader := "matvecq"
+			if tiled {
+				shader = "matmulq"
+				if b.coopmat > 0 {
+					shader = b.coopmatQShader
+				}
+			}
+			if vw := w.(*weight); vw.f16 != (b.coopmat > 0) {
+				t.Errorf("%v: takes the cooperative-matrix shader: %v, device has it: %v", dt, vw.f16, b.coopmat > 0)
+			}
 			b.MatMul(db, xb, w, n)
 			got := make([]float32, n*rows)
 			if err := b.Download(t.Context(), got, db, 0); err != nil {
@@ -132,9 +142,9 @@ func TestQuantMatMulLarge(t *testing.T) {
 			}
 			// u·√K is 3.8e-6 for 4096 terms; float32 accumulation in a
 			// tree or strided order stays well under it.
-			t.Logf("tiled=%v %v n=%d [%d, %d]: max |err|/Σ|x·w| = %.3g", tiled, dt, n, rows, cols, worst)
+			t.Logf("%s %v n=%d [%d, %d]: max |err|/Σ|x·w| = %.3g", shader, dt, n, rows, cols, worst)
 			if worst > 8*math.Sqrt(cols)/(1<<24) {
-				t.Errorf("tiled=%v %v: max relative error %.3g", tiled, dt, worst)
+				t.Errorf("%s %v: max relative error %.3g", shader, dt, worst)
 			}
 		}
 		b.Close()
@@ -199,6 +209,46 @@ func BenchmarkMatMulQuant(b *testing.B) {
 					b.ReportMetric(2*float64(sh.n*sh.rows*sh.cols)/sec/1e9, "GFLOP/s")
 				})
 			}
+		}
+	}
+}
+
+// TestQuantFitsF16 checks the bound on dequantized values that lets a
+// quantized weight take the cooperative-matrix shader.
+func TestQuantFitsF16(t *testing.T) {
+	put := func(data []byte, o int, f float32) { binary.LittleEndian.PutUint16(data[o:], half.F32ToF16(f)) }
+	for _, c := range []struct {
+		t      quant.Type
+		d, min float32
+		fits   bool
+	}{
+		{quant.Q8_0, 511, 0, true},   // 65408
+		{quant.Q8_0, 512, 0, false},  // 65536
+		{quant.Q8_0, -511, 0, true},  // magnitudes count
+		{quant.Q4_K, 68, 12, true},   // 64260 + 756
+		{quant.Q4_K, 68, 30, false},  // 64260 + 1890
+		{quant.Q5_K, 33, 0, true},    // 64449
+		{quant.Q5_K, 34, 0, false},   // 66402
+		{quant.Q6_K, 15.98, 0, true}, // 65454
+		{quant.Q6_K, 16, 0, false},   // 65536
+		{quant.Q8_0, float32(math.Inf(1)), 0, false},
+		{quant.Q6_K, float32(math.NaN()), 0, false},
+	} {
+		data := make([]byte, 3*c.t.BlockBytes())
+		o := 0
+		if c.t == quant.Q6_K {
+			o = 208
+		}
+		for b := 0; b < 2; b++ { // small scales elsewhere
+			put(data, b*c.t.BlockBytes()+o, 0.01)
+		}
+		blk := data[2*c.t.BlockBytes():]
+		put(blk, o, c.d)
+		if c.t == quant.Q4_K || c.t == quant.Q5_K {
+			put(blk, 2, c.min)
+		}
+		if got := quantFitsF16(c.t, data); got != c.fits {
+			t.Errorf("%v d=%g dmin=%g: quantFitsF16 = %v, want %v", c.t, c.d, c.min, got, c.fits)
 		}
 	}
 }
