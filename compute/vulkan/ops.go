@@ -234,7 +234,8 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 // (prefill), on cooperative matrices where the device has them and the
 // weight is f16 or bf16 within f16's range. On CPU devices (lavapipe)
 // larger batches run as matvec dispatches of 8 inputs instead, unless
-// Options.TiledFrom says otherwise.
+// Options.TiledFrom says otherwise. Quantized weights take the same
+// choices with their own shaders (matMulQuant).
 func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	const op = "MatMul"
 	d, ok1 := b.buf(op, dst)

@@ -252,3 +252,36 @@ func TestQuantFitsF16(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantCoopmatFallback gives a device with cooperative matrices a Q8_0
+// weight with a value beyond f16's range: it must take the portable tiled
+// shader and still multiply correctly.
+func TestQuantCoopmatFallback(t *testing.T) {
+	b := newCoopmatBackend(t)
+	defer b.Close()
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n, rows, cols = 9, 16, 64
+	data := randomBlocks(rng, compute.Q8_0, rows, cols)
+	binary.LittleEndian.PutUint16(data[5*34:], half.F32ToF16(1000)) // block 5: |values| up to 128000
+	x := make([]float32, n*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	got := coopmatProduct(t, t.Context(), b, "Q8_0 beyond f16", compute.Q8_0, data, x, n, rows, cols, false)
+	wv := make([]float32, rows*cols)
+	if err := quant.DequantizeRow(quant.Q8_0, wv, data); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		for r := 0; r < rows; r++ {
+			var want, mag float64
+			for c := 0; c < cols; c++ {
+				p := float64(x[i*cols+c]) * float64(wv[r*cols+c])
+				want, mag = want+p, mag+math.Abs(p)
+			}
+			if d := math.Abs(float64(got[i*rows+r]) - want); d > 8*(math.Sqrt(cols)+4)*mag/(1<<24) {
+				t.Fatalf("dst[%d, %d] = %g, want %g", i, r, got[i*rows+r], want)
+			}
+		}
+	}
+}
