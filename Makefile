@@ -36,7 +36,7 @@ test-coopmat: ## the cooperative-matrix shaders on a lavapipe that has them (dow
 	# Every module through spirv-val, which knows SPV_KHR_cooperative_matrix (so matmulcm16, which
 	# lavapipe cannot run, is at least validated).
 	for f in shaders/*.spv; do "$(VKSYS)/run" "$(VKSYS)/root/usr/bin/spirv-val" --target-env vulkan1.1 "$$f" || exit 1; done
-	GOVINFER_REQUIRE_COOPMAT=1 $(GO) test -count=1 -exec "$(VKSYS)/run" -run 'Coopmat|BF16FitsF16' ./compute/vulkan/ ./model/
+	GOVINFER_REQUIRE_COOPMAT=1 $(GO) test -count=1 -exec "$(VKSYS)/run" -run 'Coopmat|BF16FitsF16|Quant' ./compute/vulkan/ ./model/
 
 race: ## the race detector over the concurrent packages (not part of CI: ~3 minutes here)
 	$(GO) test -race -short -count=1 ./engine/ ./httpapi/ ./compute/cpu/ ./asm/ ./tokenizer/ ./diag/... ./cmd/govinfer/

@@ -198,16 +198,18 @@ runtest() {
 if [ "$SKIP_TESTS" != 1 ]; then
 	runtest "compute/vulkan tests" compute/vulkan "$BIN/vulkan.test" -test.count=1 -test.timeout=10m
 	runtest "model Vulkan goldens" model "$BIN/model.test" -test.run 'Vulkan' -test.count=1 -test.timeout=10m
-	# Kernel timings (informative): attention and the delta rule (recurrent vs chunked) at 9B head shapes, matvec/matmul.
+	# Kernel timings (informative): attention and the delta rule (recurrent vs chunked) at 9B head shapes, matvec/matmul
+	# on bf16 weights (MatMul/...) and on Q8_0, Q4_K and Q6_K blocks (MatMulQuant/<shape>_<format>/...), decode and
+	# 512-token prefill at the 9B MLP's [12288, 4096].
 	say "kernel benchmarks"
-	(cd compute/vulkan && "$BIN/vulkan.test" -test.run '^$' -test.bench 'Attention|DeltaRule|MatMul/.*/vulkan' -test.benchtime 5x) |
+	(cd compute/vulkan && "$BIN/vulkan.test" -test.run '^$' -test.bench 'Attention|DeltaRule|MatMul(Quant)?/.*/vulkan' -test.benchtime 5x) |
 		tee "$SCRATCH/kernels.txt" || true
 	while IFS= read -r line; do
 		ROWS+=("$line")
 	done < <(awk '/^Benchmark/ {
 		name = substr($1, 10); sub(/-[0-9]+$/, "", name); rest = ""
 		for (i = 5; i < NF; i += 2) rest = rest sprintf(", %s %s", $i, $(i + 1))
-		printf "%-44s %.3f ms%s\n", name, $3 / 1e6, rest }' "$SCRATCH/kernels.txt")
+		printf "%-56s %.3f ms%s\n", name, $3 / 1e6, rest }' "$SCRATCH/kernels.txt")
 else
 	row "correctness tests" "skipped (SKIP_TESTS=1)"
 fi

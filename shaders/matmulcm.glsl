@@ -19,6 +19,16 @@
 // are too for magnitudes in f16's normal range (the backend checks the
 // largest magnitude of a weight before using this shader); smaller ones
 // keep an absolute error under 2^-25.
+//
+// With QUANT defined (matmulcmq16.comp, matmulcmq8.comp), DTYPE is a GGML
+// block format and each thread dequantizes 8 weights of a tile at a time
+// (quant.glsl, float32 values exact as quant.DequantizeRow gives them).
+// Those values have up to 24 significant bits, so the weights are split
+// like the activations, w = whi + wlo (whi to 11 bits, wlo the f16 of the
+// rest), and the product is xhi·whi + xlo·whi + xhi·wlo: 22 bits of each
+// weight, the dropped xlo·wlo under 2^-22 relative, plus an absolute error
+// under 2^-24 for weights below f16's normal range. The backend uses it only
+// for weights whose block scales keep every value within f16's range.
 
 const uint R = 32u / T; // accumulator tiles per side of a subgroup's block
 
@@ -36,7 +46,13 @@ layout(push_constant) uniform P {
 	uint n;
 	uint rowBase;
 	uint dstRows;
+	uint rowBytes; // QUANT: bytes of a weight row
 } p;
+
+#ifdef QUANT
+#define QTYPE DTYPE
+#include "quant.glsl"
+#endif
 
 const uint TM = 64, TN = 64, TK = 32;
 const uint LD = TK + 8; // row stride of the tiles in shared memory (halves), 16-byte multiple
@@ -44,6 +60,9 @@ const uint LD = TK + 8; // row stride of the tiles in shared memory (halves), 16
 shared float16_t xhi[TM * LD];
 shared float16_t xlo[TM * LD];
 shared float16_t ws[TN * LD];
+#ifdef QUANT
+shared float16_t wlo[TN * LD];
+#endif
 shared uint rowMax[TM];       // bits of max |x| per input row (non-negative floats order as uints)
 shared float rowScale[TM];
 shared float stage[4 * T * T]; // one accumulator tile per subgroup on its way out
@@ -99,21 +118,50 @@ void main() {
 			float hi = uintBitsToFloat((floatBitsToUint(v) + 0x1000u) & 0xffffe000u);
 			xhi[m * LD + k] = float16_t(hi);
 			xlo[m * LD + k] = float16_t(v - hi);
+#ifndef QUANT
 			uint wr = tileN + m;
 			ws[m * LD + k] = float16_t((wr < p.rows && c < p.cols) ? WLOAD(w, DTYPE, wr * p.cols + c) : 0.0);
+#endif
 		}
+#ifdef QUANT
+		// Columns are whole blocks, so a 32-column step never passes the
+		// row's end.
+		for (uint g = tid; g < TN * TK / 8u; g += nt) {
+			uint m = g / (TK / 8u), k = 8u * (g % (TK / 8u));
+			uint wr = tileN + m;
+			vec4 q[2] = {vec4(0.0), vec4(0.0)};
+			if (wr < p.rows) {
+				deq8(wr * p.rowBytes, k0 + k, q[0], q[1]);
+			}
+			[[unroll]] for (uint e = 0; e < 8u; e++) {
+				float v = q[e / 4u][e % 4u];
+				float hi = uintBitsToFloat((floatBitsToUint(v) + 0x1000u) & 0xffffe000u);
+				ws[m * LD + k + e] = float16_t(hi);
+				wlo[m * LD + k + e] = float16_t(v - hi);
+			}
+		}
+#endif
 		barrier();
 		for (uint kk = 0; kk < TK; kk += T) {
 			coopmat<float16_t, gl_ScopeSubgroup, T, T, gl_MatrixUseA> ah[R], al[R];
 			coopmat<float16_t, gl_ScopeSubgroup, T, T, gl_MatrixUseB> bw[R];
+#ifdef QUANT
+			coopmat<float16_t, gl_ScopeSubgroup, T, T, gl_MatrixUseB> bl[R];
+#endif
 			[[unroll]] for (uint i = 0; i < R; i++) {
 				coopMatLoad(ah[i], xhi, (subM + i * T) * LD + kk, LD, gl_CooperativeMatrixLayoutRowMajor);
 				coopMatLoad(al[i], xlo, (subM + i * T) * LD + kk, LD, gl_CooperativeMatrixLayoutRowMajor);
 				// B[k][r] = w[r][k]: the weight tile read column-major.
 				coopMatLoad(bw[i], ws, (subN + i * T) * LD + kk, LD, gl_CooperativeMatrixLayoutColumnMajor);
+#ifdef QUANT
+				coopMatLoad(bl[i], wlo, (subN + i * T) * LD + kk, LD, gl_CooperativeMatrixLayoutColumnMajor);
+#endif
 			}
 			[[unroll]] for (uint i = 0; i < R; i++) {
 				[[unroll]] for (uint j = 0; j < R; j++) {
+#ifdef QUANT
+					acc[i][j] = coopMatMulAdd(ah[i], bl[j], acc[i][j]);
+#endif
 					acc[i][j] = coopMatMulAdd(al[i], bw[j], acc[i][j]);
 					acc[i][j] = coopMatMulAdd(ah[i], bw[j], acc[i][j]);
 				}

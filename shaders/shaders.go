@@ -1,6 +1,8 @@
 // Package shaders holds the GLSL compute shaders of the Vulkan backend and
 // their SPIR-V, compiled by build.sh with glslc and embedded in the binary.
-// Each name.comp compiles to name.spv; common.glsl is included by all.
+// Each name.comp compiles to name.spv; common.glsl is included by all,
+// quant.glsl (the GGML block dequantizers) by the *q shaders, matmulcm.glsl
+// by the cooperative-matrix ones.
 package shaders
 
 import (

@@ -162,9 +162,13 @@ import "C"
 
 import (
 	"encoding/binary"
+	"math"
 	"unsafe"
 
 	vk "github.com/vulkan-go/vulkan"
+
+	"github.com/govinfer/govinfer/internal/half"
+	"github.com/govinfer/govinfer/quant"
 )
 
 // coopmatTile returns the tile size (16 or 8) of the cooperative-matrix
@@ -222,6 +226,43 @@ func bf16FitsF16(data []byte) bool {
 	}
 	for ; i+2 <= len(data); i += 2 {
 		if binary.LittleEndian.Uint16(data[i:])&0x7fff > f16Range {
+			return false
+		}
+	}
+	return true
+}
+
+// quantF16Max is the largest magnitude a dequantized value may have for
+// the cooperative-matrix shader: rounded to 11 significant bits (at most
+// 2^-11 up) it stays within f16's largest, 65504.
+const quantF16Max = 65504 / (1 + 1.0/2048)
+
+// quantFitsF16 reports whether every value of the t blocks in data is
+// within quantF16Max, bounded from each block's fp16 scales: Q8_0 |d|·128,
+// Q4_K |d|·63·15 + |dmin|·63, Q5_K |d|·63·31 + |dmin|·63, Q6_K |d|·128·32.
+// It reads two or four bytes per block; a NaN or infinite scale fails.
+func quantFitsF16(t quant.Type, data []byte) bool {
+	f16 := func(b []byte) float64 { return math.Abs(float64(half.F16ToF32(binary.LittleEndian.Uint16(b)))) }
+	size := t.BlockBytes()
+	if size == 0 {
+		return false
+	}
+	for o := 0; o+size <= len(data); o += size {
+		blk := data[o : o+size]
+		var m float64
+		switch t {
+		case quant.Q8_0:
+			m = f16(blk) * 128
+		case quant.Q4_K:
+			m = f16(blk)*63*15 + f16(blk[2:])*63
+		case quant.Q5_K:
+			m = f16(blk)*63*31 + f16(blk[2:])*63
+		case quant.Q6_K:
+			m = f16(blk[208:]) * 128 * 32
+		default:
+			return false
+		}
+		if !(m <= quantF16Max) { // NaN too
 			return false
 		}
 	}

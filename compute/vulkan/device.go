@@ -62,6 +62,9 @@ type Backend struct {
 	// and bf16 weights; 0 where it runs none.
 	coopmat       int
 	coopmatShader string // matmulcm16 or matmulcm8
+	// coopmatQShader is its variant for quantized weights (matmulcmq16
+	// or matmulcmq8).
+	coopmatQShader string
 	// attnTarget is how many attention workgroups fill the device: the
 	// cache length is split until that many run. attnSplitLen, when
 	// positive (tests), fixes the split length instead.
@@ -365,6 +368,7 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.coopmatShader = fmt.Sprintf("matmulcm%d", b.coopmat)
+	b.coopmatQShader = fmt.Sprintf("matmulcmq%d", b.coopmat)
 	b.dev = dev
 	var q vk.Queue
 	vk.GetDeviceQueue(b.dev, b.qfam, 0, &q)

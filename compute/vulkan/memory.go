@@ -9,6 +9,7 @@ import (
 	vk "github.com/vulkan-go/vulkan"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/quant"
 )
 
 // memKind says what a raw buffer is for, which decides its memory type.
@@ -216,6 +217,7 @@ type weight struct {
 	name       string
 	dt         compute.DType
 	rows, cols int
+	rowBytes   int // bytes of a row (whole blocks for quantized dtypes)
 	chunks     []wchunk
 	// f16 says every value converts to f16 without overflow, so the
 	// cooperative-matrix shader may multiply it (set only where the
@@ -279,16 +281,17 @@ func (b *Backend) releasePending() {
 }
 
 // LoadWeight implements compute.Backend: the weight is copied to device
-// memory once, in row chunks of at most the largest binding.
+// memory once, in row chunks of at most the largest binding. Quantized
+// weights (Q8_0, Q4_K, Q5_K, Q6_K) are uploaded as their raw GGML blocks,
+// rows of dt.RowBytes(cols) bytes, and only MatMul and Embed take them.
 func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
 	if rows <= 0 || cols <= 0 {
 		return nil, fmt.Errorf("vulkan: weight %s: bad shape [%d, %d]", name, rows, cols)
 	}
-	size := dt.Size()
-	if size == 0 {
-		return nil, fmt.Errorf("vulkan: weight %s: unsupported dtype %v", name, dt)
+	rowBytes, err := weightRowBytes(dt, cols)
+	if err != nil {
+		return nil, fmt.Errorf("vulkan: weight %s [%d, %d]: %w", name, rows, cols, err)
 	}
-	rowBytes := uint64(cols * size)
 	if want := uint64(rows) * rowBytes; uint64(len(data)) != want {
 		return nil, fmt.Errorf("vulkan: weight %s: %d bytes for [%d, %d] %v, want %d", name, len(data), rows, cols, dt, want)
 	}
@@ -306,9 +309,10 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 	if per == 0 {
 		return nil, fmt.Errorf("vulkan: weight %s: rows of %d bytes are too wide for the largest binding (%d bytes)", name, rowBytes, b.maxBinding)
 	}
-	w := &weight{name: name, dt: dt, rows: rows, cols: cols}
+	w := &weight{name: name, dt: dt, rows: rows, cols: cols, rowBytes: int(rowBytes)}
 	if b.coopmat > 0 && rows > 1 {
-		w.f16 = dt == compute.F16 || (dt == compute.BF16 && bf16FitsF16(data))
+		w.f16 = dt == compute.F16 || (dt == compute.BF16 && bf16FitsF16(data)) ||
+			(dt.Quant() != quant.Keep && quantFitsF16(dt.Quant(), data))
 	}
 	for r0 := 0; r0 < rows; r0 += per {
 		n := min(per, rows-r0)
@@ -324,6 +328,23 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 		}
 	}
 	return w, nil
+}
+
+// weightRowBytes returns the bytes of a row of cols elements of dt: the
+// float dtypes, and the block formats Q8_0, Q4_K, Q5_K and Q6_K, kept in
+// GGML's layout (rows of whole blocks) for the shaders of quant.glsl.
+func weightRowBytes(dt compute.DType, cols int) (uint64, error) {
+	if s := dt.Size(); s > 0 {
+		return uint64(cols * s), nil
+	}
+	switch dt {
+	case compute.Q8_0, compute.Q4_K, compute.Q5_K, compute.Q6_K:
+		if rb := dt.RowBytes(cols); rb > 0 {
+			return uint64(rb), nil
+		}
+		return 0, fmt.Errorf("%d columns are not whole %v blocks of %d", cols, dt, dt.Quant().BlockSize())
+	}
+	return 0, fmt.Errorf("unsupported dtype %v", dt)
 }
 
 // free releases a weight's chunks (weights live until Close otherwise).

@@ -9,6 +9,7 @@ import (
 	vk "github.com/vulkan-go/vulkan"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/quant"
 )
 
 // Workgroup sizes (specialisation constant 0 of the shaders that take it).
@@ -36,6 +37,10 @@ func (b *Backend) wt(op string, w compute.Weight) (*weight, bool) {
 	ww, ok := w.(*weight)
 	if !ok || ww == nil || len(ww.chunks) == 0 {
 		b.failf("%s: weight %T is not a weight of this backend", op, w)
+		return nil, false
+	}
+	if ww.dt.Quant() != quant.Keep && op != "MatMul" && op != "Embed" {
+		b.failf("%s: weight %s is %v; quantized weights are only for MatMul and Embed", op, ww.name, ww.dt)
 		return nil, false
 	}
 	return ww, true
@@ -205,6 +210,15 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 	if !ok {
 		return
 	}
+	if w.dt.Quant() != quant.Keep {
+		// One thread dequantizes 8 values of a gathered row.
+		gx, gy := grid((len(ids)*w.cols/8 + wgElem - 1) / wgElem)
+		for _, c := range w.chunks {
+			b.dispatch("embedq", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{0: c.raw, 1: b.ring.raw, 4: d.raw},
+				[]uint32{u32(len(ids)), u32(w.cols), u32(c.row0), u32(c.rows), off, u32(w.rowBytes)}, gx, gy, 1)
+		}
+		return
+	}
 	gx, gy := grid((len(ids)*w.cols + wgElem - 1) / wgElem)
 	for _, c := range w.chunks {
 		b.dispatch("embed", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{0: c.raw, 1: b.ring.raw, 4: d.raw},
@@ -217,7 +231,8 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 // (prefill), on cooperative matrices where the device has them and the
 // weight is f16 or bf16 within f16's range. On CPU devices (lavapipe)
 // larger batches run as matvec dispatches of 8 inputs instead, unless
-// Options.TiledFrom says otherwise.
+// Options.TiledFrom says otherwise. Quantized weights take the same
+// choices with their own shaders (matMulQuant).
 func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	const op = "MatMul"
 	d, ok1 := b.buf(op, dst)
@@ -228,6 +243,10 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	}
 	if d == xs {
 		b.failf("MatMul: dst and x are the same buffer")
+		return
+	}
+	if w.dt.Quant() != quant.Keep {
+		b.matMulQuant(d, xs, w, n)
 		return
 	}
 	for _, c := range w.chunks {
@@ -249,6 +268,33 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 		} else {
 			b.dispatch("matmul", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
 				pushWords(&matmulPush{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)}),
+				u32((c.rows+63)/64), u32((n+63)/64), 1)
+		}
+	}
+}
+
+// matMulQuant records MatMul for a weight in a GGML block format, once
+// per weight chunk: matvecq.comp in passes of up to 8 inputs below
+// b.tiledFrom inputs, matmulq.comp from there, or the cooperative-matrix
+// matmulcmq shader where the device has it and the weight's values are
+// within f16's range (weight.f16). All dequantize in the shader and
+// accumulate in float32.
+func (b *Backend) matMulQuant(d, xs *buffer, w *weight, n int) {
+	for _, c := range w.chunks {
+		if n < b.tiledFrom {
+			rowsPerGroup := max(1, wgRow/int(b.sg.size))
+			gx, gy := grid((c.rows + rowsPerGroup - 1) / rowsPerGroup)
+			for i0 := 0; i0 < n; i0 += maxBatch {
+				b.dispatch("matvecq", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup)}, []*rawBuf{0: c.raw, 3: xs.raw, 4: d.raw},
+					[]uint32{u32(c.rows), u32(w.cols), u32(min(maxBatch, n-i0)), u32(c.row0), u32(w.rows), u32(w.rowBytes), u32(i0)}, gx, gy, 1)
+			}
+		} else if w.f16 {
+			b.dispatch(b.coopmatQShader, []uint32{4 * b.sg.size, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
+				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), u32(w.rowBytes)},
+				u32((c.rows+63)/64), u32((n+63)/64), 1)
+		} else {
+			b.dispatch("matmulq", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
+				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), u32(w.rowBytes)},
 				u32((c.rows+63)/64), u32((n+63)/64), 1)
 		}
 	}

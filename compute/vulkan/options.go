@@ -11,7 +11,10 @@
 // overlap. On GPUs a step's command buffer is submitted every 64
 // dispatches while the host records the rest, so the device starts early.
 // Weights live in device-local memory in their stored dtype, split by rows
-// into chunks no larger than the device's maxStorageBufferRange. Small Go
+// into chunks no larger than the device's maxStorageBufferRange; quantized
+// ones (GGML's Q8_0, Q4_K, Q5_K and Q6_K blocks, as a GGUF file stores
+// them) are dequantized in the shaders of MatMul and Embed, with float32
+// activations and accumulation. Small Go
 // slices an operation takes (token ids, rope tables) and Upload data go
 // through a host-visible upload ring.
 //
