@@ -44,9 +44,19 @@ func InputRowBytes(t quant.Type, cols int) int {
 	return cols / 32 * int(unsafe.Sizeof(quant.BlockQ8_0{}))
 }
 
+// inputAlign is the alignment quantized input rows need: 4 bytes for Q8_K
+// blocks (a float32 scale), 2 for Q8_0 blocks (an fp16 one).
+func inputAlign(t quant.Type) uintptr {
+	if q8K, _ := InputType(t); q8K {
+		return 4
+	}
+	return 2
+}
+
 // QuantizeInputs quantizes n input rows of cols values (x, row-major) into
 // dst, n rows of InputRowBytes(t, cols) bytes, for products with weights of
-// type t. dst must be 4-byte aligned.
+// type t. dst must be 4-byte aligned for K-quant weights, 2-byte aligned for
+// Q8_0 (any whole row of a buffer from InputBuffer is).
 func (k *Kernels) QuantizeInputs(t quant.Type, dst []byte, x []float32, n, cols int) error {
 	rb := InputRowBytes(t, cols)
 	switch {
@@ -55,8 +65,8 @@ func (k *Kernels) QuantizeInputs(t quant.Type, dst []byte, x []float32, n, cols 
 	case n < 0 || len(x) < n*cols || len(dst) < n*rb:
 		return fmt.Errorf("asm: QuantizeInputs: %d rows of %d need %d inputs and %d bytes, have %d and %d",
 			n, cols, n*cols, n*rb, len(x), len(dst))
-	case n > 0 && uintptr(unsafe.Pointer(&dst[0]))%4 != 0:
-		return fmt.Errorf("asm: QuantizeInputs: output not 4-byte aligned")
+	case n > 0 && uintptr(unsafe.Pointer(&dst[0]))%inputAlign(t) != 0:
+		return fmt.Errorf("asm: QuantizeInputs: output not %d-byte aligned", inputAlign(t))
 	}
 	q8K, _ := InputType(t)
 	for i := range n {
@@ -89,8 +99,8 @@ func (k *Kernels) MatMulQ(t quant.Type, dst []float32, ldd int, w []byte, rows, 
 		return fmt.Errorf("asm: MatMulQ: weights have %d bytes, need %d rows of %d", len(w), rows, rb)
 	case len(xq) < n*xb:
 		return fmt.Errorf("asm: MatMulQ: inputs have %d bytes, need %d rows of %d", len(xq), n, xb)
-	case n > 0 && uintptr(unsafe.Pointer(&xq[0]))%4 != 0:
-		return fmt.Errorf("asm: MatMulQ: inputs not 4-byte aligned")
+	case n > 0 && uintptr(unsafe.Pointer(&xq[0]))%inputAlign(t) != 0:
+		return fmt.Errorf("asm: MatMulQ: inputs not %d-byte aligned", inputAlign(t))
 	}
 	if rows == 0 || n == 0 {
 		return nil

@@ -230,7 +230,11 @@ type Backend interface {
 	Copy(dst Buffer, dstOff int, src Buffer, srcOff int, n int)
 	// Embed gathers rows of table: dst[i, :] = table[ids[i], :].
 	Embed(dst Buffer, table Weight, ids []int32)
-	// MatMul computes dst[n, w.Rows] = x[n, w.Cols] · wᵀ.
+	// MatMul computes dst[n, w.Rows] = x[n, w.Cols] · wᵀ. With a weight of
+	// a block format, a backend may first quantize each input row to 8-bit
+	// blocks as GGML's CPU code does (the CPU backend does; see
+	// asm.MatMulQ), or multiply the dequantized weights by the inputs as
+	// they are (the Vulkan shaders do).
 	MatMul(dst Buffer, x Buffer, w Weight, n int)
 	// RMSNorm computes dst[r] = x[r] / sqrt(mean(x[r]²) + eps) * (1 + w) for n
 	// rows of dim, with w a [dim] weight (Qwen3.5's zero-centred norm).

@@ -36,6 +36,9 @@ func (d dequantizing) LoadWeight(name string, dt compute.DType, rows, cols int, 
 	return dequantizeLoad(d.Backend, name, dt, rows, cols, data)
 }
 
+// QuantizesInputs is false: the weights are dequantized, the inputs kept.
+func (d dequantizing) QuantizesInputs(compute.DType) bool { return false }
+
 // perturbingDequantizing is the perturbed backend of
 // TestSuiteCatchesPerturbation taking quantized weights.
 type perturbingDequantizing struct{ perturbing }
@@ -44,10 +47,14 @@ func (p perturbingDequantizing) LoadWeight(name string, dt compute.DType, rows, 
 	return dequantizeLoad(p.Backend, name, dt, rows, cols, data)
 }
 
+// QuantizesInputs is false: the weights are dequantized, the inputs kept.
+func (p perturbingDequantizing) QuantizesInputs(compute.DType) bool { return false }
+
 // TestQuantCases runs the quantized cases on a backend that takes the
-// formats (they must pass) and on a perturbed one (they must fail), and
-// checks that a backend that rejects the formats at LoadWeight (the CPU
-// backend, for now) gets a SkipError and nothing else.
+// formats (they must pass), on a perturbed one (they must fail), on the
+// CPU backend, which quantizes its inputs (they must pass, except for
+// formats it rejects), and checks that a backend that rejects every format
+// at LoadWeight gets a SkipError and nothing else.
 func TestQuantCases(t *testing.T) {
 	ref := cpu.New(cpu.Options{Threads: 1})
 	defer ref.Close()
@@ -65,13 +72,23 @@ func TestQuantCases(t *testing.T) {
 			t.Errorf("%s: a perturbed backend got %v, want a mismatch", c.Name, err)
 		}
 		bad.Close()
-		plain := cpu.New(cpu.Options{Threads: 1})
-		if _, rejects := plain.LoadWeight("probe", compute.Q8_0, 1, 32, make([]byte, 34)); rejects != nil {
-			err := c.Fn(&Env{Ref: ref, DUT: plain, Rng: rng(), Ctx: t.Context()})
-			if !errors.As(err, &skip) {
-				t.Errorf("%s on a backend without quantized weights: %v, want a SkipError", c.Name, err)
-			}
+		plain := cpu.New(cpu.Options{Threads: 2})
+		if err := c.Fn(&Env{Ref: ref, DUT: plain, Rng: rng(), Ctx: t.Context()}); err != nil {
+			t.Errorf("%s on the CPU backend: %v", c.Name, err)
 		}
 		plain.Close()
+		if err := c.Fn(&Env{Ref: ref, DUT: rejecting{ref}, Rng: rng(), Ctx: t.Context()}); !errors.As(err, &skip) {
+			t.Errorf("%s on a backend without quantized weights: %v, want a SkipError", c.Name, err)
+		}
 	}
+}
+
+// rejecting is a backend that takes no quantized weights.
+type rejecting struct{ *cpu.Backend }
+
+func (r rejecting) LoadWeight(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
+	if dt.Quant() != quant.Keep {
+		return nil, errors.New("no quantized weights")
+	}
+	return r.Backend.LoadWeight(name, dt, rows, cols, data)
 }

@@ -70,6 +70,11 @@ func (b *Backend) Name() string {
 	return fmt.Sprintf("cpu (%d threads, %s kernels)", b.pool.workers, b.k.Name())
 }
 
+// QuantizesInputs reports that MatMul quantizes its inputs to 8-bit blocks
+// for weights of a block format (see asm.MatMulQ), as GGML's CPU code does
+// (computetest.InputQuantizer).
+func (b *Backend) QuantizesInputs(dt compute.DType) bool { return dt.Quant() != quant.Keep }
+
 // Kernels returns the kernel set the backend runs.
 func (b *Backend) Kernels() *asm.Kernels { return b.k }
 

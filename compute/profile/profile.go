@@ -51,6 +51,14 @@ func New(inner compute.Backend) *Backend {
 // Inner returns the wrapped backend.
 func (b *Backend) Inner() compute.Backend { return b.inner }
 
+// QuantizesInputs reports whether the inner backend quantizes MatMul inputs
+// for weights of dtype dt (computetest.InputQuantizer), false when it does
+// not say.
+func (b *Backend) QuantizesInputs(dt compute.DType) bool {
+	iq, ok := b.inner.(interface{ QuantizesInputs(compute.DType) bool })
+	return ok && iq.QuantizesInputs(dt)
+}
+
 // Profile returns the operations timed since the last ResetProfile,
 // largest total time first (ties by name).
 func (b *Backend) Profile() []Entry {
