@@ -130,7 +130,7 @@ type simd struct {
 
 // archImpl installs the assembly kernels that f allows into k and returns the
 // features actually used.
-func archImpl(k *impl, f Features) Features {
+func archImpl(k *impl, f Features, nBlock int) Features {
 	var s simd
 	switch {
 	case f.AVX512:
@@ -154,7 +154,7 @@ func archImpl(k *impl, f Features) Features {
 		return Features{}
 	}
 	f.NEON = false
-	install(k, s)
+	install(k, s, nBlock)
 	installAct(k, f.AVX512)
 	return f
 }
@@ -179,7 +179,7 @@ func installAct(k *impl, avx512 bool) {
 }
 
 // install fills k from the routines in s.
-func install(k *impl, s simd) {
+func install(k *impl, s simd, nBlock int) {
 	L := s.lanes
 	k.dotBF16 = func(w []uint16, x []float32) float32 { return dotTail(s.dotBF16, L, dotBF16Go, w, x) }
 	k.dotF16 = func(w []uint16, x []float32) float32 { return dotTail(s.dotF16, L, dotF16Go, w, x) }
@@ -203,7 +203,7 @@ func install(k *impl, s simd) {
 	k.matVecBF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
 		matVec4(s.mvBF16, L, k.dotBF16, dst, w, cols, rows, cols, x)
 	}
-	tBF16 := newTiler(s.tileBF16, s.maxN, L, k.dotBF16, 16)
+	tBF16 := newTiler(s.tileBF16, s.maxN, L, k.dotBF16, 16, nBlock)
 	if s.unpacked {
 		xs := &sync.Pool{New: func() any { return new([]float32) }}
 		k.matVecBF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
@@ -218,7 +218,7 @@ func install(k *impl, s simd) {
 			matVec4(matVec4BF16AVX2U, 16, k.dotBF16, dst, w, cols, rows, cols, sx)
 			xs.Put(p)
 		}
-		tBF16 = newTiler(tileBF16AVX2U, 2, 16, k.dotBF16, 16)
+		tBF16 = newTiler(tileBF16AVX2U, 2, 16, k.dotBF16, 16, nBlock)
 		tBF16.pack = swapQuads
 	}
 	k.matVecF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
@@ -227,9 +227,9 @@ func install(k *impl, s simd) {
 	k.matVecF32 = func(dst []float32, w []float32, rows, cols int, x []float32) {
 		matVec4(s.mvF32, L, k.dotF32, dst, w, cols, rows, cols, x)
 	}
-	tF16 := newTiler(s.tileF16, s.maxN, L, k.dotF16, 16)
-	tF32 := newTiler(s.tileF32, s.maxN, L, k.dotF32, 16)
-	tBB := newTiler(s.tileBB, s.maxNBB, s.alignBB, dotBF16BF16Go, 32)
+	tF16 := newTiler(s.tileF16, s.maxN, L, k.dotF16, 16, nBlock)
+	tF32 := newTiler(s.tileF32, s.maxN, L, k.dotF32, 16, nBlock)
+	tBB := newTiler(s.tileBB, s.maxNBB, s.alignBB, dotBF16BF16Go, 32, nBlock)
 	k.matMulBF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
 		if n == 1 {
 			k.matVecBF16(dst[:rows], w, rows, cols, x)

@@ -56,7 +56,7 @@ func sigmoidMulNEON(dst, a, b *float32, n int)
 // features actually used. The matrix-matrix products run the 4x4 NEON
 // register tile (four weight rows by four inputs) inside the cache-blocked
 // tiler; a single input takes the matrix-vector kernel.
-func archImpl(k *impl, f Features) Features {
+func archImpl(k *impl, f Features, nBlock int) Features {
 	if !f.NEON {
 		return Features{}
 	}
@@ -96,9 +96,9 @@ func archImpl(k *impl, f Features) Features {
 		matVec4(matVec4F32NEON, L, k.dotF32, dst, w, cols, rows, cols, x)
 	}
 	// pad: 16 float32 inputs make 64 bytes.
-	tBF16 := newTiler(tileBF16NEON, 4, L, k.dotBF16, 16)
-	tF16 := newTiler(tileF16NEON, 4, L, k.dotF16, 16)
-	tF32 := newTiler(tileF32NEON, 4, L, k.dotF32, 16)
+	tBF16 := newTiler(tileBF16NEON, 4, L, k.dotBF16, 16, nBlock)
+	tF16 := newTiler(tileF16NEON, 4, L, k.dotF16, 16, nBlock)
+	tF32 := newTiler(tileF32NEON, 4, L, k.dotF32, 16, nBlock)
 	k.matMulBF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int) {
 		if n == 1 {
 			k.matVecBF16(dst[:rows], w, rows, cols, x)

@@ -3,4 +3,4 @@
 package asm
 
 // archImpl leaves the pure-Go kernels in place: this build has no assembly.
-func archImpl(k *impl, f Features) Features { return Features{} }
+func archImpl(k *impl, f Features, nBlock int) Features { return Features{} }

@@ -140,3 +140,34 @@ func TestMatMulF32Strided(t *testing.T) {
 		}
 	}
 }
+
+// TestInputBlockChangesNothing checks that the per-machine cache blocking
+// (inputs per block, which follows the L2 size) changes no result bit.
+func TestInputBlockChangesNothing(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	const rows, cols, n = 9, 2*kBlock + 24, 50
+	w := randU16(r, kinds[0], rows*cols)
+	x := randF32(r, n*cols)
+	for _, f := range []Features{{}, {AVX2: true}, {AVX2: true, packedBF16: true}, {AVX2: true, AVX512: true}, {NEON: true}} {
+		want := make([]float32, n*rows)
+		if err := New(f).MatMulBF16(want, rows, w, rows, cols, x, n); err != nil {
+			t.Fatal(err)
+		}
+		for _, nb := range []int{1, 6, 12, 120} {
+			k := newBlocked(f, nb)
+			got := make([]float32, n*rows)
+			if err := k.MatMulBF16(got, rows, w, rows, cols, x, n); err != nil {
+				t.Fatal(err)
+			}
+			for q := range n {
+				sameBits(t, fmt.Sprintf("%s nBlock %d", k.Name(), nb), q, got[q*rows:(q+1)*rows], want[q*rows:(q+1)*rows])
+			}
+		}
+	}
+	if got := inputBlock(512 << 10); got != 30 {
+		t.Errorf("inputBlock(512 KiB) = %d, want 30", got)
+	}
+	if a, b := inputBlock(0), inputBlock(64<<20); a != 30 || b != 120 {
+		t.Errorf("inputBlock(unknown) = %d, inputBlock(64 MiB) = %d, want 30 and 120", a, b)
+	}
+}

@@ -78,32 +78,44 @@ type tiler[W, X any] struct {
 	// pack, when set, stores a block of inputs in the order tile reads
 	// (len(src) a multiple of align); nil means a plain copy.
 	pack func(dst, src []X)
+	// nBlock is the number of inputs of a block, a multiple of maxN.
+	nBlock int
 	// pool holds the *tileScratch[X] of matMul calls.
 	pool *sync.Pool
 }
 
 // tileScratch is the memory of one matMul call.
 type tileScratch[X any] struct {
-	x   []X // nBlock*(kBlock+pad) elements: the repacked input block
+	x   []X // (nBlock+maxN)*(kBlock+pad) elements: the repacked input block
 	out [4 * maxTileN]float32
 }
 
-// newTiler returns a tiler with its scratch pool.
+// newTiler returns a tiler of blocks of nBlock inputs with its scratch pool.
 func newTiler[W, X any](tile func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int),
-	maxN, align int, dot func([]W, []X) float32, pad int) *tiler[W, X] {
+	maxN, align int, dot func([]W, []X) float32, pad, nBlock int) *tiler[W, X] {
+	nBlock = max(maxN, nBlock-nBlock%maxN)
 	size := (nBlock + maxN) * (kBlock + pad)
-	return &tiler[W, X]{tile: tile, maxN: maxN, align: align, dot: dot, pad: pad,
+	return &tiler[W, X]{tile: tile, maxN: maxN, align: align, dot: dot, pad: pad, nBlock: nBlock,
 		pool: &sync.Pool{New: func() any { return &tileScratch[X]{x: make([]X, size)} }}}
 }
 
 // Cache blocking of the tiled product: a block of kBlock columns of up to
-// nBlock inputs is kept hot (nBlock*kBlock*4 bytes of f32 inputs, 240 KiB)
-// while every four-row weight tile of that column block (4*kBlock elements)
-// is streamed through it.
-const (
-	kBlock = 2048 // a multiple of every tiler's align
-	nBlock = 30   // inputs per block; a multiple of every tiler's maxN is best
-)
+// nBlock inputs is kept hot in the L2 cache while every four-row weight tile
+// of that column block (4*kBlock elements) is streamed through it. kBlock
+// also fixes the order in which every element is summed (see matMul), so it
+// is the same on every machine; nBlock changes no result and follows the
+// machine's L2 size (inputBlock).
+const kBlock = 2048 // a multiple of every tiler's align
+
+// inputBlock returns the inputs per block for an L2 cache of l2 bytes (0:
+// unknown): as many float32 input rows of kBlock columns as fill half of
+// it, between 12 and 120 (30 for the common 512 KiB).
+func inputBlock(l2 int) int {
+	if l2 <= 0 {
+		l2 = 512 << 10
+	}
+	return min(120, max(12, l2/2/(kBlock*4)-2))
+}
 
 // matMul computes dst[i*ldd+r] = sum_c w[r*cols+c]*x[i*cols+c] for r < rows and
 // i < n using the micro-kernel, with the loops blocked for the caches. Each
@@ -126,7 +138,7 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int,
 	for i := range n {
 		clear(dst[i*ldd : i*ldd+rows])
 	}
-	nb := max(t.maxN, nBlock-nBlock%t.maxN)
+	nb := t.nBlock
 	if m > 0 {
 		sc := t.pool.Get().(*tileScratch[X])
 		buf := sc.x

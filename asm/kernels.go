@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/govinfer/govinfer/quant"
+	"github.com/klauspost/cpuid/v2"
 )
 
 // Kernels is one set of kernel implementations. Build it with [New], [Detect]
@@ -73,10 +74,18 @@ func goImpl() impl {
 
 // New returns the kernel set that uses the capabilities in want that the
 // running CPU also has (see [DetectFeatures]). New(Features{}) is the pure-Go set.
+//
+// The products' cache blocking follows the CPU's L2 size as
+// github.com/klauspost/cpuid/v2 reports it.
 func New(want Features) *Kernels {
+	return newBlocked(want, inputBlock(cpuid.CPU.Cache.L2))
+}
+
+// newBlocked is New with nBlock inputs per block of the tiled products.
+func newBlocked(want Features, nBlock int) *Kernels {
 	f := want.and(DetectFeatures())
 	k := &Kernels{impl: goImpl()}
-	k.features = archImpl(&k.impl, f)
+	k.features = archImpl(&k.impl, f, nBlock)
 	return k
 }
 
