@@ -215,7 +215,7 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 		gx, gy := grid((len(ids)*w.cols/8 + wgElem - 1) / wgElem)
 		for _, c := range w.chunks {
 			b.dispatch("embedq", []uint32{wgElem, uint32(w.dt)}, []*rawBuf{0: c.raw, 1: b.ring.raw, 4: d.raw},
-				[]uint32{u32(len(ids)), u32(w.cols), u32(c.row0), u32(c.rows), off, u32(w.rowBytes)}, gx, gy, 1)
+				pushWords(&embedQPush{u32(len(ids)), u32(w.cols), u32(c.row0), u32(c.rows), off, u32(w.rowBytes)}), gx, gy, 1)
 		}
 		return
 	}
@@ -263,7 +263,7 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 			}
 		} else if w.f16 {
 			b.dispatch(b.coopmatShader, []uint32{4 * b.sg.size, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
-				pushWords(&matmulPush{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows)}),
+				pushWords(&matmulQPush{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), 0}),
 				u32((c.rows+63)/64), u32((n+63)/64), 1)
 		} else {
 			b.dispatch("matmul", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
@@ -286,15 +286,15 @@ func (b *Backend) matMulQuant(d, xs *buffer, w *weight, n int) {
 			gx, gy := grid((c.rows + rowsPerGroup - 1) / rowsPerGroup)
 			for i0 := 0; i0 < n; i0 += maxBatch {
 				b.dispatch("matvecq", []uint32{wgRow, uint32(w.dt), u32(rowsPerGroup)}, []*rawBuf{0: c.raw, 3: xs.raw, 4: d.raw},
-					[]uint32{u32(c.rows), u32(w.cols), u32(min(maxBatch, n-i0)), u32(c.row0), u32(w.rows), u32(w.rowBytes), u32(i0)}, gx, gy, 1)
+					pushWords(&matvecQPush{u32(c.rows), u32(w.cols), u32(min(maxBatch, n-i0)), u32(c.row0), u32(w.rows), u32(w.rowBytes), u32(i0)}), gx, gy, 1)
 			}
 		} else if w.f16 {
 			b.dispatch(b.coopmatQShader, []uint32{4 * b.sg.size, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
-				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), u32(w.rowBytes)},
+				pushWords(&matmulQPush{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), u32(w.rowBytes)}),
 				u32((c.rows+63)/64), u32((n+63)/64), 1)
 		} else {
 			b.dispatch("matmulq", []uint32{0, uint32(w.dt)}, []*rawBuf{0: c.raw, 2: xs.raw, 4: d.raw},
-				[]uint32{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), u32(w.rowBytes)},
+				pushWords(&matmulQPush{u32(c.rows), u32(w.cols), u32(n), u32(c.row0), u32(w.rows), u32(w.rowBytes)}),
 				u32((c.rows+63)/64), u32((n+63)/64), 1)
 		}
 	}

@@ -24,9 +24,14 @@ func headsOf(h compute.Heads) headsPush {
 type (
 	embedPush  struct{ N, Cols, RowBase, Rows, IDsOff uint32 }
 	matvecPush struct{ Rows, Cols, N, RowBase, DstRows, Vec, I0 uint32 }
-	// matmulPush is the block of matmul and of the cooperative-matrix
-	// matmulcm8 and matmulcm16.
+	// matmulPush is the block of matmul.
 	matmulPush struct{ Rows, Cols, N, RowBase, DstRows uint32 }
+	// matmulQPush is the block of matmulq and of the cooperative-matrix
+	// shaders (matmulcm8/16 and their quantized matmulcmq8/16, which read
+	// RowBytes: the bytes of a weight row in its block format).
+	matmulQPush struct{ Rows, Cols, N, RowBase, DstRows, RowBytes uint32 }
+	matvecQPush struct{ Rows, Cols, N, RowBase, DstRows, RowBytes, I0 uint32 }
+	embedQPush  struct{ N, Cols, RowBase, Rows, IDsOff, RowBytes uint32 }
 	normPush   struct {
 		N, Count, Dim uint32
 		X, D, Z       headsPush
@@ -74,7 +79,8 @@ type (
 // pushStructs maps each shader to its push-constant struct.
 var pushStructs = map[string]any{
 	"embed": embedPush{}, "matvec": matvecPush{}, "matmul": matmulPush{},
-	"matmulcm8": matmulPush{}, "matmulcm16": matmulPush{},
+	"matmulcm8": matmulQPush{}, "matmulcm16": matmulQPush{}, "matmulcmq8": matmulQPush{}, "matmulcmq16": matmulQPush{},
+	"matmulq": matmulQPush{}, "matvecq": matvecQPush{}, "embedq": embedQPush{},
 	"norm": normPush{}, "addnorm": addnormPush{}, "rope": ropePush{}, "conv": convPush{},
 	"gates": gatesPush{}, "deltarule": deltarulePush{}, "deltachunk": deltachunkPush{},
 	"kvstore": kvstorePush{}, "attention": attentionPush{}, "attnmerge": attnmergePush{},
@@ -83,7 +89,7 @@ var pushStructs = map[string]any{
 
 // pushStruct is the set of push-constant structs.
 type pushStruct interface {
-	embedPush | matvecPush | matmulPush | normPush | addnormPush | ropePush | convPush | gatesPush |
+	embedPush | matvecPush | matmulPush | matmulQPush | matvecQPush | embedQPush | normPush | addnormPush | ropePush | convPush | gatesPush |
 		deltarulePush | deltachunkPush | kvstorePush | attentionPush | attnmergePush | eltwisePush | argmaxPush
 }
 
