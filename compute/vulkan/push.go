@@ -32,7 +32,7 @@ type (
 	matmulQPush struct{ Rows, Cols, N, RowBase, DstRows, RowBytes uint32 }
 	matvecQPush struct{ Rows, Cols, N, RowBase, DstRows, RowBytes, I0 uint32 }
 	embedQPush  struct{ N, Cols, RowBase, Rows, IDsOff, RowBytes uint32 }
-	normPush   struct {
+	normPush    struct {
 		N, Count, Dim uint32
 		X, D, Z       headsPush
 		Eps           float32
