@@ -2,7 +2,11 @@
 
 package asm
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/govinfer/govinfer/quant"
+)
 
 // Assembly kernels, generated into *_amd64.s by internal/asmgen. The Go
 // declarations document only the ABI; each .s file states its preconditions.
@@ -112,6 +116,24 @@ func siluMulAVX512(dst, a, b *float32, n int)
 //go:noescape
 func sigmoidMulAVX512(dst, a, b *float32, n int)
 
+//go:noescape
+func qdotQ8_0AVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ8_0AVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ4KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ4KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ6KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ6KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
 	lanes                 int
@@ -156,6 +178,8 @@ func archImpl(k *impl, f Features) Features {
 	f.NEON = false
 	install(k, s)
 	installAct(k, f.AVX512)
+	// The AVX-512 sets run the AVX2 quantized kernels too.
+	k.matMulQ = matMulQAVX2
 	return f
 }
 
@@ -252,4 +276,18 @@ func install(k *impl, s simd) {
 		tF32.matMul(dst, ldd, w, rows, cols, x, n)
 	}
 	k.gemmBF16 = tBB.matMul
+}
+
+// matMulQAVX2 is MatMulQ on the AVX2 quantized kernels.
+func matMulQAVX2(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int) {
+	switch t {
+	case quant.Q8_0:
+		matMulQTiles(qdotQ8_0AVX2x1, qdotQ8_0AVX2x2, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q4_K:
+		matMulQTiles(qdotQ4KAVX2x1, qdotQ4KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q6_K:
+		matMulQTiles(qdotQ6KAVX2x1, qdotQ6KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
+	default:
+		matMulQGo(t, dst, ldd, w, rows, cols, xq, n)
+	}
 }

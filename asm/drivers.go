@@ -1,6 +1,10 @@
 package asm
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/govinfer/govinfer/quant"
+)
 
 // This file holds the Go glue shared by the assembly kernel sets: each
 // assembly routine handles an aligned main part and the Go twins finish the
@@ -214,5 +218,48 @@ func swapQuads(dst, src []float32) {
 		copy(d[4:8], s[8:12])
 		copy(d[8:12], s[4:8])
 		copy(d[12:16], s[12:16])
+	}
+}
+
+// qTile is a quantized four-row kernel: for r < 4 and each of its inputs j
+// it continues the running sum dst[j*ldd+r] of weight row r (w + r*ldw
+// bytes) times quantized input j (x + j*ldx bytes) over blocks blocks, in
+// block order, as the package quant twin sums one row.
+type qTile func(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+// matMulQTiles is MatMulQ on the kernels one (one input) and two (two
+// inputs): each group of four weight rows meets the inputs two at a time,
+// so the group's rows stay in L1 while the inputs stream from L2 or L3.
+// The last rows%4 rows run as four copies of themselves (a weight stride
+// of zero) into scratch; every lane sums one (row, input) pair alone, so
+// every element is the twin's, whatever n, rows and its place.
+func matMulQTiles(one, two qTile, t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int) {
+	rb, xb := t.RowBytes(cols), InputRowBytes(t, cols)
+	blocks := cols / t.BlockSize()
+	for i := range n {
+		clear(dst[i*ldd : i*ldd+rows])
+	}
+	rows4 := rows - rows%4
+	for r := 0; r < rows4; r += 4 {
+		i := 0
+		for ; i+2 <= n; i += 2 {
+			two(&dst[i*ldd+r], ldd, &w[r*rb], rb, &xq[i*xb], xb, blocks)
+		}
+		if i < n {
+			one(&dst[i*ldd+r], ldd, &w[r*rb], rb, &xq[i*xb], xb, blocks)
+		}
+	}
+	var out [8]float32
+	for r := rows4; r < rows; r++ {
+		for i := 0; i < n; i += 2 {
+			out = [8]float32{}
+			if i+1 < n {
+				two(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
+				dst[(i+1)*ldd+r] = out[4]
+			} else {
+				one(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
+			}
+			dst[i*ldd+r] = out[0]
+		}
 	}
 }

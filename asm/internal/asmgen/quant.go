@@ -1,0 +1,378 @@
+package main
+
+import "fmt"
+
+// The AVX2 quantized products (GGML block formats, see package quant and
+// asm/quant.go). Each kernel takes four weight rows and nb (1 or 2)
+// quantized input rows and walks their blocks in order: the integer part of
+// each block pair is exact in int32 (any summation order gives the same
+// integer), then the block's float epilogue is the Go twin's, lane by lane
+// (one lane per weight row): d = fp16(d_w)·d_a with VMULPS, then
+// float32(d·float32(S)) with VCVTDQ2PS and VMULPS, added to the row's
+// running sum with VADDPS (Q4_K also subtracts float32(dmin·float32(M))).
+// No FMA, so every lane rounds as the twin's scalar code does.
+//
+// The kernels add to dst: the running sums start at dst's values, which the
+// driver clears first, so that 0 + t is the twin's first term exactly.
+
+// qSig is the Go signature of every quantized kernel.
+func qSig(name string) string {
+	return fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)", name)
+}
+
+// qDoc documents a quantized kernel.
+func qDoc(name, what string, nb int) string {
+	return qSig(name) + "\n" + fmt.Sprintf("For r < 4 and j < %d, continues the running sum dst[j*ldd+r] of the %s\n"+
+		"product of weight row r (w + r*ldw bytes) and quantized input j (x + j*ldx bytes)\n"+
+		"over blocks blocks, block by block as the Go twin sums it. Requires blocks >= 1.", nb, what)
+}
+
+// qProlog loads the arguments: dst in DI, ldd in bytes in DX, the weight
+// rows in SI, R10, R11, R12, the inputs in R13 (and R14), blocks in CX, and
+// the running sums into X14 (and X15).
+func qProlog(g *gen, nb int) {
+	g.l("MOVQ dst+0(FP), DI")
+	g.l("MOVQ ldd+8(FP), DX")
+	g.l("SHLQ $2, DX")
+	g.l("MOVQ w+16(FP), SI")
+	g.l("MOVQ ldw+24(FP), R8")
+	g.l("LEAQ (SI)(R8*1), R10")
+	g.l("LEAQ (R10)(R8*1), R11")
+	g.l("LEAQ (R11)(R8*1), R12")
+	g.l("MOVQ x+32(FP), R13")
+	g.l("MOVQ ldx+40(FP), R9")
+	g.l("LEAQ (R13)(R9*1), R14")
+	g.l("MOVQ blocks+48(FP), CX")
+	g.l("VMOVUPS (DI), X14")
+	if nb == 2 {
+		g.l("VMOVUPS (DI)(DX*1), X15")
+	}
+}
+
+// qEpilog advances the pointers by one block, loops, and stores the sums.
+func qEpilog(g *gen, nb, wBytes, xBytes int) {
+	for _, p := range qWRows {
+		g.l("ADDQ $%d, %s", wBytes, p)
+	}
+	for _, p := range qXRows[:nb] {
+		g.l("ADDQ $%d, %s", xBytes, p)
+	}
+	g.l("DECQ CX")
+	g.l("JNZ block")
+	g.l("VMOVUPS X14, (DI)")
+	if nb == 2 {
+		g.l("VMOVUPS X15, (DI)(DX*1)")
+	}
+	g.l("VZEROUPPER")
+	g.l("RET")
+}
+
+var (
+	qWRows = []string{"SI", "R10", "R11", "R12"}
+	qXRows = []string{"R13", "R14"}
+)
+
+// qReduce4 leaves in X<a[0]> the four int32 sums of the vectors Y<a[0..3]>,
+// in that order; t is a scratch register. a[1..3] are clobbered.
+func qReduce4(g *gen, a [4]int, t int) {
+	g.l("VPHADDD Y%d, Y%d, Y%d", a[1], a[0], a[0])
+	g.l("VPHADDD Y%d, Y%d, Y%d", a[3], a[2], a[2])
+	g.l("VPHADDD Y%d, Y%d, Y%d", a[2], a[0], a[0])
+	g.l("VEXTRACTI128 $1, Y%d, X%d", a[0], t)
+	g.l("VPADDD X%d, X%d, X%d", t, a[0], a[0])
+}
+
+// qHalves loads the binary16 values at off in each weight row into the four
+// lanes of X<dst> as float32.
+func qHalves(g *gen, off, dst int) {
+	g.l("MOVWLZX %d(SI), AX", off)
+	g.l("VMOVD AX, X%d", dst)
+	for r, p := range qWRows[1:] {
+		g.l("VPINSRW $%d, %d(%s), X%d, X%d", r+1, off, p, dst, dst)
+	}
+	g.l("VCVTPH2PS X%d, X%d", dst, dst)
+}
+
+// qSum adds float32(d·float32(S)) to the running sum of input j, with the
+// int32 sums S in X<s> and d in X<d>; sub subtracts instead.
+func qSum(g *gen, j, s, d int, sub bool) {
+	g.l("VCVTDQ2PS X%d, X%d", s, s)
+	g.l("VMULPS X%d, X%d, X%d", d, s, s)
+	op := "VADDPS"
+	if sub {
+		op = "VSUBPS"
+	}
+	g.l("%s X%d, X%d, X%d", op, s, 14+j, 14+j)
+}
+
+// x86QDotQ8_0 emits the Q8_0×Q8_0 kernel. Blocks are 34 bytes on both
+// sides (fp16 d, 32 int8). The int8 values are sign-extended to int16 and
+// multiplied with VPMADDWD, exact for every byte value (ggml's VPSIGNB and
+// VPMADDUBSW trick is not when both values are -128).
+//
+// Registers: inputs j widened in Y10+2j, Y11+2j; a weight row in Y8, Y9;
+// the products of rows 0, 1 for input j in Y4j, Y4j+1 (then their VPHADDD
+// in Y4j), rows 2, 3 in Y4j+1, Y4j+2, scratch Y4j+2 or Y4j+3.
+func x86QDotQ8_0(g *gen, nb int) {
+	name := fmt.Sprintf("qdotQ8_0AVX2x%d", nb)
+	g.text(name, "$0-56", qDoc(name, "Q8_0×Q8_0", nb))
+	qProlog(g, nb)
+	g.label("block")
+	for j := range nb {
+		g.l("VPMOVSXBW 2(%s), Y%d", qXRows[j], 10+2*j)
+		g.l("VPMOVSXBW 18(%s), Y%d", qXRows[j], 11+2*j)
+	}
+	for r, p := range qWRows {
+		g.l("PREFETCHT0 %d(%s)", mvPrefetch, p)
+		g.l("VPMOVSXBW 2(%s), Y8", p)
+		g.l("VPMOVSXBW 18(%s), Y9", p)
+		for j := range nb {
+			acc, tmp := 4*j+r, 4*j+2
+			if r >= 2 {
+				acc, tmp = 4*j+r-1, 4*j+3
+			}
+			g.l("VPMADDWD Y%d, Y8, Y%d", 10+2*j, acc)
+			g.l("VPMADDWD Y%d, Y9, Y%d", 11+2*j, tmp)
+			g.l("VPADDD Y%d, Y%d, Y%d", tmp, acc, acc)
+		}
+		if r == 1 {
+			for j := range nb {
+				g.l("VPHADDD Y%d, Y%d, Y%d", 4*j+1, 4*j, 4*j)
+			}
+		}
+	}
+	qHalves(g, 0, 8)
+	for j := range nb {
+		h := 4 * j
+		g.l("VPHADDD Y%d, Y%d, Y%d", h+2, h+1, h+1)
+		g.l("VPHADDD Y%d, Y%d, Y%d", h+1, h, h)
+		g.l("VEXTRACTI128 $1, Y%d, X%d", h, h+1)
+		g.l("VPADDD X%d, X%d, X%d", h+1, h, h)
+		g.l("VPBROADCASTW (%s), X9", qXRows[j])
+		g.l("VCVTPH2PS X9, X9")
+		g.l("VMULPS X9, X8, X9")
+		qSum(g, j, h, 9, false)
+	}
+	qEpilog(g, nb, 34, 34)
+}
+
+// Frame of the K-quant kernels: per weight row r the eight sub-block scales
+// as int16 at qScales+16r and (Q4_K) the eight mins, each twice, as int16
+// at qMins+32r.
+const (
+	qScales = 0
+	qMins   = 64
+	qFrame  = 192
+)
+
+// x86QDotQ4K emits the Q4_K×Q8_K kernel. A Q4_K block is 144 bytes (fp16 d,
+// fp16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles); a
+// Q8_K block is 292 bytes (float32 d, 256 int8, 16 int16 Bsums). Per block:
+//
+//	S = Σ_j sc_j·Σ_{32 values of sub-block j} q·a   (VPMADDUBSW, then VPMADDWD by sc_j)
+//	M = Σ_{k<16} m_{k/2}·Bsums[k]                  (VPMADDWD)
+//
+// The scales and mins are unpacked with ggml's 32-bit masks in general
+// registers and kept in the frame for VPBROADCASTW.
+//
+// Registers: accumulator of row r, input j in Y(r+4j); nibbles in Y8, Y9;
+// products in Y10; a broadcast scale in Y11; 0x0f bytes in Y13.
+func x86QDotQ4K(g *gen, nb int) {
+	name := fmt.Sprintf("qdotQ4KAVX2x%d", nb)
+	g.text(name, fmt.Sprintf("$%d-56", qFrame), qDoc(name, "Q4_K×Q8_K", nb))
+	qProlog(g, nb)
+	g.l("MOVL $0x0f0f0f0f, AX")
+	g.l("VMOVD AX, X13")
+	g.l("VPBROADCASTD X13, Y13")
+	g.label("block")
+	for r, p := range qWRows {
+		g.l("PREFETCHT0 %d(%s)", mvPrefetch, p)
+		g.l("PREFETCHT0 %d(%s)", mvPrefetch+64, p)
+		g.l("PREFETCHT0 %d(%s)", mvPrefetch+128, p)
+		// ggml's unpacking: u0, u1, u2 are the 12 bytes of scales.
+		g.l("MOVL 4(%s), AX", p)
+		g.l("MOVL 8(%s), BX", p)
+		g.l("MOVL 12(%s), R8", p)
+		// R9 = mins 4..7 = ((u2>>4)&0x0f0f0f0f) | (((u1>>6)&0x03030303)<<4)
+		g.l("MOVL R8, R9")
+		g.l("SHRL $4, R9")
+		g.l("ANDL $0x0f0f0f0f, R9")
+		g.l("MOVL BX, R15")
+		g.l("SHRL $6, R15")
+		g.l("ANDL $0x03030303, R15")
+		g.l("SHLL $4, R15")
+		g.l("ORL R15, R9")
+		// BX = mins 0..3 = u1&0x3f3f3f3f
+		g.l("ANDL $0x3f3f3f3f, BX")
+		// R8 = scales 4..7 = (u2&0x0f0f0f0f) | (((u0>>6)&0x03030303)<<4)
+		g.l("ANDL $0x0f0f0f0f, R8")
+		g.l("MOVL AX, R15")
+		g.l("SHRL $6, R15")
+		g.l("ANDL $0x03030303, R15")
+		g.l("SHLL $4, R15")
+		g.l("ORL R15, R8")
+		// AX = scales 0..3 = u0&0x3f3f3f3f
+		g.l("ANDL $0x3f3f3f3f, AX")
+		g.l("SHLQ $32, R8")
+		g.l("ORQ R8, AX")
+		g.l("SHLQ $32, R9")
+		g.l("ORQ R9, BX")
+		g.l("VMOVQ AX, X8")
+		g.l("VPMOVZXBW X8, X8")
+		g.l("VMOVDQU X8, %d(SP)", qScales+16*r)
+		g.l("VMOVQ BX, X8")
+		g.l("VPUNPCKLBW X8, X8, X8")
+		g.l("VPMOVZXBW X8, Y8")
+		g.l("VMOVDQU Y8, %d(SP)", qMins+32*r)
+	}
+	for r, p := range qWRows {
+		for gi := range 4 {
+			g.l("VMOVDQU %d(%s), Y9", 16+32*gi, p)
+			g.l("VPAND Y13, Y9, Y8")
+			g.l("VPSRLW $4, Y9, Y9")
+			g.l("VPAND Y13, Y9, Y9")
+			for h, q := range []int{8, 9} {
+				sub := 2*gi + h
+				g.l("VPBROADCASTW %d(SP), Y11", qScales+16*r+2*sub)
+				for j := range nb {
+					acc := r + 4*j
+					g.l("VPMADDUBSW %d(%s), Y%d, Y10", 4+32*sub, qXRows[j], q)
+					g.l("VPMADDWD Y11, Y10, Y10")
+					if gi == 0 && h == 0 {
+						g.l("VMOVDQA Y10, Y%d", acc)
+					} else {
+						g.l("VPADDD Y10, Y%d, Y%d", acc, acc)
+					}
+				}
+			}
+		}
+	}
+	// S of input j in X(4j).
+	for j := range nb {
+		qReduce4(g, [4]int{4 * j, 4*j + 1, 4*j + 2, 4*j + 3}, 8)
+	}
+	// d in X1, dmin in X2 (lanes = rows).
+	g.l("VMOVD (SI), X1")
+	for r, p := range qWRows[1:] {
+		g.l("VPINSRD $%d, (%s), X1, X1", r+1, p)
+	}
+	g.l("VCVTPH2PS X1, Y1")
+	g.l("VEXTRACTF128 $1, Y1, X3")
+	g.l("VSHUFPS $0xdd, X3, X1, X2")
+	g.l("VSHUFPS $0x88, X3, X1, X1")
+	for j := range nb {
+		x := qXRows[j]
+		for r := range 4 {
+			g.l("VMOVDQU %d(SP), Y8", qMins+32*r)
+			g.l("VPMADDWD 260(%s), Y8, Y%d", x, 9+r)
+		}
+		qReduce4(g, [4]int{9, 10, 11, 12}, 8)
+		g.l("VBROADCASTSS (%s), X10", x)
+		g.l("VMULPS X10, X1, X11")
+		qSum(g, j, 4*j, 11, false)
+		g.l("VMULPS X10, X2, X11")
+		qSum(g, j, 9, 11, true)
+	}
+	qEpilog(g, nb, 144, 292)
+}
+
+// x86QDotQ6K emits the Q6_K×Q8_K kernel. A Q6_K block is 210 bytes (128
+// bytes of low nibbles, 64 of high bit pairs, 16 int8 scales, fp16 d). Per
+// block, with q the unsigned 6-bit values,
+//
+//	S = Σ_k sc_k·Σ_{16 values of sub-block k} q·a − 32·Σ_k sc_k·Bsums[k]
+//
+// the first part with VPMADDUBSW and VPMADDWD by a vector holding sc_k in
+// its low 128 bits and sc_k+1 in its high 128 bits (VPSHUFB from q6kshuf,
+// then VPMOVSXBW), the second with one VPMADDWD against Bsums.
+//
+// Registers: accumulator of row r, input j in Y(r+4j); the 6-bit values in
+// Y8, scratch and products in Y9; scales in Y10; the row's 16 scales in
+// X11; 0x30 bytes in Y12, 0x0f bytes in Y13.
+func x86QDotQ6K(g *gen, nb int) {
+	name := fmt.Sprintf("qdotQ6KAVX2x%d", nb)
+	g.text(name, "$0-56", qDoc(name, "Q6_K×Q8_K", nb))
+	qProlog(g, nb)
+	g.l("MOVL $0x0f0f0f0f, AX")
+	g.l("VMOVD AX, X13")
+	g.l("VPBROADCASTD X13, Y13")
+	g.l("MOVL $0x30303030, AX")
+	g.l("VMOVD AX, X12")
+	g.l("VPBROADCASTD X12, Y12")
+	g.label("block")
+	for r, p := range qWRows {
+		for i := range 4 {
+			g.l("PREFETCHT0 %d(%s)", mvPrefetch+64*i, p)
+		}
+		g.l("VMOVDQU 192(%s), X11", p)
+		g.l("VPMOVSXBW X11, Y10")
+		for j := range nb {
+			acc := r + 4*j
+			g.l("VPMADDWD 260(%s), Y10, Y9", qXRows[j])
+			g.l("VPSLLD $5, Y9, Y9")
+			g.l("VPXOR Y%d, Y%d, Y%d", acc, acc, acc)
+			g.l("VPSUBD Y9, Y%d, Y%d", acc, acc)
+		}
+		for h := range 2 {
+			ql, qh := 64*h, 128+32*h
+			for k := range 4 {
+				// low four bits
+				g.l("VMOVDQU %d(%s), Y8", ql+32*(k%2), p)
+				if k >= 2 {
+					g.l("VPSRLW $4, Y8, Y8")
+				}
+				g.l("VPAND Y13, Y8, Y8")
+				// high two bits, moved to bits 4 and 5
+				g.l("VMOVDQU %d(%s), Y9", qh, p)
+				switch k {
+				case 0:
+					g.l("VPSLLW $4, Y9, Y9")
+				case 1:
+					g.l("VPSLLW $2, Y9, Y9")
+				case 3:
+					g.l("VPSRLW $2, Y9, Y9")
+				}
+				g.l("VPAND Y12, Y9, Y9")
+				g.l("VPOR Y9, Y8, Y8")
+				g.l("VPSHUFB q6kshuf<>+%d(SB), X11, X10", 16*(4*h+k))
+				g.l("VPMOVSXBW X10, Y10")
+				for j := range nb {
+					acc := r + 4*j
+					g.l("VPMADDUBSW %d(%s), Y8, Y9", 4+128*h+32*k, qXRows[j])
+					g.l("VPMADDWD Y10, Y9, Y9")
+					g.l("VPADDD Y9, Y%d, Y%d", acc, acc)
+				}
+			}
+		}
+	}
+	qHalves(g, 208, 8)
+	for j := range nb {
+		qReduce4(g, [4]int{4 * j, 4*j + 1, 4*j + 2, 4*j + 3}, 9)
+		g.l("VBROADCASTSS (%s), X10", qXRows[j])
+		g.l("VMULPS X10, X8, X10")
+		qSum(g, j, 4*j, 10, false)
+	}
+	qEpilog(g, nb, 210, 292)
+}
+
+// q6kTable emits q6kshuf: for k < 8, 16 bytes selecting byte 2k eight
+// times, then byte 2k+1 eight times.
+func q6kTable(g *gen) {
+	for k := range 8 {
+		lo := uint64(0x0101010101010101) * uint64(2*k)
+		hi := uint64(0x0101010101010101) * uint64(2*k+1)
+		fmt.Fprintf(&g.b, "DATA q6kshuf<>+%d(SB)/8, $0x%016x\n", 16*k, lo)
+		fmt.Fprintf(&g.b, "DATA q6kshuf<>+%d(SB)/8, $0x%016x\n", 16*k+8, hi)
+	}
+	fmt.Fprintf(&g.b, "GLOBL q6kshuf<>(SB), RODATA|NOPTR, $128\n\n")
+}
+
+// x86Quant emits the file of AVX2 quantized kernels.
+func x86Quant(g *gen) {
+	q6kTable(g)
+	for _, nb := range []int{1, 2} {
+		x86QDotQ8_0(g, nb)
+		x86QDotQ4K(g, nb)
+		x86QDotQ6K(g, nb)
+	}
+}
