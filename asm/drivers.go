@@ -230,17 +230,35 @@ type qTile func(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, block
 // matMulQTiles is MatMulQ on the kernels one (one input) and two (two
 // inputs): each group of four weight rows meets the inputs two at a time,
 // so the group's rows stay in L1 while the inputs stream from L2 or L3.
-// The last rows%4 rows run as four copies of themselves (a weight stride
-// of zero) into scratch; every lane sums one (row, input) pair alone, so
-// every element is the twin's, whatever n, rows and its place.
+// With rows%4 rows left over the last four rows run again (their sums are
+// the same in any group); fewer than four rows run as four copies of
+// themselves (a weight stride of zero) into scratch. Every lane sums one
+// (row, input) pair alone, so every element is the twin's, whatever n,
+// rows and its place.
 func matMulQTiles(one, two qTile, t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int) {
 	rb, xb := t.RowBytes(cols), InputRowBytes(t, cols)
 	blocks := cols / t.BlockSize()
-	for i := range n {
-		clear(dst[i*ldd : i*ldd+rows])
+	if rows < 4 {
+		out := qScratch.Get().(*[8]float32)
+		for r := range rows {
+			for i := 0; i < n; i += 2 {
+				*out = [8]float32{}
+				if i+1 < n {
+					two(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
+					dst[(i+1)*ldd+r] = out[4]
+				} else {
+					one(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
+				}
+				dst[i*ldd+r] = out[0]
+			}
+		}
+		qScratch.Put(out)
+		return
 	}
-	rows4 := rows - rows%4
-	for r := 0; r < rows4; r += 4 {
+	group := func(r int) {
+		for i := range n {
+			clear(dst[i*ldd+r : i*ldd+r+4])
+		}
 		i := 0
 		for ; i+2 <= n; i += 2 {
 			two(&dst[i*ldd+r], ldd, &w[r*rb], rb, &xq[i*xb], xb, blocks)
@@ -249,17 +267,14 @@ func matMulQTiles(one, two qTile, t quant.Type, dst []float32, ldd int, w []byte
 			one(&dst[i*ldd+r], ldd, &w[r*rb], rb, &xq[i*xb], xb, blocks)
 		}
 	}
-	var out [8]float32
-	for r := rows4; r < rows; r++ {
-		for i := 0; i < n; i += 2 {
-			out = [8]float32{}
-			if i+1 < n {
-				two(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
-				dst[(i+1)*ldd+r] = out[4]
-			} else {
-				one(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
-			}
-			dst[i*ldd+r] = out[0]
-		}
+	for r := 0; r+4 <= rows; r += 4 {
+		group(r)
+	}
+	if rows%4 != 0 {
+		group(rows - 4)
 	}
 }
+
+// qScratch holds the outputs of matMulQTiles's rows when there are fewer
+// than four.
+var qScratch = sync.Pool{New: func() any { return new([8]float32) }}
