@@ -304,3 +304,66 @@ func TestMatMulQNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMatMulQ measures MatMulQ for decode (n=1, GB/s of weights: compare
+// BenchmarkMemRead and BenchmarkMatVecBF16) and prefill (n=64 and 512,
+// GFLOP/s as 2·rows·cols·n), the Go twins against the detected set (the
+// twins only up to n=64 at 4096×4096). The inputs are quantized beforehand;
+// BenchmarkQuantizeInputs measures that step.
+func BenchmarkMatMulQ(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		for _, shape := range [][2]int{{4096, 4096}, {12288, 4096}} {
+			rows, cols := shape[0], shape[1]
+			rb := qt.RowBytes(cols)
+			w := make([]byte, rows*rb)
+			for i := range rows {
+				weightRow(r, qt, w[i*rb:(i+1)*rb], 1)
+			}
+			for _, n := range []int{1, 64, 512} {
+				xb := InputRowBytes(qt, cols)
+				xq := InputBuffer(n * xb)
+				if err := Generic().QuantizeInputs(qt, xq, randF32(r, n*cols), n, cols); err != nil {
+					b.Fatal(err)
+				}
+				dst := make([]float32, n*rows)
+				for _, k := range []*Kernels{Generic(), Detect()} {
+					if k.Name() == "go" && (n > 64 || n > 1 && rows > 4096) {
+						continue
+					}
+					b.Run(fmt.Sprintf("%v/%dx%d/n=%d/%s", qt, rows, cols, n, k.Name()), func(b *testing.B) {
+						b.SetBytes(int64(len(w)))
+						for b.Loop() {
+							if err := k.MatMulQ(qt, dst, rows, w, rows, cols, xq, n); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.ReportMetric(2*float64(rows)*float64(cols)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					})
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkQuantizeInputs measures the quantization of n rows of 4096
+// activations (b.SetBytes: float32 input bytes).
+func BenchmarkQuantizeInputs(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const cols = 4096
+	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
+		for _, n := range []int{1, 64} {
+			x := randF32(r, n*cols)
+			xq := InputBuffer(n * InputRowBytes(qt, cols))
+			k := Detect()
+			b.Run(fmt.Sprintf("%v/n=%d/%s", qt, n, k.Name()), func(b *testing.B) {
+				b.SetBytes(int64(4 * len(x)))
+				for b.Loop() {
+					if err := k.QuantizeInputs(qt, xq, x, n, cols); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -47,6 +47,19 @@ func qProlog(g *gen, nb int) {
 	if nb == 2 {
 		g.l("VMOVUPS (DI)(DX*1), X15")
 	}
+	// DX = 4*ldw: the kernels prefetch the next four rows' blocks, which
+	// the driver passes next, one whole group ahead.
+	g.l("LEAQ (R8*4), DX")
+}
+
+// qPrefetch emits the prefetch of the next group's copy of the current
+// block of each weight row (bytes of a block).
+func qPrefetch(g *gen, bytes int) {
+	for _, p := range qWRows {
+		for off := 0; off < bytes; off += 64 {
+			g.l("PREFETCHT0 %d(%s)(DX*1)", off, p)
+		}
+	}
 }
 
 // qEpilog advances the pointers by one block, loops, and stores the sums.
@@ -61,6 +74,8 @@ func qEpilog(g *gen, nb, wBytes, xBytes int) {
 	g.l("JNZ block")
 	g.l("VMOVUPS X14, (DI)")
 	if nb == 2 {
+		g.l("MOVQ ldd+8(FP), DX")
+		g.l("SHLQ $2, DX")
 		g.l("VMOVUPS X15, (DI)(DX*1)")
 	}
 	g.l("VZEROUPPER")
@@ -118,12 +133,12 @@ func x86QDotQ8_0(g *gen, nb int) {
 	g.text(name, "$0-56", qDoc(name, "Q8_0×Q8_0", nb))
 	qProlog(g, nb)
 	g.label("block")
+	qPrefetch(g, 34)
 	for j := range nb {
 		g.l("VPMOVSXBW 2(%s), Y%d", qXRows[j], 10+2*j)
 		g.l("VPMOVSXBW 18(%s), Y%d", qXRows[j], 11+2*j)
 	}
 	for r, p := range qWRows {
-		g.l("PREFETCHT0 %d(%s)", mvPrefetch, p)
 		g.l("VPMOVSXBW 2(%s), Y8", p)
 		g.l("VPMOVSXBW 18(%s), Y9", p)
 		for j := range nb {
@@ -156,13 +171,11 @@ func x86QDotQ8_0(g *gen, nb int) {
 	qEpilog(g, nb, 34, 34)
 }
 
-// Frame of the K-quant kernels: per weight row r the eight sub-block scales
-// as int16 at qScales+16r and (Q4_K) the eight mins, each twice, as int16
-// at qMins+32r.
+// Frame of the Q4_K kernels: per weight row r the eight mins, each twice,
+// as int16 at qMins+32r.
 const (
-	qScales = 0
-	qMins   = 64
-	qFrame  = 192
+	qMins  = 0
+	qFrame = 128
 )
 
 // x86QDotQ4K emits the Q4_K×Q8_K kernel. A Q4_K block is 144 bytes (fp16 d,
@@ -173,10 +186,13 @@ const (
 //	M = Σ_{k<16} m_{k/2}·Bsums[k]                  (VPMADDWD)
 //
 // The scales and mins are unpacked with ggml's 32-bit masks in general
-// registers and kept in the frame for VPBROADCASTW.
+// registers; the eight scales are broadcast to every quadword of Y12 and
+// each one spread to all words by VPSHUFB (q4kbcast), the mins kept in the
+// frame until the block's S is done.
 //
 // Registers: accumulator of row r, input j in Y(r+4j); nibbles in Y8, Y9;
-// products in Y10; a broadcast scale in Y11; 0x0f bytes in Y13.
+// products in Y10; a spread scale in Y11; the row's scales in Y12; 0x0f
+// bytes in Y13.
 func x86QDotQ4K(g *gen, nb int) {
 	name := fmt.Sprintf("qdotQ4KAVX2x%d", nb)
 	g.text(name, fmt.Sprintf("$%d-56", qFrame), qDoc(name, "Q4_K×Q8_K", nb))
@@ -185,10 +201,8 @@ func x86QDotQ4K(g *gen, nb int) {
 	g.l("VMOVD AX, X13")
 	g.l("VPBROADCASTD X13, Y13")
 	g.label("block")
+	qPrefetch(g, 144)
 	for r, p := range qWRows {
-		g.l("PREFETCHT0 %d(%s)", mvPrefetch, p)
-		g.l("PREFETCHT0 %d(%s)", mvPrefetch+64, p)
-		g.l("PREFETCHT0 %d(%s)", mvPrefetch+128, p)
 		// ggml's unpacking: u0, u1, u2 are the 12 bytes of scales.
 		g.l("MOVL 4(%s), AX", p)
 		g.l("MOVL 8(%s), BX", p)
@@ -217,15 +231,12 @@ func x86QDotQ4K(g *gen, nb int) {
 		g.l("ORQ R8, AX")
 		g.l("SHLQ $32, R9")
 		g.l("ORQ R9, BX")
-		g.l("VMOVQ AX, X8")
-		g.l("VPMOVZXBW X8, X8")
-		g.l("VMOVDQU X8, %d(SP)", qScales+16*r)
 		g.l("VMOVQ BX, X8")
 		g.l("VPUNPCKLBW X8, X8, X8")
 		g.l("VPMOVZXBW X8, Y8")
 		g.l("VMOVDQU Y8, %d(SP)", qMins+32*r)
-	}
-	for r, p := range qWRows {
+		g.l("VMOVQ AX, X12")
+		g.l("VPBROADCASTQ X12, Y12")
 		for gi := range 4 {
 			g.l("VMOVDQU %d(%s), Y9", 16+32*gi, p)
 			g.l("VPAND Y13, Y9, Y8")
@@ -233,7 +244,7 @@ func x86QDotQ4K(g *gen, nb int) {
 			g.l("VPAND Y13, Y9, Y9")
 			for h, q := range []int{8, 9} {
 				sub := 2*gi + h
-				g.l("VPBROADCASTW %d(SP), Y11", qScales+16*r+2*sub)
+				g.l("VPSHUFB q4kbcast<>+%d(SB), Y12, Y11", 32*sub)
 				for j := range nb {
 					acc := r + 4*j
 					g.l("VPMADDUBSW %d(%s), Y%d, Y10", 4+32*sub, qXRows[j], q)
@@ -300,10 +311,8 @@ func x86QDotQ6K(g *gen, nb int) {
 	g.l("VMOVD AX, X12")
 	g.l("VPBROADCASTD X12, Y12")
 	g.label("block")
+	qPrefetch(g, 210)
 	for r, p := range qWRows {
-		for i := range 4 {
-			g.l("PREFETCHT0 %d(%s)", mvPrefetch+64*i, p)
-		}
 		g.l("VMOVDQU 192(%s), X11", p)
 		g.l("VPMOVSXBW X11, Y10")
 		for j := range nb {
@@ -367,8 +376,21 @@ func q6kTable(g *gen) {
 	fmt.Fprintf(&g.b, "GLOBL q6kshuf<>(SB), RODATA|NOPTR, $128\n\n")
 }
 
+// q4kTable emits q4kbcast: for k < 8, 32 bytes whose words select byte k
+// zero-extended (VPSHUFB of the eight scales broadcast to every quadword).
+func q4kTable(g *gen) {
+	for k := range 8 {
+		v := uint64(0x8000800080008000) | uint64(0x0001000100010001)*uint64(k)
+		for i := range 4 {
+			fmt.Fprintf(&g.b, "DATA q4kbcast<>+%d(SB)/8, $0x%016x\n", 32*k+8*i, v)
+		}
+	}
+	fmt.Fprintf(&g.b, "GLOBL q4kbcast<>(SB), RODATA|NOPTR, $256\n\n")
+}
+
 // x86Quant emits the file of AVX2 quantized kernels.
 func x86Quant(g *gen) {
+	q4kTable(g)
 	q6kTable(g)
 	for _, nb := range []int{1, 2} {
 		x86QDotQ8_0(g, nb)
