@@ -228,7 +228,7 @@ func swapQuads(dst, src []float32) {
 type qTile func(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
 
 // matMulQTiles is MatMulQ on the kernels one (one input) and two (two
-// inputs): each group of four weight rows meets the inputs two at a time,
+// inputs; nil runs one per input): each group of four weight rows meets the inputs two at a time,
 // so the group's rows stay in L1 while the inputs stream from L2 or L3.
 // With rows%4 rows left over the last four rows run again (their sums are
 // the same in any group); fewer than four rows run as four copies of
@@ -241,15 +241,17 @@ func matMulQTiles(one, two qTile, t quant.Type, dst []float32, ldd int, w []byte
 	if rows < 4 {
 		out := qScratch.Get().(*[8]float32)
 		for r := range rows {
-			for i := 0; i < n; i += 2 {
+			for i := 0; i < n; {
 				*out = [8]float32{}
-				if i+1 < n {
+				if two != nil && i+1 < n {
 					two(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
-					dst[(i+1)*ldd+r] = out[4]
-				} else {
-					one(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
+					dst[i*ldd+r], dst[(i+1)*ldd+r] = out[0], out[4]
+					i += 2
+					continue
 				}
+				one(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
 				dst[i*ldd+r] = out[0]
+				i++
 			}
 		}
 		qScratch.Put(out)
@@ -260,10 +262,10 @@ func matMulQTiles(one, two qTile, t quant.Type, dst []float32, ldd int, w []byte
 			clear(dst[i*ldd+r : i*ldd+r+4])
 		}
 		i := 0
-		for ; i+2 <= n; i += 2 {
+		for ; two != nil && i+2 <= n; i += 2 {
 			two(&dst[i*ldd+r], ldd, &w[r*rb], rb, &xq[i*xb], xb, blocks)
 		}
-		if i < n {
+		for ; i < n; i++ {
 			one(&dst[i*ldd+r], ldd, &w[r*rb], rb, &xq[i*xb], xb, blocks)
 		}
 	}

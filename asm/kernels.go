@@ -86,7 +86,8 @@ func Detect() *Kernels { return New(DetectFeatures()) }
 // Generic returns the pure-Go kernel set.
 func Generic() *Kernels { return New(Features{}) }
 
-// Name names the kernel set, such as "go", "avx2", "avx512", "avx512bf16" or "neon".
+// Name names the kernel set, such as "go", "avx2", "avx512", "avx512bf16", "neon" or
+// "neondot" (NEON with SDOT for the quantized products).
 func (k *Kernels) Name() string { return k.name }
 
 // Features reports the capabilities the kernel set actually uses.

@@ -94,6 +94,7 @@ func files() map[string]string {
 	}
 	add("axpy_neon_arm64.s", armAxpy)
 	add("scale_neon_arm64.s", armScale)
+	add("quant_neon_arm64.s", armQuant)
 	for _, k := range acts {
 		add(k.file+"_neon_arm64.s", func(g *gen) { armAct(g, k) })
 	}
