@@ -172,10 +172,12 @@ func x86QDotQ8_0(g *gen, nb int) {
 }
 
 // Frame of the Q4_K kernels: per weight row r the eight mins, each twice,
-// as int16 at qMins+32r.
+// as int16 at qMins+32r; the unpacked scales and mins of rows 2p and 2p+1
+// at qUnpacked+32p.
 const (
-	qMins  = 0
-	qFrame = 128
+	qMins     = 0
+	qUnpacked = 128
+	qFrame    = 192
 )
 
 // x86QDotQ4K emits the Q4_K×Q8_K kernel. A Q4_K block is 144 bytes (fp16 d,
@@ -185,10 +187,10 @@ const (
 //	S = Σ_j sc_j·Σ_{32 values of sub-block j} q·a   (VPMADDUBSW, then VPMADDWD by sc_j)
 //	M = Σ_{k<16} m_{k/2}·Bsums[k]                  (VPMADDWD)
 //
-// The scales and mins are unpacked with ggml's 32-bit masks in general
-// registers; the eight scales are broadcast to every quadword of Y12 and
-// each one spread to all words by VPSHUFB (q4kbcast), the mins kept in the
-// frame until the block's S is done.
+// The scales and mins are unpacked with ggml's 32-bit masks, two rows per
+// vector; a row's eight scales, in every other quadword of Y12, are each
+// spread to all words by VPSHUFB (q4kbcast), and its mins kept in the frame
+// until the block's S is done.
 //
 // Registers: accumulator of row r, input j in Y(r+4j); nibbles in Y8, Y9;
 // products in Y10; a spread scale in Y11; the row's scales in Y12; 0x0f
@@ -202,41 +204,32 @@ func x86QDotQ4K(g *gen, nb int) {
 	g.l("VPBROADCASTD X13, Y13")
 	g.label("block")
 	qPrefetch(g, 144)
+	// ggml's unpacking of the 12 bytes u0, u1, u2 of scales and mins, two
+	// rows per vector (a row per 128-bit lane):
+	//	scales 0..3 = u0&0x3f3f3f3f, mins 0..3 = u1&0x3f3f3f3f
+	//	scales 4..7 = (u2&0x0f0f0f0f) | ((u0>>2)&0x30303030)
+	//	mins 4..7 = ((u2>>4)&0x0f0f0f0f) | ((u1>>2)&0x30303030)
+	// leaves in each lane the scales in its low and the mins in its high
+	// quadword, kept in the frame at qUnpacked.
+	for pair := range 2 {
+		g.l("VMOVDQU 4(%s), X0", qWRows[2*pair])
+		g.l("VINSERTI128 $1, 4(%s), Y0, Y0", qWRows[2*pair+1])
+		g.l("VPAND q4kc<>+64(SB), Y0, Y1")
+		g.l("VPSRLD $2, Y0, Y2")
+		g.l("VPAND q4kc<>+96(SB), Y2, Y2")
+		g.l("VPSHUFD $0xaa, Y0, Y3")
+		g.l("VPSRLVD q4kc<>+32(SB), Y3, Y3")
+		g.l("VPAND Y13, Y3, Y3")
+		g.l("VPOR Y3, Y2, Y2")
+		g.l("VPUNPCKLDQ Y2, Y1, Y1")
+		g.l("VMOVDQU Y1, %d(SP)", qUnpacked+32*pair)
+	}
 	for r, p := range qWRows {
-		// ggml's unpacking: u0, u1, u2 are the 12 bytes of scales.
-		g.l("MOVL 4(%s), AX", p)
-		g.l("MOVL 8(%s), BX", p)
-		g.l("MOVL 12(%s), R8", p)
-		// R9 = mins 4..7 = ((u2>>4)&0x0f0f0f0f) | (((u1>>6)&0x03030303)<<4)
-		g.l("MOVL R8, R9")
-		g.l("SHRL $4, R9")
-		g.l("ANDL $0x0f0f0f0f, R9")
-		g.l("MOVL BX, R15")
-		g.l("SHRL $6, R15")
-		g.l("ANDL $0x03030303, R15")
-		g.l("SHLL $4, R15")
-		g.l("ORL R15, R9")
-		// BX = mins 0..3 = u1&0x3f3f3f3f
-		g.l("ANDL $0x3f3f3f3f, BX")
-		// R8 = scales 4..7 = (u2&0x0f0f0f0f) | (((u0>>6)&0x03030303)<<4)
-		g.l("ANDL $0x0f0f0f0f, R8")
-		g.l("MOVL AX, R15")
-		g.l("SHRL $6, R15")
-		g.l("ANDL $0x03030303, R15")
-		g.l("SHLL $4, R15")
-		g.l("ORL R15, R8")
-		// AX = scales 0..3 = u0&0x3f3f3f3f
-		g.l("ANDL $0x3f3f3f3f, AX")
-		g.l("SHLQ $32, R8")
-		g.l("ORQ R8, AX")
-		g.l("SHLQ $32, R9")
-		g.l("ORQ R9, BX")
-		g.l("VMOVQ BX, X8")
-		g.l("VPUNPCKLBW X8, X8, X8")
-		g.l("VPMOVZXBW X8, Y8")
-		g.l("VMOVDQU Y8, %d(SP)", qMins+32*r)
-		g.l("VMOVQ AX, X12")
-		g.l("VPBROADCASTQ X12, Y12")
+		// Y12 = the row's scales and mins in both lanes; its mins, each
+		// twice, as words, to the frame.
+		g.l("VPERMQ $0x%02x, %d(SP), Y12", []int{0x44, 0xee}[r%2], qUnpacked+32*(r/2))
+		g.l("VPSHUFB q4kc<>+0(SB), Y12, Y11")
+		g.l("VMOVDQU Y11, %d(SP)", qMins+32*r)
 		for gi := range 4 {
 			g.l("VMOVDQU %d(%s), Y9", 16+32*gi, p)
 			g.l("VPAND Y13, Y9, Y8")
@@ -376,6 +369,32 @@ func q6kTable(g *gen) {
 	fmt.Fprintf(&g.b, "GLOBL q6kshuf<>(SB), RODATA|NOPTR, $128\n\n")
 }
 
+// q4kConst emits q4kc: at 0 the VPSHUFB mask that spreads a lane's mins
+// (its high quadword) to words m0, m0, m1, m1, ... (lane 0: m0..m3, lane 1:
+// m4..m7), at 32 the shift counts 0, 4, 0, 0 per lane, at 64 0x3f bytes,
+// at 96 0x30 bytes.
+func q4kConst(g *gen) {
+	var b [128]byte
+	for lane := range 2 {
+		for w := range 8 {
+			b[16*lane+2*w] = byte(8 + 4*lane + w/2)
+			b[16*lane+2*w+1] = 0x80
+		}
+		b[32+16*lane+4] = 4
+	}
+	for i := range 32 {
+		b[64+i], b[96+i] = 0x3f, 0x30
+	}
+	for i := 0; i < len(b); i += 8 {
+		var v uint64
+		for k := 7; k >= 0; k-- {
+			v = v<<8 | uint64(b[i+k])
+		}
+		fmt.Fprintf(&g.b, "DATA q4kc<>+%d(SB)/8, $0x%016x\n", i, v)
+	}
+	fmt.Fprintf(&g.b, "GLOBL q4kc<>(SB), RODATA|NOPTR, $%d\n\n", len(b))
+}
+
 // q4kTable emits q4kbcast: for k < 8, 32 bytes whose words select byte k
 // zero-extended (VPSHUFB of the eight scales broadcast to every quadword).
 func q4kTable(g *gen) {
@@ -390,6 +409,7 @@ func q4kTable(g *gen) {
 
 // x86Quant emits the file of AVX2 quantized kernels.
 func x86Quant(g *gen) {
+	q4kConst(g)
 	q4kTable(g)
 	q6kTable(g)
 	for _, nb := range []int{1, 2} {
