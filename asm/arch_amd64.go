@@ -4,6 +4,7 @@ package asm
 
 import (
 	"sync"
+	"unsafe"
 
 	"github.com/govinfer/govinfer/quant"
 )
@@ -134,6 +135,9 @@ func qdotQ6KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, bl
 //go:noescape
 func qdotQ6KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
 
+//go:noescape
+func quantQ8KAVX2(dst *byte, x *float32, blocks int)
+
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
 	lanes                 int
@@ -180,6 +184,11 @@ func archImpl(k *impl, f Features) Features {
 	installAct(k, f.AVX512)
 	// The AVX-512 sets run the AVX2 quantized kernels too.
 	k.matMulQ = matMulQAVX2
+	k.quantQ8K = func(dst []quant.BlockQ8K, x []float32) {
+		if len(dst) > 0 {
+			quantQ8KAVX2((*byte)(unsafe.Pointer(&dst[0])), &x[0], len(dst))
+		}
+	}
 	return f
 }
 

@@ -43,7 +43,8 @@ type impl struct {
 	matMulF32  func(dst []float32, ldd int, w []float32, rows, cols int, x []float32, n int)
 	gemmBF16   func(dst []float32, ldd int, w []uint16, rows, cols int, x []uint16, n int)
 
-	matMulQ func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
+	matMulQ  func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
+	quantQ8K func(dst []quant.BlockQ8K, x []float32)
 }
 
 // goImpl is the pure-Go kernel set.
@@ -68,6 +69,7 @@ func goImpl() impl {
 		matMulF32:  matMulF32Go,
 		gemmBF16:   gemmBF16Go,
 		matMulQ:    matMulQGo,
+		quantQ8K:   quant.QuantizeQ8K,
 	}
 }
 

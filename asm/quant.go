@@ -62,7 +62,7 @@ func (k *Kernels) QuantizeInputs(t quant.Type, dst []byte, x []float32, n, cols 
 	for i := range n {
 		row := x[i*cols : (i+1)*cols]
 		if q8K {
-			quant.QuantizeQ8K(q8KBlocks(dst[i*rb:(i+1)*rb]), row)
+			k.quantQ8K(q8KBlocks(dst[i*rb:(i+1)*rb]), row)
 		} else {
 			quant.QuantizeQ8_0(q80Blocks(dst[i*rb:(i+1)*rb]), row)
 		}

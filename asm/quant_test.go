@@ -1,6 +1,7 @@
 package asm
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -364,6 +365,101 @@ func BenchmarkQuantizeInputs(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// quantInputCases returns blocks of 256 activations that stress the
+// quantizers: random values, zeros and negative zeros, NaN and infinities
+// at the ends, ties of the rounding (iscale = 1 when the largest magnitude
+// is -127), the largest magnitude twice with both signs, subnormals and
+// values near the float32 limits.
+func quantInputCases(r *rand.Rand) [][]float32 {
+	nan := float32(math.NaN())
+	inf := float32(math.Inf(1))
+	blk := func(f func(i int) float32) []float32 {
+		v := make([]float32, 256)
+		for i := range v {
+			v[i] = f(i)
+		}
+		return v
+	}
+	rnd := func(i int) float32 { return r.Float32()*2 - 1 }
+	cases := [][]float32{
+		blk(rnd),
+		blk(func(int) float32 { return 0 }),
+		blk(func(int) float32 { return float32(math.Copysign(0, -1)) }),
+		blk(func(i int) float32 { return float32(i%2) * 0x1p-149 }),
+		blk(func(i int) float32 { return (r.Float32() - 0.5) * 0x1p-130 }),
+		blk(func(i int) float32 { return (r.Float32() - 0.5) * 3e38 }),
+		blk(func(i int) float32 {
+			if i == 0 {
+				return -127
+			}
+			return float32(r.IntN(254)-127) + 0.5 // ties at iscale 1
+		}),
+		blk(func(i int) float32 {
+			switch i {
+			case 10:
+				return 3
+			case 200:
+				return -3
+			}
+			return rnd(i)
+		}),
+		blk(func(i int) float32 {
+			switch i {
+			case 10:
+				return -3
+			case 200:
+				return 3
+			}
+			return rnd(i)
+		}),
+	}
+	for _, special := range []float32{nan, inf, -inf} {
+		for _, at := range []int{0, 7, 130, 230, 231, 255} {
+			v := blk(rnd)
+			v[at] = special
+			cases = append(cases, v)
+		}
+	}
+	v := blk(rnd)
+	v[3], v[100] = inf, -inf
+	cases = append(cases, v, blk(func(int) float32 { return nan }))
+	return cases
+}
+
+// TestQuantizeInputs checks that every kernel set quantizes activations to
+// the bytes package quant's quantizers write, for Q8_0 and Q8_K inputs.
+func TestQuantizeInputs(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	cases := quantInputCases(r)
+	var x []float32
+	for _, c := range cases {
+		x = append(x, c...)
+	}
+	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
+		for _, cols := range []int{256, 768, len(x)} {
+			n := len(x) / cols
+			xb := InputRowBytes(qt, cols)
+			want := InputBuffer(n * xb)
+			if err := Generic().QuantizeInputs(qt, want, x, n, cols); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range kernelSets(t) {
+				got := InputBuffer(n * xb)
+				if err := k.QuantizeInputs(qt, got, x, n, cols); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("%s %v cols=%d: byte %d (row %d, offset %d) is %#x, want %#x", k.Name(), qt, cols, i, i/xb, i%xb, got[i], want[i])
+						}
+					}
+				}
+			}
 		}
 	}
 }

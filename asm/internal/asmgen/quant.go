@@ -407,14 +407,169 @@ func q4kTable(g *gen) {
 	fmt.Fprintf(&g.b, "GLOBL q4kbcast<>(SB), RODATA|NOPTR, $256\n\n")
 }
 
-// x86Quant emits the file of AVX2 quantized kernels.
+// x86Quant emits the file of AVX2 quantized kernels and the Q8_K quantizer.
 func x86Quant(g *gen) {
 	q4kConst(g)
 	q4kTable(g)
 	q6kTable(g)
+	x86QuantQ8K(g)
 	for _, nb := range []int{1, 2} {
 		x86QDotQ8_0(g, nb)
 		x86QDotQ4K(g, nb)
 		x86QDotQ6K(g, nb)
 	}
+}
+
+// q8kConst is the constant table of quantQ8KAVX2, each dword value eight
+// times (32 bytes), except perm, the VPERMD index.
+var q8kConst = []struct {
+	name string
+	vals [8]uint32
+}{
+	{"abs", splat(0x7fffffff)},
+	{"magic", splat(f32bits(12582912))}, // 1.5·2^23: nearest_int's addend
+	{"mant", splat(0x007fffff)},
+	{"half", splat(0x00400000)},
+	{"i127", splat(127)},
+	{"byte", splat(0xff)},
+	{"ones8", splat(0x01010101)},
+	{"ones16", splat(0x00010001)},
+	{"perm", [8]uint32{0, 4, 1, 5, 2, 6, 3, 7}},
+}
+
+func splat(v uint32) [8]uint32 { return [8]uint32{v, v, v, v, v, v, v, v} }
+
+func q8kRef(name string) string {
+	for i, c := range q8kConst {
+		if c.name == name {
+			return fmt.Sprintf("q8kc<>+%d(SB)", 32*i)
+		}
+	}
+	panic("asmgen: no Q8_K constant " + name)
+}
+
+// x86QuantQ8K emits the AVX2 Q8_K activation quantizer, ggml's
+// quantize_row_q8_K_ref as package quant's QuantizeQ8K computes it, byte
+// for byte: per block of 256, amax = max|x| (VMAXPS with the running
+// maximum as the operand returned for NaN, so NaN is skipped as the Go
+// loop's a > amax skips it), mx the first value with |x| = amax, iscale =
+// -127/mx (VDIVSS), q = min(127, nearest_int(iscale·x)) by the same magic
+// addend as the twin (VMULPS, VADDPS, mantissa bits − 2^22, VPMINSD), kept
+// to its low byte, D = 1/iscale, and Bsums from the stored bytes
+// (VPMADDUBSW and VPMADDWD by ones, VPHADDD). An all-zero block (amax = 0)
+// is stored as zeros.
+func x86QuantQ8K(g *gen) {
+	for i, c := range q8kConst {
+		for j, v := range c.vals {
+			fmt.Fprintf(&g.b, "DATA q8kc<>+%d(SB)/4, $0x%08x\n", 32*i+4*j, v)
+		}
+	}
+	fmt.Fprintf(&g.b, "GLOBL q8kc<>(SB), RODATA|NOPTR, $%d\n\n", 32*len(q8kConst))
+	name := "quantQ8KAVX2"
+	g.text(name, "$0-24", "func "+name+"(dst *byte, x *float32, blocks int)\n"+
+		"Quantizes blocks blocks of 256 values at x into Q8_K blocks (292 bytes) at dst.\n"+
+		"Requires blocks >= 1.")
+	g.l("MOVQ dst+0(FP), DI")
+	g.l("MOVQ x+8(FP), SI")
+	g.l("MOVQ blocks+16(FP), CX")
+	g.l("VMOVDQU %s, Y15", q8kRef("abs"))
+	g.l("VMOVDQU %s, Y14", q8kRef("magic"))
+	g.l("VMOVDQU %s, Y13", q8kRef("mant"))
+	g.l("VMOVDQU %s, Y12", q8kRef("half"))
+	g.l("VMOVDQU %s, Y11", q8kRef("i127"))
+	g.l("VMOVDQU %s, Y10", q8kRef("byte"))
+	g.l("VMOVDQU %s, Y9", q8kRef("perm"))
+	g.label("block")
+	// amax in four running maxima; a NaN |x| returns the running one.
+	for u := range 4 {
+		g.l("VXORPS Y%d, Y%d, Y%d", u, u, u)
+	}
+	for i := range 32 {
+		g.l("VANDPS %d(SI), Y15, Y4", 32*i)
+		g.l("VMAXPS Y%d, Y4, Y%d", i%4, i%4)
+	}
+	g.l("VMAXPS Y1, Y0, Y0")
+	g.l("VMAXPS Y3, Y2, Y2")
+	g.l("VMAXPS Y2, Y0, Y0")
+	g.l("VEXTRACTF128 $1, Y0, X1")
+	g.l("VMAXPS X1, X0, X0")
+	g.l("VPERMILPS $0x4e, X0, X1")
+	g.l("VMAXPS X1, X0, X0")
+	g.l("VPERMILPS $0xb1, X0, X1")
+	g.l("VMAXPS X1, X0, X0")
+	g.l("VXORPS X1, X1, X1")
+	g.l("VUCOMISS X1, X0")
+	g.l("JEQ zero")
+	g.l("VBROADCASTSS X0, Y5")
+	// mx: the first value whose magnitude is amax.
+	g.l("XORQ AX, AX")
+	g.label("find")
+	g.l("VANDPS (SI)(AX*1), Y15, Y4")
+	g.l("VCMPPS $0, Y5, Y4, Y4")
+	g.l("VMOVMSKPS Y4, BX")
+	g.l("TESTL BX, BX")
+	g.l("JNZ found")
+	g.l("ADDQ $32, AX")
+	g.l("JMP find")
+	g.label("found")
+	g.l("BSFL BX, BX")
+	g.l("LEAQ (AX)(BX*4), AX")
+	g.l("VMOVSS (SI)(AX*1), X7")
+	g.l("MOVL $0x%08x, AX", f32bits(-127))
+	g.l("VMOVD AX, X8")
+	g.l("VDIVSS X7, X8, X8") // iscale = -127/mx
+	g.l("MOVL $0x%08x, AX", f32bits(1))
+	g.l("VMOVD AX, X6")
+	g.l("VDIVSS X8, X6, X6") // D = 1/iscale
+	g.l("VMOVSS X6, (DI)")
+	g.l("VBROADCASTSS X8, Y8")
+	for k := range 8 {
+		for u := range 4 {
+			y := fmt.Sprintf("Y%d", u)
+			g.l("VMULPS %d(SI), Y8, %s", 128*k+32*u, y)
+			g.l("VADDPS Y14, %s, %s", y, y)
+			g.l("VPAND Y13, %s, %s", y, y)
+			g.l("VPSUBD Y12, %s, %s", y, y)
+			g.l("VPMINSD Y11, %s, %s", y, y)
+			g.l("VPAND Y10, %s, %s", y, y)
+		}
+		g.l("VPACKUSDW Y1, Y0, Y0")
+		g.l("VPACKUSDW Y3, Y2, Y2")
+		g.l("VPACKUSWB Y2, Y0, Y0")
+		g.l("VPERMD Y0, Y9, Y0")
+		g.l("VMOVDQU Y0, %d(DI)", 4+32*k)
+	}
+	// Bsums: per 32 bytes, lane sums of the bytes; R = [B0 B2 B4 B6 | B1 B3 B5 B7].
+	g.l("VMOVDQU %s, Y6", q8kRef("ones8"))
+	for half := range 2 {
+		for k := range 4 {
+			y := fmt.Sprintf("Y%d", k)
+			g.l("VMOVDQU %d(DI), %s", 4+32*(4*half+k), y)
+			g.l("VPMADDUBSW %s, Y6, %s", y, y)
+			g.l("VPMADDWD %s, %s, %s", q8kRef("ones16"), y, y)
+		}
+		g.l("VPHADDD Y1, Y0, Y0")
+		g.l("VPHADDD Y3, Y2, Y2")
+		g.l("VPHADDD Y2, Y0, Y%d", 4+half)
+	}
+	g.l("VPACKSSDW Y5, Y4, Y4") // [B0 B2 .. B14 | B1 B3 .. B15]
+	g.l("VEXTRACTI128 $1, Y4, X5")
+	g.l("VPUNPCKLWD X5, X4, X6")
+	g.l("VPUNPCKHWD X5, X4, X7")
+	g.l("VMOVDQU X6, 260(DI)")
+	g.l("VMOVDQU X7, 276(DI)")
+	g.label("next")
+	g.l("ADDQ $1024, SI")
+	g.l("ADDQ $292, DI")
+	g.l("DECQ CX")
+	g.l("JNZ block")
+	g.l("VZEROUPPER")
+	g.l("RET")
+	g.label("zero")
+	g.l("VPXOR Y0, Y0, Y0")
+	for i := range 9 {
+		g.l("VMOVDQU Y0, %d(DI)", 32*i)
+	}
+	g.l("MOVL $0, 288(DI)")
+	g.l("JMP next")
 }
