@@ -138,6 +138,9 @@ func qdotQ6KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, bl
 //go:noescape
 func quantQ8KAVX2(dst *byte, x *float32, blocks int)
 
+//go:noescape
+func quantQ8_0AVX2(dst *byte, x *float32, blocks int) (nan bool)
+
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
 	lanes                 int
@@ -187,6 +190,11 @@ func archImpl(k *impl, f Features) Features {
 	k.quantQ8K = func(dst []quant.BlockQ8K, x []float32) {
 		if len(dst) > 0 {
 			quantQ8KAVX2((*byte)(unsafe.Pointer(&dst[0])), &x[0], len(dst))
+		}
+	}
+	k.quantQ80 = func(dst []quant.BlockQ8_0, x []float32) {
+		if len(dst) > 0 && quantQ8_0AVX2((*byte)(unsafe.Pointer(&dst[0])), &x[0], len(dst)) {
+			quant.QuantizeQ8_0(dst, x) // NaN: the twin's rule
 		}
 	}
 	return f

@@ -45,6 +45,7 @@ type impl struct {
 
 	matMulQ  func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
 	quantQ8K func(dst []quant.BlockQ8K, x []float32)
+	quantQ80 func(dst []quant.BlockQ8_0, x []float32)
 }
 
 // goImpl is the pure-Go kernel set.
@@ -70,6 +71,7 @@ func goImpl() impl {
 		gemmBF16:   gemmBF16Go,
 		matMulQ:    matMulQGo,
 		quantQ8K:   quant.QuantizeQ8K,
+		quantQ80:   quant.QuantizeQ8_0,
 	}
 }
 

@@ -64,7 +64,7 @@ func (k *Kernels) QuantizeInputs(t quant.Type, dst []byte, x []float32, n, cols 
 		if q8K {
 			k.quantQ8K(q8KBlocks(dst[i*rb:(i+1)*rb]), row)
 		} else {
-			quant.QuantizeQ8_0(q80Blocks(dst[i*rb:(i+1)*rb]), row)
+			k.quantQ80(q80Blocks(dst[i*rb:(i+1)*rb]), row)
 		}
 	}
 	return nil

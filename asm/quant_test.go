@@ -393,10 +393,10 @@ func quantInputCases(r *rand.Rand) [][]float32 {
 		blk(func(i int) float32 { return (r.Float32() - 0.5) * 0x1p-130 }),
 		blk(func(i int) float32 { return (r.Float32() - 0.5) * 3e38 }),
 		blk(func(i int) float32 {
-			if i == 0 {
-				return -127
+			if i%32 == 0 {
+				return -127 // Q8_K: iscale 1; Q8_0: d = id = 1
 			}
-			return float32(r.IntN(254)-127) + 0.5 // ties at iscale 1
+			return float32(r.IntN(254)-127) + 0.5 // rounding ties
 		}),
 		blk(func(i int) float32 {
 			switch i {

@@ -407,12 +407,13 @@ func q4kTable(g *gen) {
 	fmt.Fprintf(&g.b, "GLOBL q4kbcast<>(SB), RODATA|NOPTR, $256\n\n")
 }
 
-// x86Quant emits the file of AVX2 quantized kernels and the Q8_K quantizer.
+// x86Quant emits the file of AVX2 quantized kernels and activation quantizers.
 func x86Quant(g *gen) {
 	q4kConst(g)
 	q4kTable(g)
 	q6kTable(g)
 	x86QuantQ8K(g)
+	x86QuantQ8_0(g)
 	for _, nb := range []int{1, 2} {
 		x86QDotQ8_0(g, nb)
 		x86QDotQ4K(g, nb)
@@ -572,4 +573,90 @@ func x86QuantQ8K(g *gen) {
 	}
 	g.l("MOVL $0, 288(DI)")
 	g.l("JMP next")
+}
+
+// x86QuantQ8_0 emits the AVX2 Q8_0 activation quantizer, ggml's
+// quantize_row_q8_0_ref as package quant's QuantizeQ8_0 computes it, byte
+// for byte on rows without NaN: per block of 32, amax = max|x|, d =
+// amax/127 and id = 1/d (0 when d is 0) by VDIVSS, q = roundf(x·id) (half
+// away from zero: truncate, then add ±1 where the exact remainder is at
+// least 0.5), the low byte of the int32 conversion (VCVTTPS2DQ, whose
+// 0x80000000 for values out of range or NaN has low byte 0, as the twin
+// has), and D = fp16(d) by VCVTPS2PH rounding to nearest even. The result
+// reports whether some value was NaN: the twin's NaN rule (!(amax > a))
+// is not reproduced, and the caller quantizes such a row again in Go.
+func x86QuantQ8_0(g *gen) {
+	name := "quantQ8_0AVX2"
+	g.text(name, "$0-25", "func "+name+"(dst *byte, x *float32, blocks int) (nan bool)\n"+
+		"Quantizes blocks blocks of 32 values at x into Q8_0 blocks (34 bytes) at dst.\n"+
+		"Requires blocks >= 1.")
+	g.l("MOVQ dst+0(FP), DI")
+	g.l("MOVQ x+8(FP), SI")
+	g.l("MOVQ blocks+16(FP), CX")
+	g.l("VMOVDQU %s, Y15", q8kRef("abs"))
+	g.l("VMOVDQU %s, Y10", q8kRef("byte"))
+	g.l("VMOVDQU %s, Y9", q8kRef("perm"))
+	g.l("MOVL $0x%08x, AX", f32bits(0.5))
+	g.l("VMOVD AX, X14")
+	g.l("VPBROADCASTD X14, Y14")
+	g.l("MOVL $0x%08x, AX", f32bits(1))
+	g.l("VMOVD AX, X13")
+	g.l("VPBROADCASTD X13, Y13")
+	g.l("MOVL $0x%08x, AX", f32bits(127))
+	g.l("VMOVD AX, X12")
+	g.l("VXORPS Y11, Y11, Y11") // NaN flags
+	g.label("block")
+	for u := range 4 {
+		g.l("VMOVUPS %d(SI), Y%d", 32*u, u)
+		g.l("VCMPPS $3, Y%d, Y%d, Y8", u, u) // unordered: NaN
+		g.l("VORPS Y8, Y11, Y11")
+		g.l("VANDPS Y15, Y%d, Y%d", u, 4+u)
+	}
+	g.l("VMAXPS Y5, Y4, Y4")
+	g.l("VMAXPS Y7, Y6, Y6")
+	g.l("VMAXPS Y6, Y4, Y4")
+	g.l("VEXTRACTF128 $1, Y4, X5")
+	g.l("VMAXPS X5, X4, X4")
+	g.l("VPERMILPS $0x4e, X4, X5")
+	g.l("VMAXPS X5, X4, X4")
+	g.l("VPERMILPS $0xb1, X4, X5")
+	g.l("VMAXPS X5, X4, X4")
+	g.l("VDIVSS X12, X4, X4") // d = amax/127
+	g.l("VCVTPS2PH $0, X4, X5")
+	g.l("VPEXTRW $0, X5, AX")
+	g.l("MOVW AX, (DI)")
+	g.l("VXORPS X5, X5, X5")
+	g.l("VUCOMISS X5, X4")
+	g.l("JEQ idzero")
+	g.l("VDIVSS X4, X13, X5") // id = 1/d
+	g.label("idzero")
+	g.l("VBROADCASTSS X5, Y8")
+	for u := range 4 {
+		y, t := fmt.Sprintf("Y%d", u), "Y4"
+		g.l("VMULPS Y8, %s, %s", y, y)   // v = x·id
+		g.l("VROUNDPS $3, %s, %s", y, t) // t = trunc(v)
+		g.l("VSUBPS %s, %s, Y5", t, y)   // v - t, exact
+		g.l("VANDPS Y15, Y5, Y5")
+		g.l("VCMPPS $0x1d, Y14, Y5, Y5") // |v - t| >= 0.5
+		g.l("VANDNPS %s, Y15, Y6", y)    // sign of v
+		g.l("VORPS Y13, Y6, Y6")         // ±1
+		g.l("VANDPS Y6, Y5, Y5")
+		g.l("VADDPS Y5, %s, %s", t, t)
+		g.l("VCVTTPS2DQ %s, %s", t, y)
+		g.l("VPAND Y10, %s, %s", y, y)
+	}
+	g.l("VPACKUSDW Y1, Y0, Y0")
+	g.l("VPACKUSDW Y3, Y2, Y2")
+	g.l("VPACKUSWB Y2, Y0, Y0")
+	g.l("VPERMD Y0, Y9, Y0")
+	g.l("VMOVDQU Y0, 2(DI)")
+	g.l("ADDQ $128, SI")
+	g.l("ADDQ $34, DI")
+	g.l("DECQ CX")
+	g.l("JNZ block")
+	g.l("VMOVMSKPS Y11, AX")
+	g.l("TESTL AX, AX")
+	g.l("SETNE nan+24(FP)")
+	g.l("VZEROUPPER")
+	g.l("RET")
 }
