@@ -46,7 +46,8 @@ func InputRowBytes(t quant.Type, cols int) int {
 
 // QuantizeInputs quantizes n input rows of cols values (x, row-major) into
 // dst, n rows of InputRowBytes(t, cols) bytes, for products with weights of
-// type t. dst must be 4-byte aligned.
+// type t. dst must be 4-byte aligned. The bytes are those of package quant's
+// QuantizeQ8_0 or QuantizeQ8K in every kernel set.
 func (k *Kernels) QuantizeInputs(t quant.Type, dst []byte, x []float32, n, cols int) error {
 	rb := InputRowBytes(t, cols)
 	switch {
