@@ -339,7 +339,7 @@ func BenchmarkMatMulQ(b *testing.B) {
 								b.Fatal(err)
 							}
 						}
-						b.ReportMetric(2*float64(rows)*float64(cols)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+						reportFlops(b, rows, cols, n)
 					})
 				}
 			}
