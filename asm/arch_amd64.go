@@ -2,7 +2,12 @@
 
 package asm
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/govinfer/govinfer/quant"
+)
 
 // Assembly kernels, generated into *_amd64.s by internal/asmgen. The Go
 // declarations document only the ABI; each .s file states its preconditions.
@@ -112,6 +117,30 @@ func siluMulAVX512(dst, a, b *float32, n int)
 //go:noescape
 func sigmoidMulAVX512(dst, a, b *float32, n int)
 
+//go:noescape
+func qdotQ8_0AVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ8_0AVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ4KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ4KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ6KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ6KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func quantQ8KAVX2(dst *byte, x *float32, blocks int)
+
+//go:noescape
+func quantQ8_0AVX2(dst *byte, x *float32, blocks int) (nan bool)
+
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
 	lanes                 int
@@ -156,6 +185,18 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 	f.NEON = false
 	install(k, s, nBlock)
 	installAct(k, f.AVX512)
+	// The AVX-512 sets run the AVX2 quantized kernels too.
+	k.matMulQ = matMulQAVX2
+	k.quantQ8K = func(dst []quant.BlockQ8K, x []float32) {
+		if len(dst) > 0 {
+			quantQ8KAVX2((*byte)(unsafe.Pointer(&dst[0])), &x[0], len(dst))
+		}
+	}
+	k.quantQ80 = func(dst []quant.BlockQ8_0, x []float32) {
+		if len(dst) > 0 && quantQ8_0AVX2((*byte)(unsafe.Pointer(&dst[0])), &x[0], len(dst)) {
+			quant.QuantizeQ8_0(dst, x) // NaN: the twin's rule
+		}
+	}
 	return f
 }
 
@@ -253,5 +294,19 @@ func install(k *impl, s simd, nBlock int) {
 	}
 	k.gemmBF16 = func(dst []float32, ldd int, w []uint16, rows, cols int, x []uint16, n int) {
 		tBB.matMul(dst, ldd, w, cols, rows, cols, x, n)
+	}
+}
+
+// matMulQAVX2 is MatMulQ on the AVX2 quantized kernels.
+func matMulQAVX2(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int) {
+	switch t {
+	case quant.Q8_0:
+		matMulQTiles(qdotQ8_0AVX2x1, qdotQ8_0AVX2x2, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q4_K:
+		matMulQTiles(qdotQ4KAVX2x1, qdotQ4KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q6_K:
+		matMulQTiles(qdotQ6KAVX2x1, qdotQ6KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
+	default:
+		matMulQGo(t, dst, ldd, w, rows, cols, xq, n)
 	}
 }

@@ -2,6 +2,8 @@
 
 package asm
 
+import "github.com/govinfer/govinfer/quant"
+
 // NEON kernels, generated into *_arm64.s by internal/asmgen.
 
 //go:noescape
@@ -51,6 +53,24 @@ func siluMulNEON(dst, a, b *float32, n int)
 
 //go:noescape
 func sigmoidMulNEON(dst, a, b *float32, n int)
+
+//go:noescape
+func qdotQ8_0NEON(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ8_0NEONDP(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ4KNEON(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ4KNEONDP(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ6KNEON(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ6KNEONDP(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
 
 // archImpl installs the NEON kernels when f allows them and returns the
 // features actually used. The matrix-matrix products run the 4x4 NEON
@@ -120,5 +140,38 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 		}
 		tF32.matMul(dst, ldd, w, ldw, rows, cols, x, n)
 	}
-	return Features{NEON: true}
+	k.matMulQ = matMulQNEON
+	if f.DotProd {
+		k.name = "neondot"
+		k.matMulQ = matMulQNEONDP
+	}
+	return Features{NEON: true, DotProd: f.DotProd}
+}
+
+// matMulQNEON is MatMulQ on the base ASIMD quantized kernels.
+func matMulQNEON(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int) {
+	switch t {
+	case quant.Q8_0:
+		matMulQTiles(qdotQ8_0NEON, nil, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q4_K:
+		matMulQTiles(qdotQ4KNEON, nil, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q6_K:
+		matMulQTiles(qdotQ6KNEON, nil, t, dst, ldd, w, rows, cols, xq, n)
+	default:
+		matMulQGo(t, dst, ldd, w, rows, cols, xq, n)
+	}
+}
+
+// matMulQNEONDP is MatMulQ on the SDOT quantized kernels.
+func matMulQNEONDP(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int) {
+	switch t {
+	case quant.Q8_0:
+		matMulQTiles(qdotQ8_0NEONDP, nil, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q4_K:
+		matMulQTiles(qdotQ4KNEONDP, nil, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q6_K:
+		matMulQTiles(qdotQ6KNEONDP, nil, t, dst, ldd, w, rows, cols, xq, n)
+	default:
+		matMulQGo(t, dst, ldd, w, rows, cols, xq, n)
+	}
 }

@@ -1,6 +1,10 @@
 package asm
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/govinfer/govinfer/quant"
+)
 
 // This file holds the Go glue shared by the assembly kernel sets: each
 // assembly routine handles an aligned main part and the Go twins finish the
@@ -232,3 +236,63 @@ func swapQuads(dst, src []float32) {
 		copy(d[12:16], s[12:16])
 	}
 }
+
+// qTile is a quantized four-row kernel: for r < 4 and each of its inputs j
+// it continues the running sum dst[j*ldd+r] of weight row r (w + r*ldw
+// bytes) times quantized input j (x + j*ldx bytes) over blocks blocks, in
+// block order, as the package quant twin sums one row.
+type qTile func(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+// matMulQTiles is MatMulQ on the kernels one (one input) and two (two
+// inputs; nil runs one per input): each group of four weight rows meets the inputs two at a time,
+// so the group's rows stay in L1 while the inputs stream from L2 or L3.
+// With rows%4 rows left over the last four rows run again (their sums are
+// the same in any group); fewer than four rows run as four copies of
+// themselves (a weight stride of zero) into scratch. Every lane sums one
+// (row, input) pair alone, so every element is the twin's, whatever n,
+// rows and its place.
+func matMulQTiles(one, two qTile, t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int) {
+	rb, xb := t.RowBytes(cols), InputRowBytes(t, cols)
+	blocks := cols / t.BlockSize()
+	if rows < 4 {
+		out := qScratch.Get().(*[8]float32)
+		for r := range rows {
+			for i := 0; i < n; {
+				*out = [8]float32{}
+				if two != nil && i+1 < n {
+					two(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
+					dst[i*ldd+r], dst[(i+1)*ldd+r] = out[0], out[4]
+					i += 2
+					continue
+				}
+				one(&out[0], 4, &w[r*rb], 0, &xq[i*xb], xb, blocks)
+				dst[i*ldd+r] = out[0]
+				i++
+			}
+		}
+		qScratch.Put(out)
+		return
+	}
+	group := func(r int) {
+		for i := range n {
+			clear(dst[i*ldd+r : i*ldd+r+4])
+		}
+		i := 0
+		for ; two != nil && i+2 <= n; i += 2 {
+			two(&dst[i*ldd+r], ldd, &w[r*rb], rb, &xq[i*xb], xb, blocks)
+		}
+		for ; i < n; i++ {
+			one(&dst[i*ldd+r], ldd, &w[r*rb], rb, &xq[i*xb], xb, blocks)
+		}
+	}
+	for r := 0; r+4 <= rows; r += 4 {
+		group(r)
+	}
+	if rows%4 != 0 {
+		group(rows - 4)
+	}
+}
+
+// qScratch holds the outputs of matMulQTiles's rows when there are fewer
+// than four.
+var qScratch = sync.Pool{New: func() any { return new([8]float32) }}

@@ -18,6 +18,8 @@ type Features struct {
 	AVX512BF16 bool
 	// NEON means the arm64 Advanced SIMD unit (ASIMD).
 	NEON bool
+	// DotProd means FEAT_DotProd (SDOT, arm64); it is used only together with NEON.
+	DotProd bool
 
 	// packedBF16 keeps the AVX2 set's older bf16 product kernels
 	// (VPMOVZXWD and VPSLLD per eight weights), for comparisons.
@@ -38,21 +40,25 @@ func DetectFeatures() Features {
 		// ASIMD is mandatory on arm64; cpuid may not see it everywhere
 		// (for example under user-mode emulation), so trust the architecture.
 		f.NEON = true
+		f.DotProd = c.Supports(cpuid.ASIMDDP)
 	}
 	return f
 }
 
 // and returns the capabilities present in both f and g, keeping the
-// implications between them (AVX512 needs AVX2, AVX512BF16 needs AVX512).
+// implications between them (AVX512 needs AVX2, AVX512BF16 needs AVX512,
+// DotProd needs NEON).
 func (f Features) and(g Features) Features {
 	r := Features{
 		AVX2:       f.AVX2 && g.AVX2,
 		AVX512:     f.AVX512 && g.AVX512,
 		AVX512BF16: f.AVX512BF16 && g.AVX512BF16,
 		NEON:       f.NEON && g.NEON,
+		DotProd:    f.DotProd && g.DotProd,
 		packedBF16: f.packedBF16 || g.packedBF16,
 	}
 	r.AVX512 = r.AVX512 && r.AVX2
 	r.AVX512BF16 = r.AVX512BF16 && r.AVX512
+	r.DotProd = r.DotProd && r.NEON
 	return r
 }

@@ -44,7 +44,9 @@ type impl struct {
 	matMulF32  func(dst []float32, ldd int, w []float32, ldw, rows, cols int, x []float32, n int)
 	gemmBF16   func(dst []float32, ldd int, w []uint16, rows, cols int, x []uint16, n int)
 
-	matMulQ func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
+	matMulQ  func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
+	quantQ8K func(dst []quant.BlockQ8K, x []float32)
+	quantQ80 func(dst []quant.BlockQ8_0, x []float32)
 }
 
 // goImpl is the pure-Go kernel set.
@@ -69,6 +71,8 @@ func goImpl() impl {
 		matMulF32:  matMulF32Go,
 		gemmBF16:   gemmBF16Go,
 		matMulQ:    matMulQGo,
+		quantQ8K:   quant.QuantizeQ8K,
+		quantQ80:   quant.QuantizeQ8_0,
 	}
 }
 
@@ -95,7 +99,8 @@ func Detect() *Kernels { return New(DetectFeatures()) }
 // Generic returns the pure-Go kernel set.
 func Generic() *Kernels { return New(Features{}) }
 
-// Name names the kernel set, such as "go", "avx2", "avx512", "avx512bf16" or "neon".
+// Name names the kernel set, such as "go", "avx2", "avx512", "avx512bf16", "neon" or
+// "neondot" (NEON with SDOT for the quantized products).
 func (k *Kernels) Name() string { return k.name }
 
 // Features reports the capabilities the kernel set actually uses.

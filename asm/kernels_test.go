@@ -30,6 +30,7 @@ func kernelSets(t testing.TB) []*Kernels {
 		{AVX2: true, AVX512: true},
 		{AVX2: true, AVX512: true, AVX512BF16: true},
 		{NEON: true},
+		{NEON: true, DotProd: true},
 	}
 	seen := map[string]bool{}
 	var sets []*Kernels

@@ -56,7 +56,8 @@ func inputAlign(t quant.Type) uintptr {
 // QuantizeInputs quantizes n input rows of cols values (x, row-major) into
 // dst, n rows of InputRowBytes(t, cols) bytes, for products with weights of
 // type t. dst must be 4-byte aligned for K-quant weights, 2-byte aligned for
-// Q8_0 (any whole row of a buffer from InputBuffer is).
+// Q8_0 (any whole row of a buffer from InputBuffer is). The bytes are those
+// of package quant's QuantizeQ8_0 or QuantizeQ8K in every kernel set.
 func (k *Kernels) QuantizeInputs(t quant.Type, dst []byte, x []float32, n, cols int) error {
 	rb := InputRowBytes(t, cols)
 	switch {
@@ -72,9 +73,9 @@ func (k *Kernels) QuantizeInputs(t quant.Type, dst []byte, x []float32, n, cols 
 	for i := range n {
 		row := x[i*cols : (i+1)*cols]
 		if q8K {
-			quant.QuantizeQ8K(q8KBlocks(dst[i*rb:(i+1)*rb]), row)
+			k.quantQ8K(q8KBlocks(dst[i*rb:(i+1)*rb]), row)
 		} else {
-			quant.QuantizeQ8_0(q80Blocks(dst[i*rb:(i+1)*rb]), row)
+			k.quantQ80(q80Blocks(dst[i*rb:(i+1)*rb]), row)
 		}
 	}
 	return nil

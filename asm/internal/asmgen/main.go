@@ -85,6 +85,7 @@ func files() map[string]string {
 	add("matvec_bf16u_avx2_amd64.s", x86MatVecU)
 	add("axpy_avx2_amd64.s", x86Axpy)
 	add("scale_avx2_amd64.s", x86Scale)
+	add("quant_avx2_amd64.s", x86Quant)
 	for _, e := range []elem{bf16, f16, f32} {
 		lower := strings.ToLower(e.name)
 		add(fmt.Sprintf("dot_%s_neon_arm64.s", lower), func(g *gen) { armDot(g, e) })
@@ -93,6 +94,7 @@ func files() map[string]string {
 	}
 	add("axpy_neon_arm64.s", armAxpy)
 	add("scale_neon_arm64.s", armScale)
+	add("quant_neon_arm64.s", armQuant)
 	for _, k := range acts {
 		add(k.file+"_neon_arm64.s", func(g *gen) { armAct(g, k) })
 	}

@@ -1,0 +1,47 @@
+//go:build !noasm
+
+package asm
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/govinfer/govinfer/quant"
+)
+
+// BenchmarkQKernL1 runs each AVX2 quantized kernel on four rows of 2048
+// columns that stay in L1, for one and two inputs: the kernels' own speed,
+// without memory (ns/32cols: per 32 columns of the four rows).
+func BenchmarkQKernL1(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		name     string
+		qt       quant.Type
+		one, two qTile
+	}{{"Q8_0", quant.Q8_0, qdotQ8_0AVX2x1, qdotQ8_0AVX2x2}, {"Q4_K", quant.Q4_K, qdotQ4KAVX2x1, qdotQ4KAVX2x2}, {"Q6_K", quant.Q6_K, qdotQ6KAVX2x1, qdotQ6KAVX2x2}} {
+		cols := 2048
+		rb, xb := c.qt.RowBytes(cols), InputRowBytes(c.qt, cols)
+		w := make([]byte, 4*rb)
+		for i := range 4 {
+			weightRow(r, c.qt, w[i*rb:(i+1)*rb], 0)
+		}
+		xq := InputBuffer(2 * xb)
+		if err := Generic().QuantizeInputs(c.qt, xq, randF32(r, 2*cols), 2, cols); err != nil {
+			b.Fatal(err)
+		}
+		var out [8]float32
+		blocks := cols / c.qt.BlockSize()
+		b.Run(c.name+"/x1", func(b *testing.B) {
+			for b.Loop() {
+				c.one(&out[0], 4, &w[0], rb, &xq[0], xb, blocks)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(cols/32), "ns/32cols")
+		})
+		b.Run(c.name+"/x2", func(b *testing.B) {
+			for b.Loop() {
+				c.two(&out[0], 4, &w[0], rb, &xq[0], xb, blocks)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(cols/32), "ns/32cols")
+		})
+	}
+}
