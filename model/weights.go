@@ -1,14 +1,17 @@
 package model
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/internal/half"
 	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/safetensors"
 )
@@ -200,17 +203,33 @@ type Progress struct {
 const fallbackMark = ", but rows of"
 
 // quantizeTensor quantizes rows rows of cols values of a BF16, F16 or F32
-// tensor to qt, rows split over the CPUs.
+// tensor to qt, rows split over the CPUs; each worker widens its rows into
+// one reused float32 row, so quantizing allocates only the result.
 func quantizeTensor(qt quant.Type, st safetensors.DType, data []byte, rows, cols int) ([]byte, error) {
-	var quantize func(quant.Type, []byte, []byte) error
+	var widen func(dst []float32, src []byte)
 	size := 0
 	switch st {
 	case safetensors.BF16:
-		quantize, size = quant.QuantizeRowBF16, 2
+		size = 2
+		widen = func(dst []float32, src []byte) {
+			for i := range dst {
+				dst[i] = half.BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+			}
+		}
 	case safetensors.F16:
-		quantize, size = quant.QuantizeRowF16, 2
+		size = 2
+		widen = func(dst []float32, src []byte) {
+			for i := range dst {
+				dst[i] = half.F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+			}
+		}
 	case safetensors.F32:
-		quantize, size = quant.QuantizeRowF32, 4
+		size = 4
+		widen = func(dst []float32, src []byte) {
+			for i := range dst {
+				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+			}
+		}
 	default:
 		return nil, fmt.Errorf("cannot quantize %s values", st)
 	}
@@ -223,9 +242,11 @@ func quantizeTensor(qt quant.Type, st safetensors.DType, data []byte, rows, cols
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			row := make([]float32, cols)
 			lo, hi := wk*rows/workers, (wk+1)*rows/workers
 			for r := lo; r < hi && errs[wk] == nil; r++ {
-				errs[wk] = quantize(qt, out[r*rb:(r+1)*rb], data[r*cols*size:(r+1)*cols*size])
+				widen(row, data[r*cols*size:(r+1)*cols*size])
+				errs[wk] = quant.QuantizeRow(qt, out[r*rb:(r+1)*rb], row)
 			}
 		}()
 	}

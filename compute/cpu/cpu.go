@@ -258,7 +258,6 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 		return
 	}
 	block := matMulBlock(rows, cols*w.dt.Size(), n, b.pool.workers)
-	blocks := (rows + block - 1) / block
 	run := func(lo, hi int) {
 		var err error
 		switch w.dt {
@@ -275,20 +274,7 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
 		}
 	}
-	if blocks <= 1 {
-		run(0, rows)
-		return
-	}
-	b.q.reset(blocks)
-	b.pool.run(min(b.pool.workers, blocks), func(int) {
-		for {
-			j, ok := b.q.take()
-			if !ok {
-				return
-			}
-			run(j*block, min((j+1)*block, rows))
-		}
-	})
+	b.rowBlocks(rows, block, run)
 }
 
 // matMulQ is MatMul with a quantized weight: the inputs are quantized to
@@ -306,12 +292,18 @@ func (b *Backend) matMulQ(d, xs []float32, w *weight, n int) {
 	})
 	rb := w.dt.RowBytes(cols)
 	block := matMulBlock(rows, rb, n, b.pool.workers)
-	blocks := (rows + block - 1) / block
 	run := func(lo, hi int) {
 		if err := b.k.MatMulQ(qt, d[lo:], rows, w.q[lo*rb:hi*rb], hi-lo, cols, xq, n); err != nil {
 			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
 		}
 	}
+	b.rowBlocks(rows, block, run)
+}
+
+// rowBlocks calls run on the blocks [j*block, (j+1)*block) covering
+// [0, rows), which the workers take from a queue in turn.
+func (b *Backend) rowBlocks(rows, block int, run func(lo, hi int)) {
+	blocks := (rows + block - 1) / block
 	if blocks <= 1 {
 		run(0, rows)
 		return
