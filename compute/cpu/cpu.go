@@ -1,9 +1,12 @@
-// Package cpu is the pure-Go compute backend: every operation of
+// Package cpu is the CPU compute backend: every operation of
 // compute.Backend on float32 activations, with weights read in their stored
-// dtype. Matrix products are split over output rows across a persistent pool
-// of worker goroutines; everything else is plain loops that read like the
-// math, which also makes this backend the reference the other backends are
-// tested against.
+// dtype (float, or GGML's quantized blocks, multiplied by 8-bit-quantized
+// inputs). Matrix products and the vector loops run on package asm's kernels
+// (Go assembly for the machine's vector unit, or their pure-Go twins), split
+// over a persistent pool of worker goroutines; the rest is Go loops that
+// read like the math. It is the reference the other backends are tested
+// against. Prefill is bitwise reproducible: cut at multiples of 64 tokens,
+// or batched with other sequences, it gives the results of one pass.
 package cpu
 
 import (
