@@ -160,7 +160,7 @@ func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, mix 
 			}
 			// A fallback (a row length no block divides) is said once per
 			// kind of row.
-			if i := strings.Index(reason, fallbackMark); i >= 0 && !notes[reason[i:]] {
+			if i := strings.Index(reason, quant.FallbackNote); i >= 0 && !notes[reason[i:]] {
 				notes[reason[i:]] = true
 				note = b.name + ": " + reason
 			}
@@ -198,38 +198,24 @@ type Progress struct {
 	Note string
 }
 
-// fallbackMark starts the part of a quant.Plan reason that describes a
-// fallback to a wider format.
-const fallbackMark = ", but rows of"
-
 // quantizeTensor quantizes rows rows of cols values of a BF16, F16 or F32
 // tensor to qt, rows split over the CPUs; each worker widens its rows into
 // one reused float32 row, so quantizing allocates only the result.
 func quantizeTensor(qt quant.Type, st safetensors.DType, data []byte, rows, cols int) ([]byte, error) {
-	var widen func(dst []float32, src []byte)
+	var widen func(dst []float32, src []byte) error
 	size := 0
 	switch st {
 	case safetensors.BF16:
-		size = 2
-		widen = func(dst []float32, src []byte) {
-			for i := range dst {
-				dst[i] = half.BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
-			}
-		}
+		widen, size = half.DecodeBF16, 2
 	case safetensors.F16:
-		size = 2
-		widen = func(dst []float32, src []byte) {
-			for i := range dst {
-				dst[i] = half.F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
-			}
-		}
+		widen, size = half.DecodeF16, 2
 	case safetensors.F32:
-		size = 4
-		widen = func(dst []float32, src []byte) {
+		widen, size = func(dst []float32, src []byte) error {
 			for i := range dst {
 				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 			}
-		}
+			return nil
+		}, 4
 	default:
 		return nil, fmt.Errorf("cannot quantize %s values", st)
 	}
@@ -245,8 +231,9 @@ func quantizeTensor(qt quant.Type, st safetensors.DType, data []byte, rows, cols
 			row := make([]float32, cols)
 			lo, hi := wk*rows/workers, (wk+1)*rows/workers
 			for r := lo; r < hi && errs[wk] == nil; r++ {
-				widen(row, data[r*cols*size:(r+1)*cols*size])
-				errs[wk] = quant.QuantizeRow(qt, out[r*rb:(r+1)*rb], row)
+				if errs[wk] = widen(row, data[r*cols*size:(r+1)*cols*size]); errs[wk] == nil {
+					errs[wk] = quant.QuantizeRow(qt, out[r*rb:(r+1)*rb], row)
+				}
 			}
 		}()
 	}

@@ -104,6 +104,11 @@ func useMoreBits(layer, layers int) bool {
 	return layer < layers/8 || layer >= 7*layers/8 || (layer-layers/8)%3 == 2
 }
 
+// FallbackNote starts the part of a Plan reason that says the tensor falls
+// back to a wider format than its role asks for; a loader that reports
+// each kind of fallback once can key on what follows it.
+const FallbackNote = ", but rows of"
+
 // Plan says which format the tensor named tensorName (a Hugging Face
 // Qwen3.5 name such as "model.language_model.layers.3.mlp.down_proj.weight"
 // or "model.layers.3.linear_attn.out_proj.weight"), a matrix of rows rows of
@@ -196,7 +201,7 @@ func Plan(mix, tensorName string, rows, cols, layers int) (Type, string, error) 
 		if t != Q8_0 {
 			next = Q8_0
 		}
-		why = fmt.Sprintf("%s, but rows of %d values are not whole %v blocks of %d: %v", why, cols, t, t.BlockSize(), next)
+		why = fmt.Sprintf("%s%s %d values are not whole %v blocks of %d: %v", why, FallbackNote, cols, t, t.BlockSize(), next)
 		if t = next; t == Keep {
 			why += " (kept as stored)"
 			break

@@ -311,16 +311,9 @@ func (b *Backend) rowBlocks(rows, block int, run func(lo, hi int)) {
 		run(0, rows)
 		return
 	}
-	b.q.reset(blocks)
-	b.pool.run(min(b.pool.workers, blocks), func(int) {
-		for {
-			j, ok := b.q.take()
-			if !ok {
-				return
-			}
-			run(j*block, min((j+1)*block, rows))
-		}
-	})
+	// Every block is worth a worker: matMulBlock makes them at least
+	// 64 KiB of weights.
+	b.drain(blocks, int64(blocks)*jobGrain, func(_, j int) { run(j*block, min((j+1)*block, rows)) })
 }
 
 // matMulBlock returns the weight rows of one block of a MatMul of rows rows

@@ -94,29 +94,36 @@ func BenchmarkMatMul(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				xb, _ := bk.NewBuffer(len(x))
-				db, _ := bk.NewBuffer(sh.n * sh.rows)
-				if err := bk.Upload(xb, 0, x); err != nil {
-					b.Fatal(err)
-				}
-				ctx := context.Background()
-				bk.MatMul(db, xb, w, sh.n) // warm up (pipeline creation)
-				if err := bk.Sync(ctx); err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for b.Loop() {
-					bk.MatMul(db, xb, w, sh.n)
-					if err := bk.Sync(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
-				sec := b.Elapsed().Seconds() / float64(b.N)
-				b.ReportMetric(float64(len(data))/sec/1e9, "weightGB/s")
-				b.ReportMetric(2*float64(sh.n*sh.rows*sh.cols)/sec/1e9, "GFLOP/s")
+				timeMatMul(b, bk, w, len(data), x, sh.n)
 			})
 		}
 	}
+}
+
+// timeMatMul times MatMul of n inputs x by w (weightBytes bytes) on bk,
+// each call waited for, after one warm-up call that creates the
+// pipelines, and reports weight GB/s and GFLOP/s.
+func timeMatMul(b *testing.B, bk compute.Backend, w compute.Weight, weightBytes int, x []float32, n int) {
+	xb, _ := bk.NewBuffer(len(x))
+	db, _ := bk.NewBuffer(n * w.Rows())
+	if err := bk.Upload(xb, 0, x); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	bk.MatMul(db, xb, w, n) // warm up (pipeline creation)
+	if err := bk.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		bk.MatMul(db, xb, w, n)
+		if err := bk.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(weightBytes)/sec/1e9, "weightGB/s")
+	b.ReportMetric(2*float64(n*w.Rows()*w.Cols())/sec/1e9, "GFLOP/s")
 }
 
 // BenchmarkRecord measures the host cost of recording one dispatch (an

@@ -3,7 +3,6 @@
 package vulkan
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -187,26 +186,7 @@ func BenchmarkMatMulQuant(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					xb, _ := bk.NewBuffer(len(x))
-					db, _ := bk.NewBuffer(sh.n * sh.rows)
-					if err := bk.Upload(xb, 0, x); err != nil {
-						b.Fatal(err)
-					}
-					ctx := context.Background()
-					bk.MatMul(db, xb, w, sh.n) // warm up (pipeline creation)
-					if err := bk.Sync(ctx); err != nil {
-						b.Fatal(err)
-					}
-					b.ResetTimer()
-					for b.Loop() {
-						bk.MatMul(db, xb, w, sh.n)
-						if err := bk.Sync(ctx); err != nil {
-							b.Fatal(err)
-						}
-					}
-					sec := b.Elapsed().Seconds() / float64(b.N)
-					b.ReportMetric(float64(len(data))/sec/1e9, "weightGB/s")
-					b.ReportMetric(2*float64(sh.n*sh.rows*sh.cols)/sec/1e9, "GFLOP/s")
+					timeMatMul(b, bk, w, len(data), x, sh.n)
 				})
 			}
 		}
