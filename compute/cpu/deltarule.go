@@ -356,19 +356,7 @@ func transpose(dst []float32, ldd int, src []float32, rows, cols int) {
 
 // transposeStrided is transpose with the rows of src lds elements apart.
 func transposeStrided(dst []float32, ldd int, src []float32, lds, rows, cols int) {
-	const blk = 16 // 16x16 tiles keep both sides in L1
-	for r0 := 0; r0 < rows; r0 += blk {
-		r1 := min(r0+blk, rows)
-		for c0 := 0; c0 < cols; c0 += blk {
-			c1 := min(c0+blk, cols)
-			for r := r0; r < r1; r++ {
-				row := src[r*lds+c0 : r*lds+c1]
-				for i, x := range row {
-					dst[(c0+i)*ldd+r] = x
-				}
-			}
-		}
-	}
+	transposeCols(dst, ldd, src, lds, rows, cols)
 	if ldd > rows {
 		for c := 0; c < cols; c++ {
 			clear(dst[c*ldd+rows : (c+1)*ldd])
