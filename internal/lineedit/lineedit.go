@@ -88,8 +88,9 @@ type line struct {
 
 // ReadLine shows prompt, reads a line and returns it without its line end.
 // Text pasted or recalled from the history may contain "\n". It returns
-// ErrInterrupted on Ctrl-C, io.EOF on Ctrl-D at an empty line or at the end
-// of input with nothing typed, and ctx's error when ctx ends. The cursor
+// what was typed with ErrInterrupted on Ctrl-C, io.EOF on Ctrl-D at an
+// empty line or at the end of input with nothing typed, and ctx's error
+// when ctx ends. The cursor
 // must be at the start of a row when it is called; it is at the start of
 // the next row when it returns.
 func (e *Editor) ReadLine(ctx context.Context, prompt string) (string, error) {
@@ -112,7 +113,7 @@ func (e *Editor) ReadLine(ctx context.Context, prompt string) (string, error) {
 			return string(l.buf), nil
 		case opInterrupt:
 			e.finish(l, "^C")
-			return "", ErrInterrupted
+			return string(l.buf), ErrInterrupted
 		case opEOF:
 			if len(l.buf) == 0 {
 				e.finish(l, "")

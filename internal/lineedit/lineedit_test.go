@@ -37,6 +37,9 @@ func readLines(t *testing.T, width int, history []string, keys ...string) ([]str
 	for {
 		s, err := e.ReadLine(ctx, "> ")
 		if err != nil {
+			if s != "" {
+				lines = append(lines, s) // what Ctrl-C abandoned
+			}
 			return lines, err, scr
 		}
 		lines = append(lines, s)
@@ -61,7 +64,8 @@ func TestReadLine(t *testing.T) {
 		{"ctrl-a ctrl-e ctrl-b ctrl-f", nil, []string{"bd\x01a\x05\x02\x02\x06c\r"}, []string{"abcd"}, io.EOF},
 		{"ctrl-d deletes forward", nil, []string{"abc", home, "\x04\r"}, []string{"bc"}, io.EOF},
 		{"ctrl-d on an empty line", nil, []string{"\x04", "never read\r"}, nil, io.EOF},
-		{"ctrl-c", nil, []string{"abc\x03"}, nil, ErrInterrupted},
+		{"ctrl-c", nil, []string{"abc\x03"}, []string{"abc"}, ErrInterrupted},
+		{"ctrl-c on an empty line", nil, []string{"\x03"}, nil, ErrInterrupted},
 		{"ctrl-u ctrl-k", nil, []string{"one two three", left, left, left, left, left, "\x0b", home, right, right, right, right, "\x15\r"}, []string{"two "}, io.EOF},
 		{"ctrl-w", nil, []string{"say hello  world", "\x17\x17there\r"}, []string{"say there"}, io.EOF},
 		{"word moves", nil, []string{"one two", ctrlLeft, "X", ctrlLeft, ctrlLeft, "Y", ctrlRight, ctrlRight, "Z\r"}, []string{"Yone XtwoZ"}, io.EOF},
