@@ -341,9 +341,20 @@ func TestChatTerminalStop(t *testing.T) {
 	if !strings.Contains(block, "while the model was thinking") {
 		t.Errorf("no note that the answer ended while thinking:\n%s", block)
 	}
+	// /think off: no reasoning, the answer is content.
+	if out := c.do("/think off\r"); !strings.Contains(out, "(thinking off)") {
+		t.Errorf("/think off:\n%s", out)
+	}
+	hist = append(hist, user("Why not?"), llm.Message{Role: "assistant", Content: ref2.content, Reasoning: ref2.reasoning})
+	ref3 := chatReference(t, m, llm.Bool(false), 5, append(hist, user("Why?"))...)
+	if strings.TrimSpace(ref3.content) == "" {
+		t.Fatal("the reference answer is empty: the test would prove nothing")
+	}
+	if block := c.do("Why?\r"); !shown(block, ref3.content) || !strings.Contains(block, fmt.Sprintf("prompt: %d tokens", ref3.promptTokens)) {
+		t.Errorf("after /think off: answer %q (prompt %d tokens) not on screen:\n%s", ref3.content, ref3.promptTokens, block)
+	}
 	// Ctrl-C stops a long answer and the chat goes on.
 	const long = 3000
-	c.do("/think off\r")
 	c.do(fmt.Sprintf("/set max_tokens %d\r", long))
 	before := len(screenLines(c.text()))
 	c.send("Tell me a long story.\r")
