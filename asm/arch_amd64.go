@@ -130,6 +130,12 @@ func qdotQ4KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, bl
 func qdotQ4KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
 
 //go:noescape
+func qdotQ5KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ5KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
 func qdotQ6KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
 
 //go:noescape
@@ -304,6 +310,8 @@ func matMulQAVX2(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int,
 		matMulQTiles(qdotQ8_0AVX2x1, qdotQ8_0AVX2x2, t, dst, ldd, w, rows, cols, xq, n)
 	case quant.Q4_K:
 		matMulQTiles(qdotQ4KAVX2x1, qdotQ4KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q5_K:
+		matMulQTiles(qdotQ5KAVX2x1, qdotQ5KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
 	case quant.Q6_K:
 		matMulQTiles(qdotQ6KAVX2x1, qdotQ6KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
 	default:
