@@ -16,7 +16,7 @@ import (
 // runGenerate implements "govinfer generate": feed token ids or raw text,
 // generate.
 func runGenerate(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "generate", "generate --model DIR (--ids 1,2,3 | --prompt TEXT) [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m] [--json]\n\n"+
+	fs := newFlagSet(io, "generate", "generate --model DIR (--ids 1,2,3 | --prompt TEXT) [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--json]\n\n"+
 		"With --ids it prints the generated ids, comma separated, and generates exactly -n tokens.\n"+
 		"With --prompt the text is raw: it is tokenized as it is with the checkpoint's tokenizer,\n"+
 		"with no chat template around it (as llama-cli -p without its chat mode; \"govinfer chat\"\n"+
