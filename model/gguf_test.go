@@ -430,8 +430,7 @@ func TestGGUFErrors(t *testing.T) {
 
 // TestGGUFQ5K runs llama-quantize's Q5_K_M of the BF16 file (Q5_K and Q6_K
 // tensors) and checks its logits against the BF16 file's within the guard
-// the engine's own 4-bit mix has on this checkpoint (quantGuard; llama.cpp's
-// Q4_K_M measures 0.28).
+// of the engine's own q5_k_m mix (quantGuard). Measured: 0.18.
 func TestGGUFQ5K(t *testing.T) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
@@ -448,7 +447,7 @@ func TestGGUFQ5K(t *testing.T) {
 	got := ggufPromptLogits(t, be, path, Options{})
 	e := relErr(got, want)
 	t.Logf("Q5_K_M against BF16: rel err %.3g", e)
-	if !(e <= quantGuard["q4_k_m"]) {
-		t.Errorf("Q5_K_M: rel err %.3g > %g", e, quantGuard["q4_k_m"])
+	if !(e <= quantGuard["q5_k_m"]) {
+		t.Errorf("Q5_K_M: rel err %.3g > %g", e, quantGuard["q5_k_m"])
 	}
 }

@@ -207,14 +207,32 @@ func (t Transform) ToGGUF(v float32) float32 {
 
 // FromGGUF undoes ToGGUF on one stored value. For NormPlusOne, stored - 1
 // is exact for stored values in [0.5, 2], so a norm computing x·(1 + w)
-// multiplies by exactly the stored value; for NegExp it is log(-stored),
-// NaN for a stored value that is not negative.
+// in float32 multiplies by exactly the stored value. For NegExp it is the
+// float32 x nearest log(-stored) for which ToGGUF(x) gives the stored value
+// back where one does, so that a graph computing -exp(A_log) as ToGGUF does
+// uses exactly the stored ssm_a; NaN for a stored value that is not
+// negative.
 func (t Transform) FromGGUF(v float32) float32 {
 	switch t {
 	case NormPlusOne:
 		return v - 1
 	case NegExp:
-		return float32(math.Log(-float64(v)))
+		x := float32(math.Log(-float64(v)))
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) || NegExp.ToGGUF(x) == v {
+			return x
+		}
+		for step := 1; step <= 4; step++ {
+			for _, dir := range []float32{float32(math.Inf(1)), float32(math.Inf(-1))} {
+				y := x
+				for range step {
+					y = math.Nextafter32(y, dir)
+				}
+				if NegExp.ToGGUF(y) == v {
+					return y
+				}
+			}
+		}
+		return x
 	}
 	return v
 }
