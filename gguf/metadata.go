@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // ErrNoKey is wrapped by the errors of Metadata's accessors for a key the
@@ -116,7 +117,9 @@ func (m *Metadata) Int(key string) (int64, error) {
 	return n, nil
 }
 
-// Float returns a float32 or float64 value (integers are accepted too).
+// Float returns a float32 or float64 value (integers are accepted too). A
+// float32 comes back as the shortest decimal that rounds to it, the number
+// it was most likely written from: 1e-6, not 9.999999974752427e-07.
 func (m *Metadata) Float(key string) (float64, error) {
 	v, err := m.lookup(key)
 	if err != nil {
@@ -124,7 +127,7 @@ func (m *Metadata) Float(key string) (float64, error) {
 	}
 	switch x := v.(type) {
 	case float32:
-		return float64(x), nil
+		return strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
 	case float64:
 		return x, nil
 	}

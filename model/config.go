@@ -46,6 +46,11 @@ type Config struct {
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
 	// EOSTokenIDs are the end-of-sequence ids of the config (may be empty).
 	EOSTokenIDs []int `json:"-"`
+	// MRopeSection is rope_parameters.mrope_section: how the rotary pairs
+	// split between the temporal, height and width positions of
+	// multimodal inputs (text positions are the same in all three, so the
+	// text model does not need it; GGUF files record it).
+	MRopeSection []int `json:"-"`
 }
 
 // rawConfig mirrors the parts of config.json that need custom decoding.
@@ -54,6 +59,7 @@ type rawConfig struct {
 	RopeParameters *struct {
 		RopeTheta           *float64 `json:"rope_theta"`
 		PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
+		MRopeSection        []int    `json:"mrope_section"`
 	} `json:"rope_parameters"`
 	RopeTheta           *float64        `json:"rope_theta"`
 	PartialRotaryFactor *float64        `json:"partial_rotary_factor"`
@@ -130,6 +136,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if rp.PartialRotaryFactor != nil {
 			c.PartialRotaryFactor = *rp.PartialRotaryFactor
 		}
+		c.MRopeSection = rp.MRopeSection
 	}
 	if len(r.EOSTokenID) > 0 {
 		ids, err := parseIDs(r.EOSTokenID)

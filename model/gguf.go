@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/gguf"
@@ -239,11 +238,6 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if raw, _ := md.Get(key); isF32(raw) {
-			// The shortest decimal that reads back as the float32: 1e-6,
-			// not 9.999999974752427e-07, as config.json would say.
-			v, _ = strconv.ParseFloat(strconv.FormatFloat(v, 'g', -1, 32), 64)
-		}
 		return v
 	}
 	c := &Config{
@@ -288,6 +282,18 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 	if c.NumLayers > 0 && c.FullAttentionInterval > 0 {
 		c.LayerTypes = defaultLayerTypes(c.NumLayers, c.FullAttentionInterval)
 	}
+	if md.Has(qwen35.KeyRopeSections) {
+		sections, err := md.Ints(qwen35.KeyRopeSections)
+		if err != nil {
+			return nil, fmt.Errorf("model: GGUF metadata: %w", err)
+		}
+		for len(sections) > 0 && sections[len(sections)-1] == 0 {
+			sections = sections[:len(sections)-1] // the converter pads to 4
+		}
+		for _, s := range sections {
+			c.MRopeSection = append(c.MRopeSection, int(s))
+		}
+	}
 	if eos, err := md.Int("tokenizer.ggml.eos_token_id"); err == nil {
 		c.EOSTokenIDs = []int{int(eos)}
 	}
@@ -305,11 +311,6 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return nil, fmt.Errorf("model: GGUF metadata: %w", err)
 	}
 	return c, nil
-}
-
-func isF32(v any) bool {
-	_, ok := v.(float32)
-	return ok
 }
 
 // NewGGUF builds a model from an open qwen35 GGUF file. The file must stay

@@ -13,6 +13,7 @@ import (
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/internal/half"
 	"github.com/govinfer/govinfer/quant"
+	"github.com/govinfer/govinfer/safetensors"
 )
 
 // layer is one decoder layer: its norms, its token mixer (Gated DeltaNet
@@ -215,6 +216,30 @@ func widener(dt compute.DType) (func(dst []float32, src []byte) error, int) {
 	}
 	return nil, 0
 }
+
+// TensorSpec is one tensor of the text model: its Hugging Face name and
+// the shape the config implies for it.
+type TensorSpec struct {
+	Name  string
+	Shape []int
+}
+
+// TextTensors lists every tensor the text model binds for config c, named
+// under prefix ("model.language_model." or "model."; see TextPrefix), in
+// the order the model loads them. Tied models have no lm_head.weight.
+func TextTensors(c *Config, prefix string) []TensorSpec {
+	bs := bindings(c, prefix, &weights{})
+	out := make([]TensorSpec, len(bs))
+	for i, b := range bs {
+		out[i] = TensorSpec{Name: b.name, Shape: slices.Clone(b.shape)}
+	}
+	return out
+}
+
+// TextPrefix returns the prefix of the text model's tensor names in a
+// checkpoint: the multimodal checkpoints' "model.language_model.", or a
+// text-only export's "model.".
+func TextPrefix(ck *safetensors.Checkpoint) (string, error) { return detectPrefix(ck) }
 
 // all returns every weight once.
 func (w *weights) all() []compute.Weight {

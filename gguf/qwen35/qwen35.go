@@ -163,11 +163,11 @@ func (h Heads) Grouped(t int) int {
 	return (t%h.Nk)*r + t/h.Nk
 }
 
-// Source returns, for row i (for HeadCols, column i) of a tensor of n rows
-// (columns) converted by the transform, the row of the original it comes
-// from: toGGUF converts a Hugging Face tensor for a file, !toGGUF the other
-// way. Rows outside the value heads, and every row of transforms that
-// move none, come from themselves.
+// Source returns, for row i (for HeadCols, column i: its rows stay where
+// they are) of a tensor of n rows (columns) converted by the transform, the
+// row of the original it comes from: toGGUF converts a Hugging Face tensor
+// for a file, !toGGUF the other way. Rows outside the value heads, and
+// every row of transforms that move none, come from themselves.
 func (t Transform) Source(h Heads, n, i int, toGGUF bool) int {
 	start, per := 0, 0
 	switch t {
