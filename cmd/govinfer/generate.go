@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/model"
@@ -14,7 +13,7 @@ import (
 // runGenerate implements "govinfer generate": feed token ids, generate.
 func runGenerate(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "generate", "generate --model DIR --ids 1,2,3 [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--json]")
-	dir := fs.String("model", "", "`DIR` holding the checkpoint (config.json + safetensors)")
+	dir := fs.String("model", "", "checkpoint `DIR` (config.json + safetensors), or a GGUF file")
 	idList := fs.String("ids", "", "prompt token ids, comma separated")
 	n := fs.Int("n", 24, "number of tokens to generate")
 	temp := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
@@ -37,8 +36,8 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	if *dir == "" {
 		return fail(exitUsage, "--model is required")
 	}
-	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return fail(exitUsage, "--model %s: not a directory", *dir)
+	if err := checkModelPath(*dir); err != nil {
+		return fail(exitUsage, "%v", err)
 	}
 	if err := checkQuantize(*quantize); err != nil {
 		return fail(exitUsage, "%v", err)
