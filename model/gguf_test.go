@@ -148,6 +148,10 @@ func TestGGUFAgainstReference(t *testing.T) {
 func TestGGUFTiledMatchesGrouped(t *testing.T) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
+	checkTiledMatchesGrouped(t, be)
+}
+
+func checkTiledMatchesGrouped(t *testing.T, be compute.Backend) {
 	path := filepath.Join(ggufDir, "ksmall-bf16.gguf")
 	want := ggufPromptLogits(t, be, path, Options{})
 	f, err := gguf.Open(path)
