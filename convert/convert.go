@@ -65,8 +65,10 @@ type Options struct {
 	Threads int
 }
 
-// Progress reports a conversion.
+// Progress reports a conversion, after each tensor and each block of rows
+// of a large one.
 type Progress struct {
+	// Tensors counts the tensors written in full.
 	Tensors, TotalTensors int
 	// Bytes and TotalBytes count the checkpoint's bytes read.
 	Bytes, TotalBytes int64
@@ -200,14 +202,21 @@ func Write(ctx context.Context, dir, out string, o Options) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("convert: %w", err)
 		}
-		if err := writeTensor(ctx, tw, p, t.Data, heads, threads); err != nil {
+		report := func(tensors int, bytes int64) {
+			if o.Progress != nil {
+				o.Progress(Progress{Tensors: tensors, TotalTensors: len(plans), Bytes: bytes, TotalBytes: total, Name: p.m.Name, Type: p.typ.String()})
+			}
+		}
+		// Large tensors report each block of rows as it is written.
+		err = writeTensor(ctx, tw, p, t.Data, heads, threads, func(rowsDone int) {
+			report(i, done+p.srcLen*int64(rowsDone)/int64(p.rows))
+		})
+		if err != nil {
 			return nil, fmt.Errorf("convert: %s -> %s: %w", p.hf.Name, p.m.Name, err)
 		}
 		ck.Evict(p.hf.Name)
 		done += p.srcLen
-		if o.Progress != nil {
-			o.Progress(Progress{Tensors: i + 1, TotalTensors: len(plans), Bytes: done, TotalBytes: total, Name: p.m.Name, Type: p.typ.String()})
-		}
+		report(i+1, done)
 	}
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("convert: %w", err)
@@ -314,8 +323,9 @@ func widen(d safetensors.DType) func(dst []float32, src []byte) error {
 const blockBytes = 4 << 20
 
 // writeTensor converts a tensor a block of rows at a time, rows spread over
-// threads goroutines, and writes it to w.
-func writeTensor(ctx context.Context, w io.Writer, p plan, data []byte, h qwen35.Heads, threads int) error {
+// threads goroutines, and writes it to w; block is told the rows done after
+// each block but the last.
+func writeTensor(ctx context.Context, w io.Writer, p plan, data []byte, h qwen35.Heads, threads int, block func(rows int)) error {
 	rows, cols := p.rows, p.cols
 	if len(p.hf.Shape) == 1 {
 		// A vector's entries are its value heads' (A_log, dt_bias): convert
@@ -372,6 +382,9 @@ func writeTensor(ctx context.Context, w io.Writer, p plan, data []byte, h qwen35
 		}
 		if _, err := w.Write(buf[:n*rowOut]); err != nil {
 			return err
+		}
+		if hi < rows {
+			block(hi)
 		}
 	}
 	return nil

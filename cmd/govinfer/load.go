@@ -72,10 +72,11 @@ func loadProgress(io stdio, dir, mix string) func(model.Progress) {
 	}
 }
 
-// quietProgress is loadProgress when quantizing (a load that takes time)
-// and nil otherwise (a memory map opens at once).
+// quietProgress is loadProgress when quantizing or reading a GGUF file
+// (loads that convert tensors and take time) and nil otherwise (a memory
+// map opens at once).
 func quietProgress(io stdio, dir, mix string) func(model.Progress) {
-	if mix == "" {
+	if _, isGGUF, _ := gguf.Locate(dir); mix == "" && !isGGUF {
 		return nil
 	}
 	return loadProgress(io, dir, mix)
