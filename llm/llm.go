@@ -93,7 +93,9 @@ type Defaults struct {
 // Open loads a checkpoint directory (config.json, safetensors,
 // tokenizer.json, tokenizer_config.json, optionally generation_config.json
 // and a chat template) and starts its engine. A checkpoint without a chat
-// template serves text completions only.
+// template serves text completions only. dir may also be a qwen35 GGUF
+// file, or a directory holding one: weights, tokenizer, chat template and
+// sampling defaults (general.sampling.*) then all come from the file.
 func Open(dir string, o Options) (*Model, error) {
 	if o.MaxModelLen < 0 {
 		return nil, fmt.Errorf("llm: max model length must not be negative, got %d", o.MaxModelLen)
@@ -107,7 +109,11 @@ func Open(dir string, o Options) (*Model, error) {
 	if lm.special, err = chattemplate.LoadSpecialTokens(dir); err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "generation_config.json")); err == nil {
+	if d, ok, err := ggufDefaults(dir); err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	} else if ok {
+		lm.defaults = d
+	} else if data, err := os.ReadFile(filepath.Join(dir, "generation_config.json")); err == nil {
 		if err := json.Unmarshal(data, &lm.defaults); err != nil {
 			return nil, fmt.Errorf("llm: reading generation_config.json: %w", err)
 		}

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sync"
 
@@ -50,7 +51,7 @@ type Options struct {
 type Model struct {
 	cfg       *Config
 	be        compute.Backend
-	ck        *safetensors.Checkpoint
+	file      io.Closer // the checkpoint or GGUF file Open opened, or nil
 	w         *weights
 	maxTokens int
 	invFreq   []float64 // rope inverse frequencies, rotaryDim/2 of them
@@ -59,8 +60,16 @@ type Model struct {
 	sc *scratch
 }
 
-// Open loads the checkpoint in dir (config.json and safetensors weights).
-func Open(dir string, o Options) (*Model, error) {
+// Open loads the checkpoint at path: a directory of config.json and
+// safetensors weights, or a qwen35 GGUF file (a .gguf file, any part of a
+// split one, or a directory holding one and no config.json).
+func Open(path string, o Options) (*Model, error) {
+	if file, ok, err := locateGGUF(path); err != nil {
+		return nil, err
+	} else if ok {
+		return openGGUF(file, o)
+	}
+	dir := path
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -74,7 +83,7 @@ func Open(dir string, o Options) (*Model, error) {
 		ck.Close()
 		return nil, err
 	}
-	m.ck = ck
+	m.file = ck
 	return m, nil
 }
 
@@ -82,6 +91,11 @@ func Open(dir string, o Options) (*Model, error) {
 // must stay open until the model is closed (the CPU backend reads weights
 // from its memory map); Close does not close it.
 func New(cfg *Config, ck *safetensors.Checkpoint, o Options) (*Model, error) {
+	return newModel(cfg, ckSource{ck}, o)
+}
+
+// newModel builds a model from a config and the source of its weights.
+func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if o.Backend == nil {
 		return nil, errors.New("model: no backend (Options.Backend)")
 	}
@@ -89,7 +103,7 @@ func New(cfg *Config, ck *safetensors.Checkpoint, o Options) (*Model, error) {
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxStepTokens
 	}
-	w, err := loadWeights(ck, cfg, m.be, o.Quantize, o.Progress)
+	w, err := loadWeights(src, cfg, m.be, o.Quantize, o.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
@@ -118,8 +132,8 @@ func (m *Model) Close() error {
 		m.sc.free(m.be)
 		m.sc = nil
 	}
-	if m.ck != nil {
-		errs = append(errs, m.ck.Close())
+	if m.file != nil {
+		errs = append(errs, m.file.Close())
 	}
 	return errors.Join(errs...)
 }

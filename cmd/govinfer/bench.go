@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	goio "io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -199,7 +198,7 @@ func printProfile(w goio.Writer, title, what string, rows []profileRow) {
 // what the machine can do, measured in the same run.
 func runBench(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--profile] [--quantize q8_0|q4_k_m|q5_k_m] [--json]")
-	dir := fs.String("model", "", "`DIR` holding the checkpoint")
+	dir := fs.String("model", "", "checkpoint `DIR`, or a GGUF file")
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
 	batch := fs.Int("batch", 1, "also decode `N` sequences together (each after prefilling its own prompt) and report the total tokens/s and the speedup over one sequence")
@@ -229,8 +228,8 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	case *memMiB < 0:
 		return fail(exitUsage, "--mem-mib must not be negative")
 	}
-	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return fail(exitUsage, "--model %s: not a directory", *dir)
+	if err := checkModelPath(*dir); err != nil {
+		return fail(exitUsage, "%v", err)
 	}
 	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, log: io.err})
 	if err != nil {

@@ -19,7 +19,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		"/v1/completions, /v1/models, /health, /metrics, /tokenize, /detokenize.\n"+
 		"Request log lines go to standard error. SIGINT or SIGTERM shuts it down.")
 	var (
-		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template)")
+		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template), or a GGUF file")
 		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 		port       = fs.Int("port", 8000, "TCP port (0 picks a free one)")
 		name       = fs.String("served-model-name", "", "model id clients use (default: the checkpoint directory's name)")
