@@ -161,6 +161,9 @@ type Stream struct {
 	ctx       context.Context
 	submitted time.Time
 	notify    chan struct{}
+	// unqueue, set while the request waits, takes it out of the queue
+	// once its context ends; it is stopped when the request is admitted.
+	unqueue func() bool
 
 	mu           sync.Mutex
 	pending      []Token
@@ -308,11 +311,28 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	e.waiting = append(e.waiting, s)
 	e.metrics.waiting.Store(int64(len(e.waiting)))
+	s.unqueue = context.AfterFunc(ctx, func() { e.dequeue(s) })
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
 	return s, nil
+}
+
+// dequeue ends a waiting request whose context ended, freeing its place in
+// the queue at once rather than when it would have started.
+func (e *Engine) dequeue(s *Stream) {
+	e.mu.Lock()
+	i := slices.Index(e.waiting, s)
+	if i >= 0 {
+		e.waiting = slices.Delete(e.waiting, i, i+1)
+		e.metrics.waiting.Store(int64(len(e.waiting)))
+	}
+	e.mu.Unlock()
+	if i >= 0 {
+		s.end(FinishCancelled, -1, nil)
+		e.metrics.finished(FinishCancelled)
+	}
 }
 
 func (e *Engine) validate(r Request) error {
@@ -364,13 +384,14 @@ func (e *Engine) loop(ctx context.Context) {
 		e.waiting = nil
 		e.mu.Unlock()
 		for _, s := range w {
+			s.unqueue()
 			s.end(FinishCancelled, -1, ErrClosed)
 		}
 		e.metrics.waiting.Store(0)
 	}()
 	for {
-		run = e.admit(run)
-		// Drop requests whose context ended.
+		// Drop requests whose context ended, then fill the room that
+		// they and the requests finished at the last step left.
 		run = slices.DeleteFunc(run, func(r *running) bool {
 			if r.s.ctx.Err() != nil {
 				e.finish(r, FinishCancelled, -1, nil)
@@ -378,6 +399,7 @@ func (e *Engine) loop(ctx context.Context) {
 			}
 			return false
 		})
+		run = e.admit(run)
 		e.metrics.running.Store(int64(len(run)))
 		if len(run) == 0 {
 			select {
@@ -407,6 +429,7 @@ func (e *Engine) admit(run []*running) []*running {
 		e.waiting = e.waiting[1:]
 		e.metrics.waiting.Store(int64(len(e.waiting)))
 		e.mu.Unlock()
+		s.unqueue()
 		if s.ctx.Err() != nil {
 			s.end(FinishCancelled, -1, nil)
 			e.metrics.finished(FinishCancelled)
