@@ -83,6 +83,10 @@ type Request struct {
 	StopTokens []int
 	// IgnoreEOS disables stopping on Config.EOS.
 	IgnoreEOS bool
+	// LogitBias is added to the logits of its token ids before anything
+	// else (penalties, the processor, logprobs, sampling), as OpenAI's
+	// logit_bias; ids must be in the vocabulary.
+	LogitBias map[int]float32
 	// Processor, when set, masks the logits before each sample.
 	Processor LogitProcessor
 	// Logprobs asks for the log-probability of each sampled token, and
@@ -357,6 +361,11 @@ func (e *Engine) validate(r Request) error {
 			return fmt.Errorf("engine: prompt token %d at index %d is outside the vocabulary [0, %d)", t, i, c.VocabSize)
 		}
 	}
+	for id := range r.LogitBias {
+		if id < 0 || id >= c.VocabSize {
+			return fmt.Errorf("engine: logit bias for token %d, outside the vocabulary [0, %d)", id, c.VocabSize)
+		}
+	}
 	return nil
 }
 
@@ -578,7 +587,7 @@ func (r *running) logitsMode() model.LogitsMode {
 	req := &r.s.req
 	p := req.Params
 	if p.Greedy() && (p.RepetitionPenalty == 0 || p.RepetitionPenalty == 1) && p.PresencePenalty == 0 &&
-		p.FrequencyPenalty == 0 && req.Processor == nil && !req.Logprobs && r.generated >= req.MinTokens &&
+		p.FrequencyPenalty == 0 && req.Processor == nil && len(req.LogitBias) == 0 && !req.Logprobs && r.generated >= req.MinTokens &&
 		(!req.PromptLogits || r.generated > 0) {
 		return model.LastArgmax
 	}
@@ -591,6 +600,9 @@ func (e *Engine) sample(r *running, logits []float32) (Token, error) {
 	req := &r.s.req
 	var tok Token
 	var lp []float64
+	for id, b := range req.LogitBias {
+		logits[id] += b
+	}
 	if req.Logprobs {
 		lp = sample.LogSoftmax(logits)
 	}

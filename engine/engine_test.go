@@ -656,3 +656,34 @@ func TestQueueServedWhenCapacityFrees(t *testing.T) {
 	}
 	waitFor(t, func() bool { st := e.Stats(); return st.OpenSequences == 0 && st.Waiting == 0 })
 }
+
+// TestLogitBias checks that a bias of +100 makes its token the greedy
+// choice, that logprobs see the bias, and that ids outside the
+// vocabulary are refused.
+func TestLogitBias(t *testing.T) {
+	m := openModel(t, "tiny")
+	e := newEngine(t, m, Config{})
+	prompt := []int{10, 20, 30}
+	free := directGreedy(t, m, prompt, 4)
+	target := (free[0] + 7) % m.Config().VocabSize
+	s, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 4, IgnoreEOS: true, Logprobs: true,
+		LogitBias: map[int]float32{target: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _, err := collect(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tk := range toks {
+		if tk.ID != target {
+			t.Fatalf("token %d is %d, want the biased %d", i, tk.ID, target)
+		}
+		if tk.Logprob < -1e-3 {
+			t.Errorf("token %d: logprob %v; with a +100 bias it should be about 0", i, tk.Logprob)
+		}
+	}
+	if _, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 1, LogitBias: map[int]float32{m.Config().VocabSize: 1}}); err == nil {
+		t.Fatal("a bias outside the vocabulary was accepted")
+	}
+}

@@ -104,3 +104,32 @@ func maskLogits(mask []uint64, logits []float32, size int) int {
 	}
 	return allowed
 }
+
+// Property is one declared property of an object schema.
+type Property struct {
+	Name     string
+	Required bool
+	// Grammar is the schema of the property's value.
+	Grammar *Grammar
+}
+
+// Object reports whether the grammar's top level allows objects.
+func (g *Grammar) Object() bool { return g.root.kinds&kObject != 0 }
+
+// Properties returns the declared properties of the grammar's top-level
+// object schema, in the schema's order of compilation (names sorted).
+func (g *Grammar) Properties() []Property {
+	n := g.root
+	out := make([]Property, len(n.props))
+	for i, p := range n.props {
+		out[i] = Property{Name: p.name, Required: n.required&(1<<i) != 0, Grammar: &Grammar{root: p.n, maxMinimal: g.maxMinimal}}
+	}
+	return out
+}
+
+// Minimal returns the shortest value the grammar allows.
+func (g *Grammar) Minimal() []byte { return g.root.minimal }
+
+// Growth bounds how many bytes one byte of output can add to a
+// completion (see Constraint.Budget).
+func (g *Grammar) Growth() int { return g.growth() }
