@@ -416,7 +416,6 @@ func prepareTools(in []Tool) ([]any, map[string]outparse.ToolSchema, []outparse.
 	return tools, schemas, calls, nil
 }
 
-
 // prepareChat checks and renders a chat request.
 func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	if lm.tmpl == nil {
@@ -564,6 +563,7 @@ func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force b
 		return g.NewConstraint(maxTokens, b), nil
 	}, nil
 }
+
 // ChatPrompt checks and renders a chat request without running it: the
 // prompt text and its token ids.
 func (lm *Model) ChatPrompt(req ChatRequest) (string, []int, error) {

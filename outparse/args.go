@@ -129,7 +129,6 @@ func valueType(v any) string {
 	return "string"
 }
 
-
 // arguments renders params as a JSON object typed by schema, formatted as
 // Python's json.dumps(ensure_ascii=False) writes it (", " and ": "), which is
 // what vLLM sends. A repeated parameter keeps its first position and its last
