@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -73,6 +74,34 @@ func bindings(c *Config, prefix string, w *weights) []binding {
 	return bs
 }
 
+// checkAgainstWeights compares config.json's sizes with the weights
+// present before anything is bound or allocated for them: the embedding's
+// shape and the number of layers.
+func checkAgainstWeights(ck *safetensors.Checkpoint, c *Config, prefix string) error {
+	info, err := ck.Info(prefix + "embed_tokens.weight")
+	if err != nil {
+		return err
+	}
+	if want := []int{c.VocabSize, c.HiddenSize}; !slices.Equal(info.Shape, want) {
+		return fmt.Errorf("tensor %sembed_tokens.weight has shape %v, config.json implies %v (vocab_size, hidden_size)", prefix, info.Shape, want)
+	}
+	layers := 0
+	for _, name := range ck.Names() {
+		rest, ok := strings.CutPrefix(name, prefix+"layers.")
+		if !ok {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, ".")
+		if i, err := strconv.Atoi(num); err == nil && i >= layers && i < MaxLayers {
+			layers = i + 1
+		}
+	}
+	if c.NumLayers > layers {
+		return fmt.Errorf("config.json says num_hidden_layers %d, but the checkpoint holds weights for %d layers", c.NumLayers, layers)
+	}
+	return nil
+}
+
 // detectPrefix returns the text-model prefix used by the checkpoint.
 func detectPrefix(ck *safetensors.Checkpoint) (string, error) {
 	for _, p := range textPrefixes {
@@ -106,6 +135,9 @@ func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, mix 
 	}
 	prefix, err := detectPrefix(ck)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkAgainstWeights(ck, c, prefix); err != nil {
 		return nil, err
 	}
 	w := &weights{}
