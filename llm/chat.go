@@ -135,7 +135,7 @@ const (
 	// MaxPromptBytesPerToken bounds a prompt's text: at most this many
 	// bytes per token of the model's maximum length, so that no request
 	// makes the tokenizer work on far more text than could fit.
-	MaxPromptBytesPerToken = 32
+	MaxPromptBytesPerToken = 16
 	// MaxRequestPrompts bounds the prompt tokens of a request summed over
 	// its choices (n times the prompt, over every prompt), in units of
 	// the model's maximum length.
@@ -226,6 +226,31 @@ func prepareMessages(in []Message) ([]any, error) {
 		}
 	}
 	return msgs, nil
+}
+
+// contentBytes sums the lengths of the messages' text contents.
+func contentBytes(msgs []any) int {
+	n := 0
+	for _, m := range msgs {
+		mo, _ := m.(*jsonvalue.Object)
+		if mo == nil {
+			continue
+		}
+		switch c := func() any { v, _ := mo.Get("content"); return v }().(type) {
+		case string:
+			n += len(c)
+		case []any:
+			for _, part := range c {
+				if po, ok := part.(*jsonvalue.Object); ok {
+					if t, ok := po.Get("text"); ok {
+						s, _ := t.(string)
+						n += len(s)
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 func prepareMessage(m any, field string) error {
@@ -429,6 +454,9 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	msgs, err := prepareMessages(req.Messages)
 	if err != nil {
 		return nil, err
+	}
+	if err := lm.checkPromptBytes("messages", contentBytes(msgs)); err != nil {
+		return nil, err // before rendering and tokenizing it
 	}
 	tools, schemas, calls, err := prepareTools(req.Tools)
 	if err != nil {
