@@ -1,7 +1,6 @@
 package jsonconstraint
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"math/bits"
@@ -21,7 +20,7 @@ type Constraint struct {
 	finished bool // an end-of-sequence token was accepted
 	// forced, once Budget starts forcing, holds what remains of the
 	// completion; forcing says whether it does.
-	forced  []byte
+	forced  Forced
 	forcing bool
 
 	cache map[state][]uint64
@@ -49,17 +48,22 @@ func (c *Constraint) Completion() []byte {
 // Budget makes the document end within tokens more tokens, the
 // end-of-sequence token included: once the completion from the current
 // position, plus the most one token can add to it, no longer fits, the
-// constraint forces the completion, allowing only tokens that spell its
-// next bytes and then an end-of-sequence token. Call it before each mask
-// with the tokens left; the guarantee holds when the budget starts above
-// the completion of an empty document.
-func (c *Constraint) Budget(tokens int) {
+// constraint forces the completion (see Vocab.Force: with encode, the
+// tokenizer's encoding, its tokens exactly; otherwise any tokens spelling
+// it) and then an end-of-sequence token. Call it before each mask with the
+// tokens left; the guarantee holds when the budget starts above the
+// completion of an empty document.
+func (c *Constraint) Budget(tokens int, encode func(string) []int) {
 	if c.forcing || c.finished {
 		return
 	}
 	out, ok := c.s.completion()
-	if ok && tokens <= len(out)+1+c.g.growth() {
-		c.forced, c.forcing = out, true
+	if !ok {
+		return
+	}
+	f := c.v.Force(out, encode)
+	if tokens <= f.Tokens()+1+c.g.growth() {
+		c.forced, c.forcing = f, true
 	}
 }
 
@@ -97,8 +101,11 @@ func (c *Constraint) Accept(token int) error {
 	if len(t) == 0 {
 		return fmt.Errorf("jsonconstraint: special token %d is not allowed in a JSON document", token)
 	}
-	if c.forcing && !bytes.HasPrefix(c.forced, t) {
-		return fmt.Errorf("jsonconstraint: token %d (%q) strays from the forced completion %q", token, t, c.forced)
+	f := c.forced
+	if c.forcing {
+		if err := f.Accept(c.v, token); err != nil {
+			return err
+		}
 	}
 	s := c.s
 	for i, b := range t {
@@ -106,10 +113,7 @@ func (c *Constraint) Accept(token int) error {
 			return fmt.Errorf("jsonconstraint: token %d (%q) cannot continue the document at its byte %d", token, t, i)
 		}
 	}
-	c.s = s
-	if c.forcing {
-		c.forced = c.forced[len(t):]
-	}
+	c.s, c.forced = s, f
 	return nil
 }
 
@@ -180,18 +184,11 @@ func (c *Constraint) maskBits() []uint64 {
 		return m
 	}
 	if c.forcing {
-		if len(c.forced) == 0 {
+		if c.forced.Done() {
 			v.SetEOS(m)
 			return m
 		}
-		rest := c.forced
-		Walk(v.All(), 0, func(i *int, b byte) bool {
-			if *i < len(rest) && rest[*i] == b {
-				*i++
-				return true
-			}
-			return false
-		}, m)
+		c.forced.Mask(v, m)
 		return m
 	}
 	if l := c.s.lx; l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) {

@@ -173,7 +173,7 @@ func TestBudget(t *testing.T) {
 				if used >= budget {
 					t.Fatalf("%s: budget %d spent at %q", name, budget, out)
 				}
-				c.Budget(budget - used)
+				c.Budget(budget-used, nil)
 				for i := range logits {
 					logits[i] = 0
 				}

@@ -65,12 +65,13 @@ type processorFactory func(maxTokens int) (engine.LogitProcessor, error)
 // document, and ends it within the choice's tokens.
 type jsonProcessor struct {
 	c         *jsonconstraint.Constraint
+	encode    func(string) []int
 	maxTokens int
 	generated int
 }
 
 func (p *jsonProcessor) Process(logits []float32) {
-	p.c.Budget(p.maxTokens - p.generated)
+	p.c.Budget(p.maxTokens-p.generated, p.encode)
 	p.c.ApplyMask(logits)
 }
 
@@ -86,6 +87,6 @@ func (lm *Model) processorFor(g *jsonconstraint.Grammar) processorFactory {
 		if err != nil {
 			return nil, err
 		}
-		return &jsonProcessor{c: jsonconstraint.NewConstraint(g, v), maxTokens: maxTokens}, nil
+		return &jsonProcessor{c: jsonconstraint.NewConstraint(g, v), encode: lm.tok.Encode, maxTokens: maxTokens}, nil
 	}
 }

@@ -119,9 +119,12 @@ func NewCallGrammar(cv *CallVocab, o CallOptions) (*CallGrammar, error) {
 				} else {
 					ts[p.name] = []string{jsonType}
 				}
+				// One token may start this parameter (its key, smallest
+				// value and end join the completion) or, inside its value,
+				// open a part whose smallest form is the longest in it.
 				extra := len(paramOpen) + len(p.name) + 2 + len(p.minimal) + len(paramEnd)
 				if p.json != nil {
-					extra += p.json.Growth()
+					extra = max(extra, p.json.Growth())
 				}
 				maxExtra = max(maxExtra, extra)
 			}

@@ -115,8 +115,9 @@ func checkMask(t *testing.T, cv callVocabs, c *CallConstraint, allowed []int, af
 		if len(tb) == 0 {
 			continue
 		}
-		if len(c.forced) > 0 {
-			if strings.HasPrefix(string(c.forced), string(tb)) {
+		if !c.forced.Done() {
+			f := c.forced
+			if f.Accept(cv.v, id) == nil {
 				want[id] = true
 			}
 			continue
@@ -226,7 +227,8 @@ func TestCallTightBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		need := len(g.completion(g.start())) + 1 + g.margin
+		f := cv.v.Force(g.completion(g.start()), cv.cv.encode)
+		need := f.Tokens() + 1 + g.margin
 		gen := drive(t, cv, g.NewConstraint(need, 0), rng, need, nil, 0)
 		if !gen.eos {
 			t.Fatalf("budget %d: no end: %q", need, gen.text)

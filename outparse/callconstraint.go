@@ -1,7 +1,6 @@
 package outparse
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/govinfer/govinfer/jsonconstraint"
@@ -33,9 +32,9 @@ type CallConstraint struct {
 	maxTokens   int
 	generated   int
 	thinkBudget int
-	thought     int    // tokens generated while reasoning
-	forced      []byte // bytes the next tokens must spell
-	final       bool   // the request's budget forced the completion
+	thought     int                   // tokens generated while reasoning
+	forced      jsonconstraint.Forced // what the next tokens must spell
+	final       bool                  // the request's budget forced the completion
 	cache       map[callState][]uint64
 }
 
@@ -54,45 +53,37 @@ func (c *CallConstraint) Process(logits []float32) {
 
 // plan starts forcing when a budget requires it.
 func (c *CallConstraint) plan() {
-	if len(c.forced) > 0 || c.final {
+	if !c.forced.Done() || c.final {
 		return
 	}
+	var close []byte
 	if c.s.phase == phThink && c.thinkBudget > 0 && c.thought >= c.thinkBudget {
-		c.forced = []byte("\n" + thinkClose)
+		close = []byte("\n" + thinkClose)
 		if c.g.force {
-			c.forced = append(c.forced, literals[litAfterThink].text...)
+			close = append(close, literals[litAfterThink].text...)
 		} else {
-			c.forced = append(c.forced, afterThink...)
+			close = append(close, afterThink...)
 		}
 	}
-	left := c.maxTokens - c.generated
 	s := c.s
-	for _, b := range c.forced {
+	for _, b := range close {
 		c.g.step(&s, b)
 	}
-	comp := c.g.completion(s)
-	if len(comp) == 0 {
+	comp := append(close, c.g.completion(s)...)
+	all := c.g.v.Force(comp, c.g.cv.encode)
+	if len(comp) > len(close) && c.maxTokens-c.generated <= all.Tokens()+1+c.g.margin {
+		c.forced, c.final = all, true
 		return
 	}
-	if left <= len(c.forced)+len(comp)+1+c.g.margin {
-		c.forced = append(c.forced, comp...)
-		c.final = true
-	}
+	c.forced = c.g.v.Force(close, c.g.cv.encode)
 }
 
 // mask returns the allowed next tokens as a bit set.
 func (c *CallConstraint) mask() []uint64 {
 	v := c.g.v
 	m := make([]uint64, v.Words())
-	if len(c.forced) > 0 {
-		rest := c.forced
-		jsonconstraint.Walk(v.All(), 0, func(i *int, b byte) bool {
-			if *i < len(rest) && rest[*i] == b {
-				*i++
-				return true
-			}
-			return false
-		}, m)
+	if !c.forced.Done() {
+		c.forced.Mask(v, m)
 		return m
 	}
 	if cached, ok := c.cache[c.s]; ok {
@@ -130,7 +121,7 @@ func (c *CallConstraint) mask() []uint64 {
 // eosAllowed reports whether the turn may end here: after a forced call,
 // or outside a constrained call when none is forced.
 func (c *CallConstraint) eosAllowed() bool {
-	if len(c.forced) > 0 {
+	if !c.forced.Done() {
 		return false
 	}
 	switch c.s.phase {
@@ -158,11 +149,11 @@ func (c *CallConstraint) Accept(token int) error {
 	if len(tb) == 0 {
 		return fmt.Errorf("outparse: token %d is not allowed in a constrained tool call", token)
 	}
-	if len(c.forced) > 0 {
-		if !bytes.HasPrefix(c.forced, tb) {
-			return fmt.Errorf("outparse: token %d (%q) strays from the forced text %q", token, tb, c.forced)
+	forced := c.forced
+	if !forced.Done() {
+		if err := forced.Accept(v, token); err != nil {
+			return fmt.Errorf("outparse: %w", err)
 		}
-		c.forced = c.forced[len(tb):]
 	}
 	thinking := c.s.phase == phThink
 	s := c.s
@@ -171,7 +162,7 @@ func (c *CallConstraint) Accept(token int) error {
 			return fmt.Errorf("outparse: token %d (%q) breaks the tool call at its byte %d", token, tb, i)
 		}
 	}
-	c.s = s
+	c.s, c.forced = s, forced
 	c.generated++
 	if thinking {
 		c.thought++

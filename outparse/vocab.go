@@ -12,6 +12,7 @@ import (
 // masks start from. Build it once per model; it is immutable.
 type CallVocab struct {
 	v       *jsonconstraint.Vocab
+	encode  func(string) []int  // the tokenizer's, for forced texts
 	all     []uint64            // every ordinary token
 	stay    []uint64            // tokens without '<'
 	rawStay []uint64            // of those, the ones valid UTF-8 from a character boundary
@@ -39,7 +40,7 @@ func NewCallVocab(tok *tokenizer.Tokenizer, eos []int) (*CallVocab, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outparse: building the tool-call vocabulary: %w", err)
 	}
-	cv := &CallVocab{v: v}
+	cv := &CallVocab{v: v, encode: tok.Encode}
 	words := v.Words()
 	cv.all, cv.stay, cv.rawStay = make([]uint64, words), make([]uint64, words), make([]uint64, words)
 	for id := range v.Size() {
