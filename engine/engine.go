@@ -83,6 +83,10 @@ type Request struct {
 	StopTokens []int
 	// IgnoreEOS disables stopping on Config.EOS.
 	IgnoreEOS bool
+	// LogitBias is added to the logits of its token ids before anything
+	// else (penalties, the processor, logprobs, sampling), as OpenAI's
+	// logit_bias; ids must be in the vocabulary.
+	LogitBias map[int]float32
 	// Processor, when set, masks the logits before each sample.
 	Processor LogitProcessor
 	// Logprobs asks for the log-probability of each sampled token, and
@@ -161,6 +165,9 @@ type Stream struct {
 	ctx       context.Context
 	submitted time.Time
 	notify    chan struct{}
+	// unqueue, set while the request waits, takes it out of the queue
+	// once its context ends; it is stopped when the request is admitted.
+	unqueue func() bool
 
 	mu           sync.Mutex
 	pending      []Token
@@ -308,11 +315,28 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	e.waiting = append(e.waiting, s)
 	e.metrics.waiting.Store(int64(len(e.waiting)))
+	s.unqueue = context.AfterFunc(ctx, func() { e.dequeue(s) })
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
 	return s, nil
+}
+
+// dequeue ends a waiting request whose context ended, freeing its place in
+// the queue at once rather than when it would have started.
+func (e *Engine) dequeue(s *Stream) {
+	e.mu.Lock()
+	i := slices.Index(e.waiting, s)
+	if i >= 0 {
+		e.waiting = slices.Delete(e.waiting, i, i+1)
+		e.metrics.waiting.Store(int64(len(e.waiting)))
+	}
+	e.mu.Unlock()
+	if i >= 0 {
+		s.end(FinishCancelled, -1, nil)
+		e.metrics.finished(FinishCancelled)
+	}
 }
 
 func (e *Engine) validate(r Request) error {
@@ -335,6 +359,11 @@ func (e *Engine) validate(r Request) error {
 	for i, t := range r.Prompt {
 		if t < 0 || t >= c.VocabSize {
 			return fmt.Errorf("engine: prompt token %d at index %d is outside the vocabulary [0, %d)", t, i, c.VocabSize)
+		}
+	}
+	for id := range r.LogitBias {
+		if id < 0 || id >= c.VocabSize {
+			return fmt.Errorf("engine: logit bias for token %d, outside the vocabulary [0, %d)", id, c.VocabSize)
 		}
 	}
 	return nil
@@ -364,13 +393,14 @@ func (e *Engine) loop(ctx context.Context) {
 		e.waiting = nil
 		e.mu.Unlock()
 		for _, s := range w {
+			s.unqueue()
 			s.end(FinishCancelled, -1, ErrClosed)
 		}
 		e.metrics.waiting.Store(0)
 	}()
 	for {
-		run = e.admit(run)
-		// Drop requests whose context ended.
+		// Drop requests whose context ended, then fill the room that
+		// they and the requests finished at the last step left.
 		run = slices.DeleteFunc(run, func(r *running) bool {
 			if r.s.ctx.Err() != nil {
 				e.finish(r, FinishCancelled, -1, nil)
@@ -378,6 +408,7 @@ func (e *Engine) loop(ctx context.Context) {
 			}
 			return false
 		})
+		run = e.admit(run)
 		e.metrics.running.Store(int64(len(run)))
 		if len(run) == 0 {
 			select {
@@ -407,6 +438,7 @@ func (e *Engine) admit(run []*running) []*running {
 		e.waiting = e.waiting[1:]
 		e.metrics.waiting.Store(int64(len(e.waiting)))
 		e.mu.Unlock()
+		s.unqueue()
 		if s.ctx.Err() != nil {
 			s.end(FinishCancelled, -1, nil)
 			e.metrics.finished(FinishCancelled)
@@ -555,7 +587,7 @@ func (r *running) logitsMode() model.LogitsMode {
 	req := &r.s.req
 	p := req.Params
 	if p.Greedy() && (p.RepetitionPenalty == 0 || p.RepetitionPenalty == 1) && p.PresencePenalty == 0 &&
-		p.FrequencyPenalty == 0 && req.Processor == nil && !req.Logprobs && r.generated >= req.MinTokens &&
+		p.FrequencyPenalty == 0 && req.Processor == nil && len(req.LogitBias) == 0 && !req.Logprobs && r.generated >= req.MinTokens &&
 		(!req.PromptLogits || r.generated > 0) {
 		return model.LastArgmax
 	}
@@ -568,6 +600,9 @@ func (e *Engine) sample(r *running, logits []float32) (Token, error) {
 	req := &r.s.req
 	var tok Token
 	var lp []float64
+	for id, b := range req.LogitBias {
+		logits[id] += b
+	}
 	if req.Logprobs {
 		lp = sample.LogSoftmax(logits)
 	}

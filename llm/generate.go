@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/outparse"
 )
 
@@ -51,6 +50,16 @@ func (lm *Model) Complete(ctx context.Context, req CompletionRequest) (*Stream, 
 	}
 	prompts := make([][]int, len(req.Prompts))
 	texts := make([]string, len(req.Prompts))
+	total := 0
+	for _, p := range req.Prompts {
+		if err := lm.checkPromptBytes("prompt", len(p.Text)); err != nil {
+			return nil, err
+		}
+		total += len(p.Text)
+	}
+	if limit := MaxRequestPrompts * lm.maxModelLen * MaxPromptBytesPerToken; total > limit {
+		return nil, paramErr("prompt", "the prompts are %d bytes in all; at most %d are allowed", total, limit)
+	}
 	for i, p := range req.Prompts {
 		if p.IDs != nil {
 			prompts[i], texts[i] = p.IDs, lm.tok.Decode(p.IDs, false)
@@ -58,7 +67,7 @@ func (lm *Model) Complete(ctx context.Context, req CompletionRequest) (*Stream, 
 			prompts[i], texts[i] = lm.tok.Encode(p.Text), p.Text
 		}
 	}
-	var proc func() (engine.LogitProcessor, error)
+	var proc processorFactory
 	if r.grammar != nil {
 		proc = lm.processorFor(r.grammar)
 	}

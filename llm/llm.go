@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -52,6 +53,10 @@ type Options struct {
 	// Quantize, when not empty, quantizes a BF16/F16/F32 checkpoint while
 	// it loads: "q8_0", "q4_k_m" or "q5_k_m" (see model.Options.Quantize).
 	Quantize string
+	// DefaultTemplateArgs are chat template variables every chat gets
+	// unless it sets them (vLLM's --default-chat-template-kwargs), e.g.
+	// {"enable_thinking": false}.
+	DefaultTemplateArgs map[string]any
 }
 
 // Progress reports weight loading (model.Progress).
@@ -78,6 +83,7 @@ type Model struct {
 	eos         []int
 	maxModelLen int
 	constraints *constraintVocab
+	defaultArgs map[string]any
 }
 
 // Defaults are the sampling defaults of generation_config.json; nil fields
@@ -104,7 +110,7 @@ func Open(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	lm := &Model{tok: tok}
+	lm := &Model{tok: tok, defaultArgs: maps.Clone(o.DefaultTemplateArgs)}
 	lm.tmpl, lm.tmplErr = chattemplate.Load(dir)
 	if lm.special, err = chattemplate.LoadSpecialTokens(dir); err != nil {
 		return nil, fmt.Errorf("llm: %w", err)

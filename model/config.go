@@ -154,6 +154,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	if c.HeadDim == 0 && c.NumHeads > 0 {
 		c.HeadDim = c.HiddenSize / c.NumHeads
 	}
+	if err := c.checkSizes(); err != nil {
+		return nil, err
+	}
 	if len(c.LayerTypes) == 0 {
 		interval := c.FullAttentionInterval
 		if interval == 0 {
@@ -196,6 +199,40 @@ func parseIDs(raw json.RawMessage) ([]int, error) {
 	return many, nil
 }
 
+// Limits on config.json's sizes, far above any real Qwen3.5 and low enough
+// that no size, product of two sizes or per-layer list overflows or
+// allocates before the weights are compared with them (see New).
+const (
+	MaxLayers = 1 << 12
+	MaxWidth  = 1 << 20
+	MaxVocab  = 1 << 24
+)
+
+// checkSizes refuses absurd sizes before anything is allocated for them.
+func (c *Config) checkSizes() error {
+	var errs []error
+	bound := func(name string, v, limit int) {
+		if v > limit {
+			errs = append(errs, fmt.Errorf("%s is %d; at most %d is supported", name, v, limit))
+		}
+	}
+	bound("num_hidden_layers", c.NumLayers, MaxLayers)
+	bound("layer_types", len(c.LayerTypes), MaxLayers)
+	bound("vocab_size", c.VocabSize, MaxVocab)
+	for _, w := range []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize}, {"num_attention_heads", c.NumHeads},
+		{"num_key_value_heads", c.NumKVHeads}, {"head_dim", c.HeadDim}, {"linear_num_key_heads", c.LinearNumKeyHeads},
+		{"linear_num_value_heads", c.LinearNumValueHeads}, {"linear_key_head_dim", c.LinearKeyHeadDim},
+		{"linear_value_head_dim", c.LinearValueHeadDim}, {"linear_conv_kernel_dim", c.LinearConvKernel},
+	} {
+		bound(w.name, w.v, MaxWidth)
+	}
+	return errors.Join(errs...)
+}
+
 // Validate checks that the hyperparameters describe a model this engine can
 // run.
 func (c *Config) Validate() error {
@@ -204,6 +241,9 @@ func (c *Config) Validate() error {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
 		}
+	}
+	if err := c.checkSizes(); err != nil {
+		return err
 	}
 	positive("hidden_size", c.HiddenSize)
 	positive("intermediate_size", c.IntermediateSize)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -69,6 +70,34 @@ func bindings(c *Config, prefix string, w *weights) []binding {
 	return bs
 }
 
+// checkAgainstWeights compares config.json's sizes with the weights
+// present before anything is bound or allocated for them: the embedding's
+// shape and the number of layers.
+func checkAgainstWeights(ck *safetensors.Checkpoint, c *Config, prefix string) error {
+	info, err := ck.Info(prefix + "embed_tokens.weight")
+	if err != nil {
+		return err
+	}
+	if want := []int{c.VocabSize, c.HiddenSize}; !slices.Equal(info.Shape, want) {
+		return fmt.Errorf("tensor %sembed_tokens.weight has shape %v, config.json implies %v (vocab_size, hidden_size)", prefix, info.Shape, want)
+	}
+	layers := 0
+	for _, name := range ck.Names() {
+		rest, ok := strings.CutPrefix(name, prefix+"layers.")
+		if !ok {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, ".")
+		if i, err := strconv.Atoi(num); err == nil && i >= layers && i < MaxLayers {
+			layers = i + 1
+		}
+	}
+	if c.NumLayers > layers {
+		return fmt.Errorf("config.json says num_hidden_layers %d, but the checkpoint holds weights for %d layers", c.NumLayers, layers)
+	}
+	return nil
+}
+
 // loadWeights binds every tensor of the text model and hands it to the
 // backend, quantized to the mix named by mix (quant.Plan) unless mix is
 // empty or the tensor is stored quantized already. progress, when not nil,
@@ -80,6 +109,11 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 	prefix, err := src.prefix()
 	if err != nil {
 		return nil, err
+	}
+	if cs, ok := src.(ckSource); ok {
+		if err := checkAgainstWeights(cs.ck, c, prefix); err != nil {
+			return nil, err
+		}
 	}
 	w := &weights{}
 	bs := bindings(c, prefix, w)

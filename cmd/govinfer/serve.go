@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -16,8 +17,14 @@ import (
 func runServe(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "serve", "serve --model DIR [flags]\n\n"+
 		"Serves a checkpoint over vLLM's OpenAI-compatible API: /v1/chat/completions,\n"+
-		"/v1/completions, /v1/models, /health, /metrics, /tokenize, /detokenize.\n"+
-		"Request log lines go to standard error. SIGINT or SIGTERM shuts it down.")
+		"/v1/completions, /v1/models, /v1/models/{id}, /health, /metrics, /tokenize,\n"+
+		"/detokenize. Request log lines go to standard error (rejected requests too,\n"+
+		"without their prompts). SIGINT or SIGTERM shuts it down.\n\n"+
+		"Connections: at most --max-connections are open at once (past it a new one\n"+
+		"gets a 503 and is closed); one idle for --idle-timeout is closed, and a\n"+
+		"request must be read, headers and body, within --read-timeout, so slow or\n"+
+		"idle clients cannot hold the server. Running out of file descriptors pauses\n"+
+		"accepting until connections close.")
 	var (
 		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template), or a GGUF file")
 		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
@@ -34,6 +41,10 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it)")
 		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
 		quantize   = quantizeFlag(fs.FlagSet)
+		kwargs     = fs.String("default-chat-template-kwargs", "", "JSON object of chat template variables every chat gets unless its chat_template_kwargs set them, e.g. '{\"enable_thinking\": false}'")
+		maxConns   = fs.Int("max-connections", httpapi.DefaultMaxConnections, "most connections open at once; more get a 503 and are closed")
+		idle       = fs.Duration("idle-timeout", httpapi.DefaultIdleTimeout, "close a keep-alive connection idle this long")
+		readTO     = fs.Duration("read-timeout", httpapi.DefaultReadTimeout, "most time to read a request, headers and body (against slow clients)")
 	)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -51,6 +62,16 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	case checkQuantize(*quantize) != nil:
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", checkQuantize(*quantize))
 		return exitUsage
+	case *maxConns < 1 || *idle <= 0 || *readTO <= 0:
+		fmt.Fprintln(io.err, "govinfer serve: --max-connections must be >= 1; --idle-timeout and --read-timeout positive")
+		return exitUsage
+	}
+	var templateArgs map[string]any
+	if *kwargs != "" {
+		if err := json.Unmarshal([]byte(*kwargs), &templateArgs); err != nil || templateArgs == nil {
+			fmt.Fprintf(io.err, "govinfer serve: --default-chat-template-kwargs must be a JSON object: %q\n", *kwargs)
+			return exitUsage
+		}
 	}
 	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: io.err})
 	if err != nil {
@@ -65,7 +86,8 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
 		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
-		Quantize: *quantize,
+		Quantize: *quantize, DefaultTemplateArgs: templateArgs,
+		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)

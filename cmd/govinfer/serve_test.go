@@ -52,6 +52,13 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--model", "x", "--max-num-seqs", "0"}, exitUsage, "max-num-seqs"},
 		{[]string{"--model", "x", "--backend", "tpu"}, exitUsage, "unknown backend"},
 		{[]string{"--model", "x", "extra"}, exitUsage, "unexpected argument"},
+		{[]string{"--help"}, exitOK, "-default-chat-template-kwargs"},
+		{[]string{"--help"}, exitOK, "-max-connections"},
+		{[]string{"--help"}, exitOK, "-idle-timeout"},
+		{[]string{"--help"}, exitOK, "-read-timeout"},
+		{[]string{"--model", "x", "--default-chat-template-kwargs", "[1]"}, exitUsage, "must be a JSON object"},
+		{[]string{"--model", "x", "--max-connections", "0"}, exitUsage, "max-connections"},
+		{[]string{"--model", "x", "--read-timeout", "0s"}, exitUsage, "read-timeout"},
 		{[]string{"--model", filepath.Join(t.TempDir(), "missing"), "--port", "0"}, exitError, "govinfer serve:"},
 	}
 	for _, c := range cases {
