@@ -178,6 +178,14 @@ type DeltaRule struct {
 // [capacity, KVHeads*HeadDim]. Out receives [N, Heads*HeadDim] rows starting
 // at row OutRow. A sequence with N <= 0 is skipped: nothing is read or
 // written.
+//
+// CacheType is the caches' element type: F32 (or zero), or BF16 or F16,
+// whose caches pack two 16-bit elements into each float32 slot (element i
+// of a row in the low half of slot i/2 when i is even, the high half when
+// odd, little-endian), so they are Buffers of capacity*KVHeads*HeadDim/2
+// slots. New keys and values are rounded to the cache type (to nearest,
+// ties to even) when stored, and attention reads the stored values, so a
+// prompt's results do not depend on which step stored which position.
 type Attention struct {
 	Q              Heads
 	QBuf           Buffer
@@ -186,6 +194,7 @@ type Attention struct {
 	V              Heads
 	VBuf           Buffer
 	KCache, VCache Buffer
+	CacheType      DType
 	Out            Buffer
 	OutRow         int
 	Pos, N         int
