@@ -300,6 +300,13 @@ type Backend interface {
 	Argmax(ctx context.Context, dst []int32, x Buffer, dim int) error
 }
 
+// MemoryReporter is implemented by backends that allocate from a device's
+// own memory (the Vulkan backend): FreeMemory returns the bytes still free
+// for buffers. Backends on host memory (the CPU) do not implement it.
+type MemoryReporter interface {
+	FreeMemory() int64
+}
+
 // Argmax returns the index of the largest element of v, the lowest index on
 // ties; NaNs are never chosen over numbers. It is the reference for
 // Backend.Argmax and for greedy sampling.

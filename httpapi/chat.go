@@ -188,16 +188,22 @@ type (
 	}
 	// usage is the token accounting of a response.
 	usage struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		TotalTokens         int `json:"total_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails any `json:"prompt_tokens_details"`
+		PromptTokens        int                 `json:"prompt_tokens"`
+		TotalTokens         int                 `json:"total_tokens"`
+		CompletionTokens    int                 `json:"completion_tokens"`
+		PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
+	}
+	// promptTokensDetails says how many prompt tokens came from the prefix
+	// cache (vLLM's --enable-prompt-tokens-details, always on here).
+	promptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
 	}
 )
 
 func usageOf(st *llm.Stream) usage {
 	u := st.Usage()
-	return usage{PromptTokens: u.PromptTokens, TotalTokens: u.TotalTokens, CompletionTokens: u.CompletionTokens}
+	return usage{PromptTokens: u.PromptTokens, TotalTokens: u.TotalTokens, CompletionTokens: u.CompletionTokens,
+		PromptTokensDetails: promptTokensDetails{CachedTokens: u.CachedTokens}}
 }
 
 func toolCallOf(c *llm.ToolCall) chatToolCall {

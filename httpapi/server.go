@@ -73,6 +73,12 @@ type Config struct {
 	// Quantize, when not empty, quantizes the checkpoint while it loads
 	// (llm.Options.Quantize).
 	Quantize string
+	// NoPrefixCache, StateMemory, StateMemoryFraction and KVCacheType:
+	// see llm.Options.
+	NoPrefixCache       bool
+	StateMemory         int64
+	StateMemoryFraction float64
+	KVCacheType         string
 }
 
 // Server is a running API server.
@@ -158,7 +164,8 @@ func (s *Server) load() {
 	lm, err := llm.Open(s.cfg.ModelDir, llm.Options{
 		Backend: s.cfg.Backend, MaxModelLen: s.cfg.MaxModelLen,
 		MaxNumSeqs: s.cfg.MaxNumSeqs, MaxQueue: s.cfg.MaxQueue, Progress: s.cfg.Progress,
-		Quantize: s.cfg.Quantize,
+		Quantize: s.cfg.Quantize, NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
+		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
@@ -192,6 +199,15 @@ func (s *Server) Engine() *engine.Engine {
 		return nil
 	}
 	return s.lm.Engine()
+}
+
+// StateMemory returns the model's state memory budget (ok false before
+// the model is loaded).
+func (s *Server) StateMemory() (sm llm.StateMemory, ok bool) {
+	if !s.loaded.Load() {
+		return sm, false
+	}
+	return s.lm.StateMemory(), true
 }
 
 // Close stops accepting connections, cancels the requests in flight, waits
