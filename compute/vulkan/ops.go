@@ -589,16 +589,34 @@ func (b *Backend) causalAttention(p *compute.Attention) {
 		return
 	}
 	width := nkv * dim
+	dt := cacheType(p.CacheType)
+	if dt == 0 || (dt != compute.F32 && width%2 != 0) {
+		b.failf("CausalAttention: cache type %v with %d elements per position", p.CacheType, width)
+		return
+	}
+	slots := func(positions int) int { return positions * width * dt.Size() / 4 } // cache words
 	if !b.heads(op, "q", q, p.Q, p.N) || !b.heads(op, "k", kb, p.K, p.N) || !b.heads(op, "v", vb, p.V, p.N) ||
-		!b.span(op, "kcache", kc, 0, (p.Pos+p.N)*width) || !b.span(op, "vcache", vc, 0, (p.Pos+p.N)*width) ||
+		!b.span(op, "kcache", kc, 0, slots(p.Pos+p.N)) || !b.span(op, "vcache", vc, 0, slots(p.Pos+p.N)) ||
 		!b.span(op, "out", out, p.OutRow*nh*dim, p.N*nh*dim) {
 		return
 	}
-	gx, gy := grid((p.N*width + wgElem - 1) / wgElem)
-	b.dispatchSpans("kvstore", []uint32{wgElem}, []*rawBuf{kb.raw, vb.raw, kc.raw, vc.raw},
-		[]span{headsSpan(p.N, p.K), headsSpan(p.N, p.V), floats(p.Pos*width, p.N*width), floats(p.Pos*width, p.N*width)},
+	gx, gy := grid((slots(p.N) + wgElem - 1) / wgElem)
+	b.dispatchSpans("kvstore", []uint32{wgElem, uint32(dt)}, []*rawBuf{kb.raw, vb.raw, kc.raw, vc.raw},
+		[]span{headsSpan(p.N, p.K), headsSpan(p.N, p.V), floats(slots(p.Pos), slots(p.N)), floats(slots(p.Pos), slots(p.N))},
 		pushWords(&kvstorePush{headsOf(p.K), headsOf(p.V), u32(p.N), u32(nkv), u32(dim), u32(p.Pos)}), gx, gy, 1)
 	b.attend(*p, q, kc, vc, out)
+}
+
+// cacheType returns the element type of a compute.Attention cache (zero
+// meaning F32), or 0 for an unsupported one.
+func cacheType(dt compute.DType) compute.DType {
+	switch dt {
+	case 0, compute.F32:
+		return compute.F32
+	case compute.BF16, compute.F16:
+		return dt
+	}
+	return 0
 }
 
 // Tiling of attention.comp (its RB and BK).
@@ -690,8 +708,9 @@ func (b *Backend) attendRows(p compute.Attention, q, kc, vc, out *buffer, splitL
 	}
 	gx, gy := grid(groups)
 	outRows := floats(p.OutRow*nh*dim, p.N*nh*dim)
-	cache := floats(0, (p.Pos+p.N)*nkv*dim)
-	b.dispatchSpans("attention", nil, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw, part},
+	dt := cacheType(p.CacheType)
+	cache := floats(0, (p.Pos+p.N)*nkv*dim*dt.Size()/4)
+	b.dispatchSpans("attention", []uint32{uint32(dt)}, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw, part},
 		[]span{headsSpan(p.N, p.Q), cache, cache, outRows},
 		pushWords(&attentionPush{headsOf(p.Q), u32(nh), u32(nkv), u32(dim), u32(p.Pos), u32(p.OutRow), p.Scale,
 			u32(p.N), u32(splitLen), u32(nsplit), u32(rowBlocks), u32(partML)}),
