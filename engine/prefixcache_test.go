@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/sample"
 )
 
@@ -86,73 +87,76 @@ func sameResult(t *testing.T, what string, got, want result) {
 // point the turn could use.
 func TestPrefixCacheConversations(t *testing.T) {
 	for _, name := range []string{"tiny", "small"} {
-		t.Run(name, func(t *testing.T) {
-			m := openModel(t, name)
-			cold := newEngine(t, m, Config{})
-			warm := newEngine(t, m, Config{PrefixCache: true, StateMemory: 64 << 20})
-			r := rand.New(rand.NewPCG(9, 10))
-			vocab := m.Config().VocabSize
-			type kept struct {
-				prompt []int
-				points []int
-			}
-			var seen []kept
-			// expect returns where a prompt should resume: the furthest
-			// point an earlier request kept on a prefix of it.
-			expect := func(prompt []int) int {
-				best := 0
-				for _, k := range seen {
-					for _, p := range k.points {
-						if p > best && p <= maxResume(len(prompt)) && slices.Equal(k.prompt[:p], prompt[:p]) {
-							best = p
-						}
-					}
-				}
-				return best
-			}
-			for conv := range 3 {
-				var prompt, hints []int
-				for turn := range 4 {
-					// The previous prompt minus a few trailing tokens (the
-					// generation prompt a template renders differently),
-					// then the answer, then a new message.
-					hints = append(hints, len(prompt)) // a user message starts here
-					prompt = append(prompt, randomPrompt(r, 20+r.IntN(90), vocab)...)
-					req := Request{Prompt: slices.Clone(prompt), MaxTokens: 5 + r.IntN(20), IgnoreEOS: true,
-						Logprobs: true, TopLogprobs: 3, PromptLogits: true, CacheHints: slices.Clone(hints)}
-					if conv == 1 {
-						req.Params = sample.Params{Temperature: 0.9, TopP: 0.95, Seed: uint64(turn)}
-					}
-					what := fmt.Sprintf("conversation %d turn %d (%d tokens)", conv, turn, len(prompt))
-					want := run1(t, cold, req)
-					wantHit := expect(prompt)
-					got := run1(t, warm, req)
-					sameResult(t, what, got, want)
-					if got.cached != wantHit {
-						t.Errorf("%s: resumed at %d, want %d", what, got.cached, wantHit)
-					}
-					seen = append(seen, kept{slices.Clone(prompt), keepPoints(len(prompt), hints, 0)})
-					// The same request again resumes before its last token.
-					again := run1(t, warm, req)
-					sameResult(t, what+" repeated", again, want)
-					if again.cached != maxResume(len(prompt)) {
-						t.Errorf("%s repeated: resumed at %d, want %d", what, again.cached, maxResume(len(prompt)))
-					}
-					prompt = prompt[:len(prompt)-r.IntN(3)]
-					hints = append(hints, len(prompt)) // the answer starts here
-					for _, tok := range got.toks {
-						prompt = append(prompt, tok.ID)
-					}
+		t.Run(name, func(t *testing.T) { checkConversations(t, openModel(t, name), 3, 4) })
+	}
+}
+
+// checkConversations runs convs random conversations of turns turns on m
+// (see TestPrefixCacheConversations).
+func checkConversations(t *testing.T, m *model.Model, convs, turns int) {
+	cold := newEngine(t, m, Config{})
+	warm := newEngine(t, m, Config{PrefixCache: true, StateMemory: 64 << 20})
+	r := rand.New(rand.NewPCG(9, 10))
+	vocab := m.Config().VocabSize
+	type kept struct {
+		prompt []int
+		points []int
+	}
+	var seen []kept
+	// expect returns where a prompt should resume: the furthest
+	// point an earlier request kept on a prefix of it.
+	expect := func(prompt []int) int {
+		best := 0
+		for _, k := range seen {
+			for _, p := range k.points {
+				if p > best && p <= maxResume(len(prompt)) && slices.Equal(k.prompt[:p], prompt[:p]) {
+					best = p
 				}
 			}
-			st := warm.Stats()
-			if st.PrefixHitTokens == 0 || st.PrefixHitTokens >= st.PrefixQueryTokens {
-				t.Errorf("prefix hits %d of %d tokens", st.PrefixHitTokens, st.PrefixQueryTokens)
+		}
+		return best
+	}
+	for conv := range convs {
+		var prompt, hints []int
+		for turn := range turns {
+			// The previous prompt minus a few trailing tokens (the
+			// generation prompt a template renders differently),
+			// then the answer, then a new message.
+			hints = append(hints, len(prompt)) // a user message starts here
+			prompt = append(prompt, randomPrompt(r, 20+r.IntN(90), vocab)...)
+			req := Request{Prompt: slices.Clone(prompt), MaxTokens: 5 + r.IntN(20), IgnoreEOS: true,
+				Logprobs: true, TopLogprobs: 3, PromptLogits: true, CacheHints: slices.Clone(hints)}
+			if conv == 1 {
+				req.Params = sample.Params{Temperature: 0.9, TopP: 0.95, Seed: uint64(turn)}
 			}
-			if st.State.Running != 0 || st.State.Cached == 0 || st.State.Peak > st.State.Budget {
-				t.Errorf("state after the conversations: %+v", st.State)
+			what := fmt.Sprintf("conversation %d turn %d (%d tokens)", conv, turn, len(prompt))
+			want := run1(t, cold, req)
+			wantHit := expect(prompt)
+			got := run1(t, warm, req)
+			sameResult(t, what, got, want)
+			if got.cached != wantHit {
+				t.Errorf("%s: resumed at %d, want %d", what, got.cached, wantHit)
 			}
-		})
+			seen = append(seen, kept{slices.Clone(prompt), keepPoints(len(prompt), hints, 0)})
+			// The same request again resumes before its last token.
+			again := run1(t, warm, req)
+			sameResult(t, what+" repeated", again, want)
+			if again.cached != maxResume(len(prompt)) {
+				t.Errorf("%s repeated: resumed at %d, want %d", what, again.cached, maxResume(len(prompt)))
+			}
+			prompt = prompt[:len(prompt)-r.IntN(3)]
+			hints = append(hints, len(prompt)) // the answer starts here
+			for _, tok := range got.toks {
+				prompt = append(prompt, tok.ID)
+			}
+		}
+	}
+	st := warm.Stats()
+	if st.PrefixHitTokens == 0 || st.PrefixHitTokens >= st.PrefixQueryTokens {
+		t.Errorf("prefix hits %d of %d tokens", st.PrefixHitTokens, st.PrefixQueryTokens)
+	}
+	if st.State.Running != 0 || st.State.Cached == 0 || st.State.Peak > st.State.Budget {
+		t.Errorf("state after the conversations: %+v", st.State)
 	}
 }
 

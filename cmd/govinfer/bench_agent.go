@@ -245,7 +245,7 @@ func agentScript(turns int) agentConversation {
 		"Do not reformat code you do not otherwise change.",
 		"Ask the user when the task is ambiguous instead of guessing.",
 	}
-	for rep := range 9 {
+	for rep := range 5 {
 		for i, r := range rules {
 			fmt.Fprintf(&sys, "%d.%d %s Check rule %d again before answering.\n", rep+1, i+1, r, i+1)
 		}
@@ -307,7 +307,7 @@ func agentScript(turns int) agentConversation {
 // of Go source lines of a few hundred tokens.
 func toolOutput(k int) string {
 	var b strings.Builder
-	for i := range 12 + 4*(k%3) {
+	for i := range 6 + 2*(k%3) {
 		fmt.Fprintf(&b, "%4d\tfunc step%d_%d(r *running, budget int) int { return min(budget, r.fed+%d) } // chunk %d\n", 100+i, k, i, 64*(i+1), i)
 	}
 	return b.String()
