@@ -124,14 +124,14 @@ func agentReplay(ctx context.Context, io stdio, o agentOptions) (*agentResult, e
 		earlier = append(earlier, ids)
 		turn.NewTokens = len(ids) - shared
 		turn.PrefillBound = turn.NewTokens + engine.PrefixBlock
-		ttft, u, err := runChat(ctx, warm, req)
+		ttft, u, err := replayChat(ctx, warm, req)
 		if err != nil {
 			return nil, fmt.Errorf("turn %d: %w", k+1, err)
 		}
 		turn.TTFTCache, turn.CachedTokens = ttft, u.CachedTokens
 		turn.PrefilledTokens = u.PromptTokens - u.CachedTokens
 		if o.offTurns == nil || slices.Contains(o.offTurns, k+1) {
-			if turn.TTFTNoCache, _, err = runChat(ctx, cold, req); err != nil {
+			if turn.TTFTNoCache, _, err = replayChat(ctx, cold, req); err != nil {
 				return nil, fmt.Errorf("turn %d without the cache: %w", k+1, err)
 			}
 			res.NoCacheTurns++
@@ -180,9 +180,9 @@ func fmtSeconds(s float64) string {
 	return fmt.Sprintf("%.2fs", s)
 }
 
-// runChat runs a chat request to its end and returns its time to first
+// replayChat runs a chat request to its end and returns its time to first
 // token and usage.
-func runChat(ctx context.Context, m *llm.Model, req llm.ChatRequest) (float64, llm.Usage, error) {
+func replayChat(ctx context.Context, m *llm.Model, req llm.ChatRequest) (float64, llm.Usage, error) {
 	st, err := m.Chat(ctx, req)
 	if err != nil {
 		return 0, llm.Usage{}, err
