@@ -2,15 +2,19 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/safetensors"
 	"github.com/govinfer/govinfer/sample"
 )
 
@@ -345,5 +349,71 @@ func TestPrefixCacheConfig(t *testing.T) {
 	}
 	if _, err := New(m, Config{MaxNumSeqs: 250}); err == nil {
 		t.Error("250 sequences accepted in passes of 256 tokens")
+	}
+}
+
+// TestPrefixCacheGoldens runs each golden prompt twice on an engine with
+// the prefix cache: the second run resumes before the prompt's last token
+// (at 64, 128 and 256 for the prompts of 65, 130 and 300 tokens), its
+// prompt logits are those of a cold engine bit for bit, and both are within
+// the golden tolerance of the float64 reference.
+func TestPrefixCacheGoldens(t *testing.T) {
+	for _, name := range []string{"tiny", "small"} {
+		t.Run(name, func(t *testing.T) {
+			m := openModel(t, name)
+			dir := filepath.Join("..", "testdata", "models", name)
+			data, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g struct {
+				Cases []struct {
+					Name       string `json:"name"`
+					Prompt     []int  `json:"prompt"`
+					LastLogits struct {
+						Tensor string `json:"tensor"`
+					} `json:"last_logits"`
+				} `json:"cases"`
+				Tolerances struct {
+					LogitsRelMax float64 `json:"logits_rel_max"`
+				} `json:"recommended_tolerances"`
+			}
+			if err := json.Unmarshal(data, &g); err != nil {
+				t.Fatal(err)
+			}
+			tensors, err := safetensors.Open(filepath.Join(dir, "golden.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tensors.Close()
+			cold := newEngine(t, m, Config{})
+			warm := newEngine(t, m, Config{PrefixCache: true, StateMemory: 64 << 20})
+			for _, c := range g.Cases {
+				req := Request{Prompt: c.Prompt, MaxTokens: 3, IgnoreEOS: true, PromptLogits: true, Logprobs: true}
+				want := run1(t, cold, req)
+				run1(t, warm, req)
+				got := run1(t, warm, req)
+				sameResult(t, c.Name, got, want)
+				if got.cached != maxResume(len(c.Prompt)) {
+					t.Errorf("%s: resumed at %d, want %d", c.Name, got.cached, maxResume(len(c.Prompt)))
+				}
+				ten, ok := tensors.Tensor(c.LastLogits.Tensor)
+				if !ok {
+					t.Fatalf("golden tensor %s missing", c.LastLogits.Tensor)
+				}
+				golden, err := ten.ToFloat32()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var maxDiff, maxRef float64
+				for i, v := range golden {
+					maxDiff = max(maxDiff, math.Abs(float64(got.logits[i])-float64(v)))
+					maxRef = max(maxRef, math.Abs(float64(v)))
+				}
+				if maxDiff > g.Tolerances.LogitsRelMax*maxRef {
+					t.Errorf("%s: resumed prompt logits differ from the golden by %.3g of its largest", c.Name, maxDiff/maxRef)
+				}
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/llm"
+	"github.com/govinfer/govinfer/outparse"
 )
 
 // agentOptions configures "govinfer bench --agent-replay".
@@ -39,7 +40,8 @@ type agentTurn struct {
 	PrefillBound int `json:"prefill_bound"`
 	// Time to first token with the prefix cache, without it, and of a
 	// fresh prompt made of just the tokens this turn prefilled (on an
-	// empty cache); TTFTRatio = TTFTCache / TTFTFresh (target <= 1.2).
+	// empty cache; the turn itself when it reused nothing); TTFTRatio =
+	// TTFTCache / TTFTFresh (target <= 1.2).
 	TTFTCache   float64 `json:"ttft_cache_s"`
 	TTFTNoCache float64 `json:"ttft_no_cache_s,omitempty"`
 	TTFTFresh   float64 `json:"ttft_fresh_s"`
@@ -110,11 +112,8 @@ func agentReplay(ctx context.Context, io stdio, o agentOptions) (*agentResult, e
 		if err != nil {
 			return nil, fmt.Errorf("turn %d: %w", k+1, err)
 		}
-		if k == 0 {
-			sys, _, err := warm.ChatPrompt(llm.ChatRequest{Messages: msgs[:1], Tools: script.tools, NoGenerationPrompt: true})
-			if err == nil {
-				res.SystemTokens = len(warm.Tokenizer().Encode(sys))
-			}
+		if turns := outparse.TurnPositions(warm.Tokenizer(), ids); k == 0 && len(turns) > 0 {
+			res.SystemTokens = turns[0] // where the first user message starts
 		}
 		turn := agentTurn{Turn: k + 1, PromptTokens: len(ids)}
 		shared := 0
@@ -137,7 +136,9 @@ func agentReplay(ctx context.Context, io stdio, o agentOptions) (*agentResult, e
 			res.NoCacheTurns++
 			res.TTFTNoCacheSeconds += turn.TTFTNoCache
 		}
-		if turn.TTFTFresh, err = runFresh(ctx, cold, ids[turn.CachedTokens:], o.gen); err != nil {
+		if turn.CachedTokens == 0 {
+			turn.TTFTFresh = turn.TTFTCache // nothing reused: the turn is a fresh prompt
+		} else if turn.TTFTFresh, err = runFresh(ctx, cold, ids[turn.CachedTokens:], o.gen); err != nil {
 			return nil, fmt.Errorf("turn %d fresh prompt: %w", k+1, err)
 		}
 		turn.TTFTRatio = turn.TTFTCache / turn.TTFTFresh
