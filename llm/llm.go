@@ -13,6 +13,11 @@
 //		fmt.Print(ev.Text)
 //	}
 //
+// Each request resumes from the longest prefix of its prompt whose state
+// the engine's prefix cache holds (exactly: bit for bit the results of a
+// cold run), and all sequence state stays within one memory budget; see
+// Options.NoPrefixCache and Options.StateMemory.
+//
 // Requests fail before they start with a *ParamError (a request field out of
 // range, naming it as the OpenAI API does), a *ContextLengthError,
 // ErrQueueFull or ErrClosed; a generation that fails later ends its choice
@@ -65,7 +70,8 @@ type Options struct {
 	// StateMemoryFraction is the share, in (0, 1], of the memory free
 	// after loading that StateMemory takes when zero; zero means
 	// DefaultStateMemoryFractionDevice on a backend with its own memory
-	// (compute.MemoryReporter), DefaultStateMemoryFractionHost otherwise.
+	// (compute.MemoryReporter), DefaultStateMemoryFractionHost otherwise
+	// (DefaultStateMemoryBytes where the host's memory cannot be read).
 	StateMemoryFraction float64
 	// KVCacheType is the KV cache's element type: "f32" (the default,
 	// exact), "bf16" or "f16" (half the memory per token).

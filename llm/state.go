@@ -19,6 +19,9 @@ import (
 const (
 	DefaultStateMemoryFractionHost   = 0.5
 	DefaultStateMemoryFractionDevice = 0.8
+	// DefaultStateMemoryBytes is the budget where the host's available
+	// memory cannot be read (no /proc/meminfo) and none is given.
+	DefaultStateMemoryBytes = 4 << 30
 )
 
 // KVCacheTypes maps the names Options.KVCacheType accepts to element types.
@@ -77,7 +80,10 @@ func stateBudget(o Options, m *model.Model, be compute.Backend) (int64, error) {
 	} else {
 		avail, err := hostAvailable()
 		if err != nil {
-			return 0, fmt.Errorf("llm: sizing the state memory (set it explicitly): %w", err)
+			if o.StateMemoryFraction > 0 {
+				return 0, fmt.Errorf("llm: a state memory fraction needs the available memory: %w", err)
+			}
+			return DefaultStateMemoryBytes, nil
 		}
 		free = avail
 		if o.Quantize == "" {
