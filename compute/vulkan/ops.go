@@ -626,6 +626,9 @@ const (
 	// attnMinSplit is the cache positions of one split on devices that
 	// split the cache length (GPUs).
 	attnMinSplit = 256
+	// attnPartCap bounds the partial results of one attention dispatch;
+	// rows beyond it run in further dispatches.
+	attnPartCap = 64 << 20
 )
 
 // attnSplit returns the cache positions per split of an attention whose
@@ -652,9 +655,9 @@ func (b *Backend) attnSplit(limit int) int {
 
 // attend records attention.comp (and attnmerge.comp when the cache length
 // is split) for p, whose caches already hold the new keys and values. When
-// the partial results of all of p's rows would not fit one binding, the
-// rows run in batches of tokens, each with its own dispatches (a row's
-// arithmetic does not depend on the rows beside it).
+// the partial results of all of p's rows would exceed attnPartCap (or one
+// binding), the rows run in batches of tokens, each with its own
+// dispatches (a row's arithmetic does not depend on the rows beside it).
 func (b *Backend) attend(p compute.Attention, q, kc, vc, out *buffer) {
 	nh, dim := p.Q.Count, p.Q.Dim
 	splitLen := b.attnSplit(p.Pos + p.N)
@@ -662,7 +665,7 @@ func (b *Backend) attend(p compute.Attention, q, kc, vc, out *buffer) {
 	batch := p.N
 	if nsplit > 1 {
 		per := uint64(nh*nsplit*(dim+2)) * 4 // partial bytes per token
-		batch = max(1, min(p.N, int(b.maxBinding/per)))
+		batch = max(1, min(p.N, int(min(b.maxBinding, attnPartCap)/per)))
 	}
 	for t0 := 0; t0 < p.N; t0 += batch {
 		sub := p
