@@ -34,6 +34,14 @@ func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
 	gauge("govinfer:open_sequences", "Model sequences held by requests.", float64(st.OpenSequences))
 	gauge("govinfer:state_bytes", "Memory of the running sequences' KV caches and recurrent states.", float64(st.StateBytes))
 	counter("vllm:prompt_tokens_total", "Prompt tokens prefilled.", float64(st.PromptTokens))
+	for _, prefix := range []string{"vllm:", "vllm:gpu_"} {
+		counter(prefix+"prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", float64(st.PrefixQueryTokens))
+		counter(prefix+"prefix_cache_hits_total", "Prompt tokens resumed from the prefix cache.", float64(st.PrefixHitTokens))
+	}
+	gauge("govinfer:prefix_cache_bytes", "Memory of the prefix cache's kept points and KV blocks.", float64(st.State.Cached))
+	gauge("govinfer:prefix_cache_points", "Kept points in the prefix cache.", float64(st.State.CachedPoints))
+	gauge("govinfer:state_memory_budget_bytes", "The state memory budget (--state-memory).", float64(st.State.Budget))
+	gauge("govinfer:state_memory_running_bytes", "State memory reserved by running requests.", float64(st.State.Running))
 	counter("vllm:generation_tokens_total", "Tokens generated.", float64(st.GenerationTokens))
 	counter("govinfer:steps_total", "Model steps run.", float64(st.Steps))
 	counter("govinfer:step_seconds_total", "Time spent in model steps.", st.StepSeconds)

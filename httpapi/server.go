@@ -98,6 +98,12 @@ type Config struct {
 	// ReadTimeout bounds reading a request, headers and body, so slow
 	// clients cannot hold connections. Zero means the defaults.
 	IdleTimeout, ReadTimeout time.Duration
+	// NoPrefixCache, StateMemory, StateMemoryFraction and KVCacheType:
+	// see llm.Options.
+	NoPrefixCache       bool
+	StateMemory         int64
+	StateMemoryFraction float64
+	KVCacheType         string
 }
 
 // Server is a running API server.
@@ -195,6 +201,8 @@ func (s *Server) load() {
 		Backend: s.cfg.Backend, MaxModelLen: s.cfg.MaxModelLen,
 		MaxNumSeqs: s.cfg.MaxNumSeqs, MaxQueue: s.cfg.MaxQueue, Progress: s.cfg.Progress,
 		Quantize: s.cfg.Quantize, DefaultTemplateArgs: s.cfg.DefaultTemplateArgs,
+		NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
+		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
@@ -228,6 +236,15 @@ func (s *Server) Engine() *engine.Engine {
 		return nil
 	}
 	return s.lm.Engine()
+}
+
+// StateMemory returns the model's state memory budget (ok false before
+// the model is loaded).
+func (s *Server) StateMemory() (sm llm.StateMemory, ok bool) {
+	if !s.loaded.Load() {
+		return sm, false
+	}
+	return s.lm.StateMemory(), true
 }
 
 // Close stops accepting connections, cancels the requests in flight, waits

@@ -16,7 +16,7 @@ func (lm *Model) Chat(ctx context.Context, req ChatRequest) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := lm.submit(ctx, [][]int{r.ids}, r.params, r.grammar)
+	s, err := lm.submit(ctx, [][]int{r.ids}, [][]int{r.hints}, r.params, r.grammar)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (lm *Model) Complete(ctx context.Context, req CompletionRequest) (*Stream, 
 	if r.grammar != nil {
 		proc = lm.processorFor(r.grammar)
 	}
-	s, err := lm.submit(ctx, prompts, r, proc)
+	s, err := lm.submit(ctx, prompts, nil, r, proc)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,11 @@ type Options struct {
 	// loads, tensor by tensor (see quant.Plan for which tensors get which
 	// format); the original pages are released as each tensor is done.
 	Quantize string
+	// KVCacheType is the element type of the attention layers' KV caches:
+	// compute.F32 (zero means F32, exact against the goldens),
+	// compute.BF16 or compute.F16 (half the memory; keys and values are
+	// rounded when stored). The Gated DeltaNet state stays float32.
+	KVCacheType compute.DType
 }
 
 // Model is a loaded Qwen3.5 text model. Its methods are safe for concurrent
@@ -54,7 +59,8 @@ type Model struct {
 	file      io.Closer // the checkpoint or GGUF file Open opened, or nil
 	w         *weights
 	maxTokens int
-	invFreq   []float64 // rope inverse frequencies, rotaryDim/2 of them
+	kvDType   compute.DType // KV cache element type; 0 means F32
+	invFreq   []float64     // rope inverse frequencies, rotaryDim/2 of them
 
 	mu sync.Mutex // guards everything below and serialises steps
 	sc *scratch
@@ -99,7 +105,15 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if o.Backend == nil {
 		return nil, errors.New("model: no backend (Options.Backend)")
 	}
-	m := &Model{cfg: cfg, be: o.Backend, maxTokens: o.MaxStepTokens}
+	switch o.KVCacheType {
+	case 0, compute.F32, compute.BF16, compute.F16:
+	default:
+		return nil, fmt.Errorf("model: KV cache type %v is not one of F32, BF16, F16", o.KVCacheType)
+	}
+	if o.KVCacheType.Size() == 2 && (cfg.NumKVHeads*cfg.HeadDim)%2 != 0 {
+		return nil, fmt.Errorf("model: a 16-bit KV cache needs an even KV width, got %d", cfg.NumKVHeads*cfg.HeadDim)
+	}
+	m := &Model{cfg: cfg, be: o.Backend, maxTokens: o.MaxStepTokens, kvDType: o.KVCacheType}
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxStepTokens
 	}
@@ -118,6 +132,11 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 
 // Config returns the model's hyperparameters.
 func (m *Model) Config() *Config { return m.cfg }
+
+// MaxStepTokens returns the most tokens computed in one pass over the
+// weights (Options.MaxStepTokens): a step with more runs in several passes,
+// which cut the inputs wherever a pass fills up.
+func (m *Model) MaxStepTokens() int { return m.maxTokens }
 
 // Backend returns the backend the model runs on.
 func (m *Model) Backend() compute.Backend { return m.be }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/httpapi"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // runServe implements "govinfer serve": it loads a checkpoint and serves it
@@ -45,6 +46,10 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		maxConns   = fs.Int("max-connections", httpapi.DefaultMaxConnections, "most connections open at once; more get a 503 and are closed")
 		idle       = fs.Duration("idle-timeout", httpapi.DefaultIdleTimeout, "close a keep-alive connection idle this long")
 		readTO     = fs.Duration("read-timeout", httpapi.DefaultReadTimeout, "most time to read a request, headers and body (against slow clients)")
+		noCache    = fs.Bool("no-prefix-cache", false, "prefill every prompt whole instead of resuming from the longest cached prefix (which gives the same results, bit for bit)")
+		stateMem   = fs.String("state-memory", "", fmt.Sprintf("memory for all sequence state (KV caches, recurrent states, cached prefixes): bytes with a binary unit (256KiB, 8GiB) or a fraction in (0, 1] of the memory free after loading the weights (default: %v on a GPU, %v of the host's)",
+			llm.DefaultStateMemoryFractionDevice, llm.DefaultStateMemoryFractionHost))
+		kvType = fs.String("kv-cache-dtype", "f32", "KV cache element type: f32 (exact), bf16 or f16 (half the memory per token)")
 	)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -65,6 +70,18 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	case *maxConns < 1 || *idle <= 0 || *readTO <= 0:
 		fmt.Fprintln(io.err, "govinfer serve: --max-connections must be >= 1; --idle-timeout and --read-timeout positive")
 		return exitUsage
+	case llm.KVCacheTypes[*kvType] == 0:
+		fmt.Fprintf(io.err, "govinfer serve: --kv-cache-dtype %q: want f32, bf16 or f16\n", *kvType)
+		return exitUsage
+	}
+	var memBytes int64
+	var memFrac float64
+	if *stateMem != "" {
+		var err error
+		if memBytes, memFrac, err = llm.ParseStateMemory(*stateMem); err != nil {
+			fmt.Fprintf(io.err, "govinfer serve: --state-memory: %v\n", err)
+			return exitUsage
+		}
 	}
 	var templateArgs map[string]any
 	if *kwargs != "" {
@@ -88,6 +105,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
 		Quantize: *quantize, DefaultTemplateArgs: templateArgs,
 		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
+		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
@@ -104,6 +122,9 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	}
 	cfg := srv.Engine().Model().Config()
 	fmt.Fprintf(io.err, "loaded in %.1fs on %s: %d layers, vocab %d\n", time.Since(start).Seconds(), backend.Name(), cfg.NumLayers, cfg.VocabSize)
+	if sm, ok := srv.StateMemory(); ok {
+		fmt.Fprintln(io.err, sm)
+	}
 	fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
 	<-ctx.Done()
 	fmt.Fprintln(io.err, "govinfer serve: shutting down")
