@@ -248,7 +248,7 @@ func (s *Server) addCompletionLogprobs(lp *completionLogprobs, toks []llm.Token,
 func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, logprobs bool, wo wireOptions, prefixes []string, start time.Time) {
 	setSSEHeaders(ctx)
 	created := time.Now().Unix()
-	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
+	s.streamBody(ctx, func(bw *bufio.Writer) {
 		defer st.Close()
 		w := &sseWriter{w: bw}
 		send := func(ch completionChoice) error {
