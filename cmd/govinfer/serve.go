@@ -9,6 +9,7 @@ import (
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/httpapi"
+	"github.com/govinfer/govinfer/kvevents"
 )
 
 // runServe implements "govinfer serve": it loads a checkpoint and serves it
@@ -16,8 +17,12 @@ import (
 func runServe(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "serve", "serve --model DIR [flags]\n\n"+
 		"Serves a checkpoint over vLLM's OpenAI-compatible API: /v1/chat/completions,\n"+
-		"/v1/completions, /v1/models, /health, /metrics, /tokenize, /detokenize.\n"+
-		"Request log lines go to standard error. SIGINT or SIGTERM shuts it down.")
+		"/v1/completions, /v1/models, /health, /metrics, /tokenize, /detokenize, and\n"+
+		"/v1/chat/completions/render, /v1/completions/render (the prompt's token ids).\n"+
+		"Request log lines go to standard error. SIGINT or SIGTERM drains it: /health\n"+
+		"and new requests answer 503 while running and queued requests finish, for up to\n"+
+		"--shutdown-timeout; then it aborts the rest and exits 0. A second signal exits\n"+
+		"at once.")
 	var (
 		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template)")
 		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
@@ -34,6 +39,10 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it)")
 		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
 		quantize   = quantizeFlag(fs.FlagSet)
+		shutdown   = secondsFlag(fs.FlagSet, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running and queued requests may take to finish before they are aborted (`seconds`, or a duration such as 45s; 0 aborts at once)")
+		kvEvents   = fs.String("kv-events", "", "publish KV-cache events (vLLM's format, ZeroMQ PUB) on this endpoint, such as "+kvevents.DefaultEndpoint+" (default: off)")
+		kvTopic    = fs.String("kv-events-topic", "", "topic of the KV-cache events (default: kv@<pod-id>@<served model name>)")
+		podID      = fs.String("pod-id", "", "this replica's name in the KV events' topic (default: the host name)")
 	)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -48,6 +57,9 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	case *maxLen < 0 || *maxSeqs < 1 || *maxQueue < 1 || *threads < 0 || *maxBody < 1:
 		fmt.Fprintln(io.err, "govinfer serve: --max-model-len, --threads must be >= 0; --max-num-seqs, --max-queue, --max-body-bytes >= 1")
 		return exitUsage
+	case *shutdown < 0:
+		fmt.Fprintln(io.err, "govinfer serve: --shutdown-timeout must not be negative")
+		return exitUsage
 	case checkQuantize(*quantize) != nil:
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", checkQuantize(*quantize))
 		return exitUsage
@@ -61,11 +73,12 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 
 	start := time.Now()
 	progress := loadProgress(io, *dir, *quantize)
-	srv, err := httpapi.Start(ctx, httpapi.Config{
+	// The server outlives ctx (the first signal), which starts its drain.
+	srv, err := httpapi.Start(context.Background(), httpapi.Config{
 		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
 		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
-		Quantize: *quantize,
+		Quantize: *quantize, KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
@@ -83,11 +96,34 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	cfg := srv.Engine().Model().Config()
 	fmt.Fprintf(io.err, "loaded in %.1fs on %s: %d layers, vocab %d\n", time.Since(start).Seconds(), backend.Name(), cfg.NumLayers, cfg.VocabSize)
 	fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
+	if p := srv.Events(); p != nil {
+		fmt.Fprintf(io.err, "govinfer serve: KV events on tcp://%s, topic %s\n", p.Addr(), p.Topic())
+	}
 	<-ctx.Done()
-	fmt.Fprintln(io.err, "govinfer serve: shutting down")
+	return drain(io, srv, *shutdown)
+}
+
+// drain shuts the server down gracefully: it refuses new requests while
+// those running or queued finish, for up to timeout, then aborts the rest
+// and closes. It logs one line per phase.
+func drain(io stdio, srv *httpapi.Server, timeout time.Duration) int {
+	start := time.Now()
+	running, waiting, _ := srv.InFlight()
+	fmt.Fprintf(io.err, "govinfer serve: shutting down: draining (/health and new requests answer 503) with %d running and %d queued requests, for up to %s\n",
+		running, waiting, timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := srv.Drain(ctx); err != nil {
+		running, waiting, requests := srv.InFlight()
+		fmt.Fprintf(io.err, "govinfer serve: shutdown timeout after %.1fs: aborting %d running and %d queued requests (%d responses open)\n",
+			time.Since(start).Seconds(), running, waiting, requests)
+	} else {
+		fmt.Fprintf(io.err, "govinfer serve: drained in %.1fs\n", time.Since(start).Seconds())
+	}
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: shutdown: %v\n", err)
 		return exitError
 	}
+	fmt.Fprintf(io.err, "govinfer serve: stopped after %.1fs\n", time.Since(start).Seconds())
 	return exitOK
 }
