@@ -9,6 +9,7 @@ require (
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 	github.com/vulkan-go/vulkan v0.0.0-20221209234627-c0a353ae26c8
 	golang.org/x/text v0.43.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
