@@ -50,7 +50,7 @@ type Options struct {
 	// Progress, when set, is called as weights load.
 	Progress func(Progress)
 	// Quantize, when not empty, quantizes a BF16/F16/F32 checkpoint while
-	// it loads: "q8_0" or "q4_k_m" (see model.Options.Quantize).
+	// it loads: "q8_0", "q4_k_m" or "q5_k_m" (see model.Options.Quantize).
 	Quantize string
 }
 

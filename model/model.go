@@ -39,7 +39,7 @@ type Options struct {
 	// memory grows with it). Zero means DefaultMaxStepTokens.
 	MaxStepTokens int
 	// Quantize, when not empty, names a quantization mix (quant.Mixes:
-	// "q8_0" or "q4_k_m") applied to a BF16/F16/F32 checkpoint while it
+	// "q8_0", "q4_k_m" or "q5_k_m") applied to a BF16/F16/F32 checkpoint while it
 	// loads, tensor by tensor (see quant.Plan for which tensors get which
 	// format); the original pages are released as each tensor is done.
 	Quantize string

@@ -13,7 +13,7 @@ import (
 
 // runGenerate implements "govinfer generate": feed token ids, generate.
 func runGenerate(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "generate", "generate --model DIR --ids 1,2,3 [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m] [--json]")
+	fs := newFlagSet(io, "generate", "generate --model DIR --ids 1,2,3 [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--json]")
 	dir := fs.String("model", "", "`DIR` holding the checkpoint (config.json + safetensors)")
 	idList := fs.String("ids", "", "prompt token ids, comma separated")
 	n := fs.Int("n", 24, "number of tokens to generate")

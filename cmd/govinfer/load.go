@@ -15,8 +15,9 @@ import (
 // quantizeFlag adds --quantize to fs.
 func quantizeFlag(fs *flag.FlagSet) *string {
 	return fs.String("quantize", "", "quantize a BF16/F16/F32 checkpoint while loading, tensor by tensor: "+
-		strings.Join(quant.Mixes(), " or ")+" (q8_0: every weight matrix but conv1d in Q8_0, as llama.cpp's Q8_0 files; "+
-		"q4_k_m: govinfer's Qwen3.5 mix of Q4_K, Q6_K and Q8_0; default: weights as stored)")
+		strings.Join(quant.Mixes(), ", ")+" (q8_0: every weight matrix but conv1d in Q8_0, as llama.cpp's Q8_0 files; "+
+		"q4_k_m: govinfer's Qwen3.5 mix of Q4_K, Q6_K and Q8_0; q5_k_m: the same with Q5_K for Q4_K; "+
+		"default: weights as stored)")
 }
 
 // checkQuantize validates a --quantize value.
