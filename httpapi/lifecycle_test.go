@@ -200,10 +200,18 @@ func TestDrainTimeoutAborts(t *testing.T) {
 	}
 }
 
-// TestKVEventsClearedOnDrain checks the events' topic and that draining
-// tells subscribers to forget this replica's blocks.
-func TestKVEventsClearedOnDrain(t *testing.T) {
-	s := startServer(t, Config{KVEvents: "tcp://127.0.0.1:0", PodID: "pod-1"})
+// TestKVEventsCleared checks the events' topic and that subscribers are
+// told to forget this replica's blocks when the model is loaded and when
+// the server drains.
+func TestKVEventsCleared(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	s, err := Start(context.Background(), Config{ModelDir: checkpoint(t), Addr: "127.0.0.1:0", ServedModelName: "test-model",
+		KVEvents: "tcp://127.0.0.1:0", PodID: "pod-1", Progress: func(model.Progress) { once.Do(func() { <-release }) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	if got := s.Events().Topic(); got != "kv@pod-1@test-model" {
 		t.Errorf("topic %q", got)
 	}
@@ -234,22 +242,31 @@ func TestKVEventsClearedOnDrain(t *testing.T) {
 			quiet = true
 		}
 	}
+	cleared := func(when string) {
+		t.Helper()
+		select {
+		case m := <-msgs:
+			if m.Err != nil || m.Topic != "kv@pod-1@test-model" || len(m.Batch.Events) != 1 || m.Batch.Events[0].Tag != kvevents.TagAllBlocksCleared {
+				t.Errorf("%s: %+v", when, m)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no AllBlocksCleared %s", when)
+		}
+	}
+	close(release)
+	if err := s.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cleared("once loaded")
 	if err := s.Drain(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case m := <-msgs:
-		if m.Err != nil || m.Topic != "kv@pod-1@test-model" || len(m.Batch.Events) != 1 || m.Batch.Events[0].Tag != kvevents.TagAllBlocksCleared {
-			t.Errorf("on drain: %+v", m)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no AllBlocksCleared on drain")
-	}
+	cleared("on drain")
 	_, data := get(t, s, "/metrics")
 	if v := metricValue(t, string(data), `govinfer:kv_events_dropped_batches_total{model_name="test-model"}`); v != 0 {
 		t.Errorf("dropped batches %v", v)
 	}
-	if v := metricValue(t, string(data), `govinfer:kv_events_batches_total{model_name="test-model"}`); v < 2 {
+	if v := metricValue(t, string(data), `govinfer:kv_events_batches_total{model_name="test-model"}`); v < 3 {
 		t.Errorf("batches %v", v)
 	}
 }
