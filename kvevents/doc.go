@@ -51,6 +51,21 @@
 // span too; that is harmless, since it only ranks replicas, and the engine
 // then resumes at the last kept point before them.
 //
+// The contract with the prefix cache, so that the announced chains stay
+// exactly the resumable prefixes:
+//
+//   - when a snapshot point at position b is kept, call
+//     SpanStored(span of the previous kept point a on the same path, or
+//     the zero Span, tokens[a:b]) and keep the returned Span with the point;
+//   - when the point's snapshot is evicted and no later kept point extends
+//     it, call SpanRemoved(its span);
+//   - when it is evicted but a later kept point c extends it, the two spans
+//     become one: SpanRemoved(span of b), SpanRemoved(span of c), then
+//     SpanStored(span of a, tokens[a:c]) for c (the block hashes are the
+//     same, so a router's index keeps its blocks and loses only the end
+//     at b);
+//   - when the cache is emptied, call AllCleared.
+//
 // # Never blocking the engine
 //
 // SpanStored, SpanRemoved and AllCleared encode the event on the caller's

@@ -142,3 +142,48 @@ func TestIndexFromPublisher(t *testing.T) {
 		t.Errorf("after removing the second span: %d", n)
 	}
 }
+
+// TestIndexMergedSpans follows the contract of kvevents' package doc when
+// a middle snapshot point is evicted: its span and the next are removed
+// and announced again as one, so the chain ends only where the engine can
+// still resume.
+func TestIndexMergedSpans(t *testing.T) {
+	h, _ := kvevents.NewHasher("", "m", 4)
+	x := NewIndex(h)
+	prompt := tokens(50, 12)
+	a, _ := encodeSpan(h, nil, prompt[:4])
+	b, _ := encodeSpan(h, a.Hashes[len(a.Hashes)-1:], prompt[4:8])
+	c, _ := encodeSpan(h, b.Hashes[len(b.Hashes)-1:], prompt[8:12])
+	x.Apply("p", kvevents.Batch{Events: []kvevents.Event{a, b, c}})
+	divergent := append(append([]int{}, prompt[:10]...), 1, 1)
+	if n := x.SpanMatch("p", divergent); n != 8 {
+		t.Fatalf("before: %d", n)
+	}
+	merged, _ := encodeSpan(h, a.Hashes[len(a.Hashes)-1:], prompt[4:12])
+	if err := x.Apply("p", kvevents.Batch{Events: []kvevents.Event{
+		{Tag: kvevents.TagBlockRemoved, Hashes: b.Hashes}, {Tag: kvevents.TagBlockRemoved, Hashes: c.Hashes}, merged,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, full := x.SpanMatch("p", divergent), x.SpanMatch("p", prompt); n != 4 || full != 12 {
+		t.Errorf("after the merge: %d and %d, want 4 and 12", n, full)
+	}
+	if m := x.Match(divergent); m["p"] != 2 {
+		t.Errorf("the router still credits the blocks inside the span: %v", m)
+	}
+}
+
+// encodeSpan is the BlockStored a Publisher sends for toks after the block
+// parent (none: a prompt's start).
+func encodeSpan(h *kvevents.Hasher, parent []uint64, toks []int) (kvevents.Event, error) {
+	from := h.Root()
+	if len(parent) > 0 {
+		from = parent[0]
+	}
+	hs, err := h.Blocks(nil, from, toks)
+	ev := kvevents.Event{Tag: kvevents.TagBlockStored, Hashes: hs, Tokens: toks, BlockSize: h.BlockSize()}
+	if len(parent) > 0 {
+		ev.Parent, ev.HasParent = parent[0], true
+	}
+	return ev, err
+}
