@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +55,13 @@ func scraper(addr string, rate int, stop <-chan struct{}) <-chan int {
 	return done
 }
 
+// cpuTime returns the CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // TestScrapeLoad is the load test behind the README's claim that 20
 // scrapes/s do not slow decoding measurably: rounds of greedy 128-token
 // completions alternate between no scraper and one at 20 scrapes/s, and
@@ -68,7 +76,7 @@ func TestScrapeLoad(t *testing.T) {
 	body := map[string]any{"model": "test-model", "prompt": "Once upon a time", "max_tokens": 128, "temperature": 0, "ignore_eos": true}
 	post(t, s, "/v1/completions", body) // warm up
 	const rounds, perRound = 8, 8
-	var plain, scraped []float64
+	var plain, scraped, plainCPU, scrapedCPU []float64
 	scrapes := 0
 	var scrapedTime time.Duration
 	for r := range 2 * rounds {
@@ -78,7 +86,7 @@ func TestScrapeLoad(t *testing.T) {
 		if withScraper {
 			count = scraper(s.Addr(), 20, stop)
 		}
-		start := time.Now()
+		start, cpu := time.Now(), cpuTime()
 		for range perRound {
 			if status, data := post(t, s, "/v1/completions", body); status != 200 {
 				t.Fatalf("%d %s", status, data)
@@ -87,19 +95,23 @@ func TestScrapeLoad(t *testing.T) {
 		d := time.Since(start)
 		close(stop)
 		rate := float64(perRound*128) / d.Seconds()
+		perToken := (cpuTime() - cpu).Seconds() * 1e6 / float64(perRound*128)
 		if withScraper {
-			scraped = append(scraped, rate)
+			scraped, scrapedCPU = append(scraped, rate), append(scrapedCPU, perToken)
 			scrapes += <-count
 			scrapedTime += d
 		} else {
-			plain = append(plain, rate)
+			plain, plainCPU = append(plain, rate), append(plainCPU, perToken)
 		}
 	}
-	slices.Sort(plain)
-	slices.Sort(scraped)
+	for _, v := range [][]float64{plain, scraped, plainCPU, scrapedCPU} {
+		slices.Sort(v)
+	}
 	mp, ms := plain[rounds/2], scraped[rounds/2]
 	t.Logf("decode tok/s, median of %d rounds of %d completions: %.1f without scrapes, %.1f with %.1f scrapes/s (ratio %.3f); all rounds: %.0f / %.0f",
 		rounds, perRound, mp, ms, float64(scrapes)/scrapedTime.Seconds(), ms/mp, plain, scraped)
+	t.Logf("process CPU per decoded token (server, clients and scraper): median %.0f us without scrapes, %.0f us with; all rounds: %.0f / %.0f",
+		plainCPU[rounds/2], scrapedCPU[rounds/2], plainCPU, scrapedCPU)
 	if ms < 0.9*mp {
 		t.Errorf("decoding at %.1f tok/s under scrapes, %.1f without", ms, mp)
 	}
