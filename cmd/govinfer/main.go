@@ -1,5 +1,5 @@
-// Command govinfer serves, checks and benchmarks Qwen3.5 models loaded from
-// Hugging Face safetensors checkpoints.
+// Command govinfer chats with, serves, checks and benchmarks Qwen3.5 models
+// loaded from Hugging Face safetensors checkpoints.
 //
 // Usage:
 //
@@ -41,6 +41,7 @@ type command struct {
 // commands lists the subcommands in the order "govinfer help" shows them.
 func commands() []command {
 	return []command{
+		{"chat", "chat with a checkpoint in the terminal, or answer one question", runChat},
 		{"serve", "serve a checkpoint over an OpenAI-compatible HTTP API", runServe},
 		{"bench", "measure prefill and decode speed of a checkpoint", runBench},
 		{"diag", "exercise an OpenAI-compatible server and write a JSON report", runDiag},
