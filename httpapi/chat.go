@@ -449,7 +449,7 @@ func generationFailed(ev llm.Event) []byte {
 func (s *Server) streamChat(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, r *chatRequest, start time.Time, rctx context.Context, release func()) {
 	setSSEHeaders(ctx)
 	created := time.Now().Unix()
-	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
+	s.streamBody(ctx, func(bw *bufio.Writer) {
 		defer release()
 		defer st.Close()
 		w := &sseWriter{w: bw}

@@ -33,6 +33,15 @@ type Prompt struct {
 	IDs  []int
 }
 
+// PromptIDs returns the token ids a text completion prefills for p: its
+// IDs when set, else its text encoded.
+func (lm *Model) PromptIDs(p Prompt) []int {
+	if p.IDs != nil {
+		return p.IDs
+	}
+	return lm.tok.Encode(p.Text)
+}
+
 // CompletionRequest is a text completion of one or more prompts; choice
 // p*N+i is the i-th generation of prompt p.
 type CompletionRequest struct {
@@ -61,10 +70,9 @@ func (lm *Model) Complete(ctx context.Context, req CompletionRequest) (*Stream, 
 		return nil, paramErr("prompt", "the prompts are %d bytes in all; at most %d are allowed", total, limit)
 	}
 	for i, p := range req.Prompts {
+		prompts[i], texts[i] = lm.PromptIDs(p), p.Text
 		if p.IDs != nil {
-			prompts[i], texts[i] = p.IDs, lm.tok.Decode(p.IDs, false)
-		} else {
-			prompts[i], texts[i] = lm.tok.Encode(p.Text), p.Text
+			texts[i] = lm.tok.Decode(p.IDs, false)
 		}
 	}
 	var proc processorFactory

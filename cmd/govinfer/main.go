@@ -55,9 +55,23 @@ func commands() []command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	exitOnSecondSignal()
 	code := dispatch(ctx, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// exitOnSecondSignal makes a second SIGINT or SIGTERM end the process at
+// once: the first cancels the command's context (serve then drains).
+func exitOnSecondSignal() {
+	c := make(chan os.Signal, 2)
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-c
+		<-c
+		fmt.Fprintln(os.Stderr, "govinfer: second signal: exiting at once")
+		os.Exit(exitError)
+	}()
 }
 
 // dispatch runs the subcommand named by args[0] and returns its exit code.
