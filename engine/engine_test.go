@@ -584,3 +584,106 @@ func TestBatchingPays(t *testing.T) {
 		t.Errorf("16 streams give %.0f tokens/s, under 4x the single stream's %.0f", sixteen, one)
 	}
 }
+
+// TestQueueServedWhenCapacityFrees runs the stranded-queue sequence: two
+// long requests fill the batch, two queued requests are cancelled, two
+// patient ones wait behind them; cancelling the running pair must start the
+// patient pair at once, with no other request arriving, and the cancelled
+// queued ones must give up their places immediately.
+func TestQueueServedWhenCapacityFrees(t *testing.T) {
+	m := openModel(t, "tiny")
+	e := newEngine(t, m, Config{MaxNumSeqs: 2, MaxQueue: 4})
+	long := Request{Prompt: []int{5, 6, 7}, MaxTokens: 1 << 20, IgnoreEOS: true}
+	runCtx, stopRunning := context.WithCancel(context.Background())
+	defer stopRunning()
+	var running []*Stream
+	for range 2 {
+		s, err := e.Submit(runCtx, long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		running = append(running, s)
+	}
+	quitCtx, quit := context.WithCancel(context.Background())
+	var quitters []*Stream
+	for range 2 {
+		s, err := e.Submit(quitCtx, long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		quitters = append(quitters, s)
+	}
+	short := Request{Prompt: []int{8, 9}, MaxTokens: 4, IgnoreEOS: true}
+	var patient []*Stream
+	for range 2 {
+		s, err := e.Submit(context.Background(), short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		patient = append(patient, s)
+	}
+	if _, err := e.Submit(context.Background(), short); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("fifth waiting request: %v, want ErrQueueFull", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	quit()
+	for _, s := range quitters {
+		if _, out, err := collect(ctx, s); err != nil || out.Finish != FinishCancelled {
+			t.Fatalf("cancelled while queued: %v %v", out.Finish, err)
+		}
+	}
+	if st := e.Stats(); st.Waiting != 2 || st.Running != 2 {
+		t.Fatalf("after the queued pair hung up: %d waiting, %d running; want 2 and 2", st.Waiting, st.Running)
+	}
+	stopRunning()
+	for _, s := range running {
+		if _, out, err := collect(ctx, s); err != nil || out.Finish != FinishCancelled {
+			t.Fatalf("cancelled while running: %v %v", out.Finish, err)
+		}
+	}
+	for i, s := range patient {
+		toks, out, err := collect(ctx, s)
+		if err != nil {
+			t.Fatalf("patient request %d never finished: %v", i, err)
+		}
+		if out.Finish != FinishLength || len(toks) != 4 {
+			t.Fatalf("patient request %d: %v after %d tokens", i, out.Finish, len(toks))
+		}
+	}
+	waitFor(t, func() bool { st := e.Stats(); return st.OpenSequences == 0 && st.Waiting == 0 })
+}
+
+// TestLogitBias checks that a bias of +100 makes its token the greedy
+// choice, that logprobs see the bias, and that ids outside the
+// vocabulary are refused.
+func TestLogitBias(t *testing.T) {
+	m := openModel(t, "tiny")
+	e := newEngine(t, m, Config{})
+	prompt := []int{10, 20, 30}
+	free := directGreedy(t, m, prompt, 4)
+	target := (free[0] + 7) % m.Config().VocabSize
+	s, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 4, IgnoreEOS: true, Logprobs: true,
+		LogitBias: map[int]float32{target: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _, err := collect(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tk := range toks {
+		if tk.ID != target {
+			t.Fatalf("token %d is %d, want the biased %d", i, tk.ID, target)
+		}
+		if tk.Logprob < -1e-3 {
+			t.Errorf("token %d: logprob %v; with a +100 bias it should be about 0", i, tk.Logprob)
+		}
+	}
+	if _, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 1, LogitBias: map[int]float32{m.Config().VocabSize: 1}}); err == nil {
+		t.Fatal("a bias outside the vocabulary was accepted")
+	}
+}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,6 +95,12 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 	}
 	q.NoGenerationPrompt = addGenSet && !addGen
 	q.ContinueFinalMessage = cont
+	if q.ReasoningEffort, _, err = o.str("reasoning_effort"); err != nil {
+		return nil, err
+	}
+	if q.ThinkingBudget, _, err = o.integer("thinking_token_budget"); err != nil {
+		return nil, err
+	}
 	if kw, ok, err := o.obj("chat_template_kwargs"); err != nil {
 		return nil, err
 	} else if ok {
@@ -124,7 +131,10 @@ type (
 		Audio        any            `json:"audio"`
 		FunctionCall any            `json:"function_call"`
 		ToolCalls    []chatToolCall `json:"tool_calls"`
-		Reasoning    *string        `json:"reasoning"`
+		// Reasoning is vLLM's field; ReasoningContent the same text under
+		// the name llama-server, DeepSeek and LangChain read.
+		Reasoning        *string `json:"reasoning"`
+		ReasoningContent *string `json:"reasoning_content"`
 	}
 	chatChoice struct {
 		Index        int         `json:"index"`
@@ -154,10 +164,11 @@ type (
 		Function chatFunction `json:"function"`
 	}
 	chatDelta struct {
-		Role      *string     `json:"role,omitempty"`
-		Content   *string     `json:"content,omitempty"`
-		Reasoning *string     `json:"reasoning,omitempty"`
-		ToolCalls []deltaCall `json:"tool_calls,omitempty"`
+		Role             *string     `json:"role,omitempty"`
+		Content          *string     `json:"content,omitempty"`
+		Reasoning        *string     `json:"reasoning,omitempty"`
+		ReasoningContent *string     `json:"reasoning_content,omitempty"`
+		ToolCalls        []deltaCall `json:"tool_calls,omitempty"`
 	}
 	chunkChoice struct {
 		Index        int       `json:"index"`
@@ -186,18 +197,36 @@ type (
 		Bytes       []int        `json:"bytes"`
 		TopLogprobs []topLogprob `json:"top_logprobs"`
 	}
-	// usage is the token accounting of a response.
+	// usage is the token accounting of a response; chat responses detail
+	// the reasoning tokens, as OpenAI's do.
 	usage struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		TotalTokens         int `json:"total_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails any `json:"prompt_tokens_details"`
+		PromptTokens            int                 `json:"prompt_tokens"`
+		TotalTokens             int                 `json:"total_tokens"`
+		CompletionTokens        int                 `json:"completion_tokens"`
+		PromptTokensDetails     promptTokensDetails `json:"prompt_tokens_details"`
+		CompletionTokensDetails *completionDetails  `json:"completion_tokens_details,omitempty"`
+	}
+	completionDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	}
+	// promptTokensDetails says how many prompt tokens came from the prefix
+	// cache (vLLM's --enable-prompt-tokens-details, always on here).
+	promptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
 	}
 )
 
 func usageOf(st *llm.Stream) usage {
 	u := st.Usage()
-	return usage{PromptTokens: u.PromptTokens, TotalTokens: u.TotalTokens, CompletionTokens: u.CompletionTokens}
+	return usage{PromptTokens: u.PromptTokens, TotalTokens: u.TotalTokens, CompletionTokens: u.CompletionTokens,
+		PromptTokensDetails: promptTokensDetails{CachedTokens: u.CachedTokens}}
+}
+
+// chatUsageOf is usageOf with the reasoning tokens.
+func chatUsageOf(st *llm.Stream) usage {
+	u := usageOf(st)
+	u.CompletionTokensDetails = &completionDetails{ReasoningTokens: st.Usage().ReasoningTokens}
+	return u
 }
 
 func toolCallOf(c *llm.ToolCall) chatToolCall {
@@ -277,15 +306,18 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id := s.newID("chatcmpl-")
-	st, err := s.lm.Chat(s.ctx, r.req)
+	rctx, release := s.watch(ctx)
+	st, err := s.lm.Chat(rctx, r.req)
 	if err != nil {
+		release()
 		writeAPIError(ctx, llmError(err))
 		return
 	}
 	if r.wire.stream {
-		s.streamChat(ctx, id, st, r, start)
+		s.streamChat(ctx, id, st, r, start, rctx, release)
 		return
 	}
+	defer release()
 	defer st.Close()
 	type result struct {
 		reasoning, content string
@@ -320,13 +352,18 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) {
 	if fail == nil {
 		fail = abort
 	}
+	if fail != nil && clientGone(rctx) {
+		ctx.SetStatusCode(statusClientClosed)
+		s.logStream(id, statusClientClosed, st, start)
+		return
+	}
 	if fail != nil {
 		status := s.failureStatus(fail)
 		writeError(ctx, status, fmt.Sprintf("generation failed: %v", fail), "")
 		s.logStream(id, status, st, start)
 		return
 	}
-	resp := chatResponse{ID: id, Object: "chat.completion", Created: time.Now().Unix(), Model: s.name, Usage: usageOf(st)}
+	resp := chatResponse{ID: id, Object: "chat.completion", Created: time.Now().Unix(), Model: s.name, Usage: chatUsageOf(st)}
 	for i, res := range results {
 		msg := chatMessage{Role: "assistant", ToolCalls: res.calls}
 		if msg.ToolCalls == nil {
@@ -336,7 +373,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) {
 			msg.Content = strPtr(res.content)
 		}
 		if res.reasoning != "" {
-			msg.Reasoning = strPtr(res.reasoning)
+			msg.Reasoning, msg.ReasoningContent = strPtr(res.reasoning), strPtr(res.reasoning)
 		}
 		ch := chatChoice{Index: i, Message: msg, FinishReason: string(res.finish.Finish), StopReason: res.finish.StopReason}
 		if r.req.Logprobs {
@@ -409,10 +446,11 @@ func generationFailed(ev llm.Event) []byte {
 	return errorBody(fasthttp.StatusInternalServerError, msg, "")
 }
 
-func (s *Server) streamChat(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, r *chatRequest, start time.Time) {
+func (s *Server) streamChat(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, r *chatRequest, start time.Time, rctx context.Context, release func()) {
 	setSSEHeaders(ctx)
 	created := time.Now().Unix()
 	s.streamBody(ctx, func(bw *bufio.Writer) {
+		defer release()
 		defer st.Close()
 		w := &sseWriter{w: bw}
 		chunk := func(ch chunkChoice) error {
@@ -432,7 +470,7 @@ func (s *Server) streamChat(ctx *fasthttp.RequestCtx, id string, st *llm.Stream,
 			var d chatDelta
 			switch ev.Kind {
 			case llm.KindReasoning:
-				d.Reasoning = strPtr(ev.Text)
+				d.Reasoning, d.ReasoningContent = strPtr(ev.Text), strPtr(ev.Text)
 			case llm.KindContent:
 				d.Content = strPtr(ev.Text)
 			case llm.KindToolCall:
@@ -451,13 +489,14 @@ func (s *Server) streamChat(ctx *fasthttp.RequestCtx, id string, st *llm.Stream,
 			return chunk(chunkChoice{Index: i, Delta: d, Logprobs: lp})
 		})
 		if err == nil && r.wire.includeUsage {
-			u := usageOf(st)
+			u := chatUsageOf(st)
 			w.event(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.name, Choices: []chunkChoice{}, Usage: &u})
 		}
 		if err == nil {
 			w.raw([]byte("[DONE]"))
-		} else {
-			status = 499 // client closed the connection
+		}
+		if err != nil || clientGone(rctx) {
+			status = statusClientClosed
 		}
 		s.logStream(id, status, st, start)
 	})

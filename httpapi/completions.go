@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -159,8 +160,10 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id := s.newID("cmpl-")
-	st, err := s.lm.Complete(s.ctx, req)
+	rctx, release := s.watch(ctx)
+	st, err := s.lm.Complete(rctx, req)
 	if err != nil {
+		release()
 		writeAPIError(ctx, llmError(err))
 		return
 	}
@@ -173,9 +176,10 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	if w.stream {
-		s.streamCompletion(ctx, id, st, req.Logprobs, w, prefixes, start)
+		s.streamCompletion(ctx, id, st, req.Logprobs, w, prefixes, start, rctx, release)
 		return
 	}
+	defer release()
 	defer st.Close()
 	texts := make([]string, st.Choices())
 	lps := make([]*completionLogprobs, st.Choices())
@@ -199,6 +203,11 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 				failed = ev.Err
 			}
 		}
+	}
+	if failed != nil && clientGone(rctx) {
+		ctx.SetStatusCode(statusClientClosed)
+		s.logStream(id, statusClientClosed, st, start)
+		return
 	}
 	if failed != nil {
 		status := fasthttp.StatusInternalServerError
@@ -245,10 +254,12 @@ func (s *Server) addCompletionLogprobs(lp *completionLogprobs, toks []llm.Token,
 	}
 }
 
-func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, logprobs bool, wo wireOptions, prefixes []string, start time.Time) {
+func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, logprobs bool, wo wireOptions, prefixes []string, start time.Time,
+	rctx context.Context, release func()) {
 	setSSEHeaders(ctx)
 	created := time.Now().Unix()
 	s.streamBody(ctx, func(bw *bufio.Writer) {
+		defer release()
 		defer st.Close()
 		w := &sseWriter{w: bw}
 		send := func(ch completionChoice) error {
@@ -287,8 +298,9 @@ func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, id string, st *llm.S
 		}
 		if err == nil {
 			w.raw([]byte("[DONE]"))
-		} else {
-			status = 499
+		}
+		if err != nil || clientGone(rctx) {
+			status = statusClientClosed
 		}
 		s.logStream(id, status, st, start)
 	})

@@ -64,12 +64,20 @@ func errorBody(status int, message, param string) []byte {
 	return b
 }
 
-// writeError answers ctx with an error response.
+// errorReasonKey is the user value under which writeError keeps the
+// message, for the log line of a rejected request.
+const errorReasonKey = "govinfer.error"
+
+// writeError answers ctx with an error response; a 503 says when to retry.
 func writeError(ctx *fasthttp.RequestCtx, status int, message, param string) {
 	ctx.Response.Reset()
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
+	if status == fasthttp.StatusServiceUnavailable {
+		ctx.Response.Header.Set("Retry-After", retryAfter)
+	}
 	ctx.SetBody(errorBody(status, message, param))
+	ctx.SetUserValue(errorReasonKey, message)
 }
 
 func writeAPIError(ctx *fasthttp.RequestCtx, e *apiError) {

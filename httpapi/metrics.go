@@ -144,6 +144,14 @@ func (s *Server) writeMetrics(w *promWriter) {
 	w.gauge("govinfer:open_sequences", "Model sequences held by requests.", float64(st.OpenSequences))
 	w.gauge("govinfer:state_bytes", "Memory of the running sequences' KV caches and recurrent states.", float64(st.StateBytes))
 	w.counter("vllm:prompt_tokens_total", "Prompt tokens prefilled.", float64(st.PromptTokens))
+	for _, prefix := range []string{"vllm:", "vllm:gpu_"} {
+		w.counter(prefix+"prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", float64(st.PrefixQueryTokens))
+		w.counter(prefix+"prefix_cache_hits_total", "Prompt tokens resumed from the prefix cache.", float64(st.PrefixHitTokens))
+	}
+	w.gauge("govinfer:prefix_cache_bytes", "Memory of the prefix cache's kept points and KV blocks.", float64(st.State.Cached))
+	w.gauge("govinfer:prefix_cache_points", "Kept points in the prefix cache.", float64(st.State.CachedPoints))
+	w.gauge("govinfer:state_memory_budget_bytes", "The state memory budget (--state-memory).", float64(st.State.Budget))
+	w.gauge("govinfer:state_memory_running_bytes", "State memory reserved by running requests.", float64(st.State.Running))
 	w.counter("vllm:generation_tokens_total", "Tokens generated.", float64(st.GenerationTokens))
 	w.counter("govinfer:steps_total", "Model steps run.", float64(st.Steps))
 	w.counter("govinfer:step_seconds_total", "Time spent in model steps.", st.StepSeconds)

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"strconv"
+
 	"github.com/govinfer/govinfer/jsonvalue"
 	"github.com/govinfer/govinfer/llm"
 )
@@ -177,10 +179,35 @@ func parseParams(o object) (llm.Params, wireOptions, *apiError) {
 			return p, w, err
 		}
 	}
+	if p.LogitBias, err = parseLogitBias(o); err != nil {
+		return p, w, err
+	}
 	if p.ResponseFormat, err = parseResponseFormat(o); err != nil {
 		return p, w, err
 	}
 	return p, w, nil
+}
+
+// parseLogitBias reads logit_bias: token ids (as the object's keys) to
+// biases; llm checks the ids and clamps the biases.
+func parseLogitBias(o object) (map[int]float64, *apiError) {
+	lb, ok, err := o.obj("logit_bias")
+	if err != nil || !ok {
+		return nil, err
+	}
+	out := map[int]float64{}
+	for _, k := range lb.f.Obj.Keys() {
+		id, cerr := strconv.Atoi(k)
+		if cerr != nil {
+			return nil, badRequest("logit_bias", "logit_bias keys must be token ids, got %q", k)
+		}
+		v, _, ferr := lb.float(k)
+		if ferr != nil {
+			return nil, ferr
+		}
+		out[id] = v
+	}
+	return out, nil
 }
 
 // parseResponseFormat reads response_format: nil for none.
@@ -203,6 +230,9 @@ func parseResponseFormat(o object) (*llm.ResponseFormat, *apiError) {
 	}
 	if !ok {
 		return nil, badRequest("response_format.json_schema", "response_format.json_schema is required when type is json_schema")
+	}
+	if f.Strict, _, err = js.boolean("strict"); err != nil {
+		return nil, err
 	}
 	if v, ok := js.get("schema"); ok {
 		raw, merr := marshalValue(v)

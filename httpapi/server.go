@@ -10,8 +10,14 @@
 // model steps, continuous batching), and the llm events become responses or
 // server-sent events. Every response has the keys vLLM's has; errors are
 // {"error": {"message", "type", "param", "code"}} and name the request field
-// at fault. A streaming client that disconnects is noticed at the next write
-// and its request cancelled, freeing its sequence.
+// at fault, a 503 says when to retry (Retry-After) and every rejected
+// request gets a log line. A client that disconnects, streaming or not,
+// running or still queued, is noticed at once (watchDisconnect) and its
+// request cancelled, freeing its sequence or its place in the queue.
+//
+// Connections are capped (Config.MaxConnections), idle and slow ones timed
+// out, and running out of file descriptors pauses accepting instead of
+// stopping the server.
 package httpapi
 
 import (
@@ -24,8 +30,10 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/govinfer/govinfer/compute"
@@ -38,9 +46,14 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultAddr         = "127.0.0.1:8000"
-	DefaultMaxModelLen  = llm.DefaultMaxModelLen
-	DefaultMaxBodyBytes = 8 << 20
+	DefaultAddr           = "127.0.0.1:8000"
+	DefaultMaxModelLen    = llm.DefaultMaxModelLen
+	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxConnections = 1024
+	DefaultIdleTimeout    = 60 * time.Second
+	DefaultReadTimeout    = 30 * time.Second
+	// retryAfter is the Retry-After of a 503, in seconds.
+	retryAfter = "1"
 )
 
 // Config configures a Server.
@@ -87,6 +100,24 @@ type Config struct {
 	// PodID names this replica in the default topic; empty means the
 	// host name.
 	PodID string
+	// DefaultTemplateArgs are chat template variables every chat gets
+	// unless its chat_template_kwargs set them
+	// (llm.Options.DefaultTemplateArgs).
+	DefaultTemplateArgs map[string]any
+	// MaxConnections caps the open connections (fasthttp's Concurrency);
+	// past it a new connection gets a 503 and is closed. Zero means
+	// DefaultMaxConnections.
+	MaxConnections int
+	// IdleTimeout closes a keep-alive connection idle that long;
+	// ReadTimeout bounds reading a request, headers and body, so slow
+	// clients cannot hold connections. Zero means the defaults.
+	IdleTimeout, ReadTimeout time.Duration
+	// NoPrefixCache, StateMemory, StateMemoryFraction and KVCacheType:
+	// see llm.Options.
+	NoPrefixCache       bool
+	StateMemory         int64
+	StateMemoryFraction float64
+	KVCacheType         string
 }
 
 // Server is a running API server.
@@ -134,8 +165,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if cfg.MaxModelLen < 0 {
-		return nil, fmt.Errorf("httpapi: max model length must not be negative, got %d", cfg.MaxModelLen)
+	if cfg.MaxModelLen < 0 || cfg.MaxConnections < 0 || cfg.IdleTimeout < 0 || cfg.ReadTimeout < 0 {
+		return nil, errors.New("httpapi: max model length, max connections and timeouts must not be negative")
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
 	}
 	name := cfg.ServedModelName
 	if name == "" {
@@ -145,11 +185,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	tcp, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		events.Close()
 		return nil, fmt.Errorf("httpapi: listening on %s: %w", cfg.Addr, err)
 	}
+	ln := &patientListener{Listener: tcp, log: cfg.Log}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, name: name, ln: ln, ctx: sctx, cancel: cancel,
@@ -166,8 +207,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ErrorHandler:       s.handleParseError,
 		MaxRequestBodySize: cfg.MaxBodyBytes,
 		Name:               "govinfer",
-		ReadTimeout:        5 * time.Minute,
-		IdleTimeout:        2 * time.Minute,
+		Concurrency:        cfg.MaxConnections,
+		ReadTimeout:        cfg.ReadTimeout,
+		IdleTimeout:        cfg.IdleTimeout,
 		CloseOnShutdown:    true,
 		Logger:             serverLogger{cfg.Log},
 	}
@@ -189,7 +231,9 @@ func (s *Server) load() {
 	lm, err := llm.Open(s.cfg.ModelDir, llm.Options{
 		Backend: s.cfg.Backend, MaxModelLen: s.cfg.MaxModelLen,
 		MaxNumSeqs: s.cfg.MaxNumSeqs, MaxQueue: s.cfg.MaxQueue, Progress: s.cfg.Progress,
-		Quantize: s.cfg.Quantize,
+		Quantize: s.cfg.Quantize, DefaultTemplateArgs: s.cfg.DefaultTemplateArgs,
+		NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
+		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
@@ -226,6 +270,15 @@ func (s *Server) Engine() *engine.Engine {
 	return s.lm.Engine()
 }
 
+// StateMemory returns the model's state memory budget (ok false before
+// the model is loaded).
+func (s *Server) StateMemory() (sm llm.StateMemory, ok bool) {
+	if !s.loaded.Load() {
+		return sm, false
+	}
+	return s.lm.StateMemory(), true
+}
+
 // Close stops accepting connections, cancels the requests in flight, waits
 // for their handlers and frees the model.
 func (s *Server) Close() error {
@@ -251,10 +304,12 @@ func (s *Server) handleParseError(ctx *fasthttp.RequestCtx, err error) {
 		s.count(fasthttp.StatusRequestEntityTooLarge)
 		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes), "")
 		ctx.SetConnectionClose()
+		s.logRejected(ctx, fasthttp.StatusRequestEntityTooLarge)
 		return
 	}
 	s.count(fasthttp.StatusBadRequest)
 	writeError(ctx, fasthttp.StatusBadRequest, "malformed HTTP request: "+err.Error(), "")
+	s.logRejected(ctx, fasthttp.StatusBadRequest)
 }
 
 func (s *Server) count(status int) {
@@ -268,9 +323,30 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if r := recover(); r != nil {
 			writeError(ctx, fasthttp.StatusInternalServerError, fmt.Sprintf("internal error: %v", r), "")
 		}
-		s.count(ctx.Response.StatusCode())
+		status := ctx.Response.StatusCode()
+		s.count(status)
+		if status >= 400 && status < 500 && status != statusClientClosed || status == fasthttp.StatusServiceUnavailable {
+			s.logRejected(ctx, status)
+		}
 	}()
 	path := string(ctx.Path())
+	if rest, ok := strings.CutPrefix(path, "/v1/models/"); ok && rest != "" {
+		if string(ctx.Method()) != fasthttp.MethodGet {
+			ctx.Response.Header.Set("Allow", fasthttp.MethodGet)
+			writeError(ctx, fasthttp.StatusMethodNotAllowed, fmt.Sprintf("%s takes GET, not %s", path, ctx.Method()), "")
+			return
+		}
+		if s.cfg.APIKey != "" && !s.authorized(ctx) {
+			writeError(ctx, fasthttp.StatusUnauthorized, "missing or invalid API key (send Authorization: Bearer KEY)", "")
+			return
+		}
+		if !s.loaded.Load() {
+			s.writeNotReady(ctx)
+			return
+		}
+		s.handleModel(ctx, rest)
+		return
+	}
 	type route struct {
 		method string
 		auth   bool
@@ -341,22 +417,37 @@ func writeJSON(ctx *fasthttp.RequestCtx, v any) {
 	ctx.SetBody(b)
 }
 
-func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
-	type card struct {
-		ID          string `json:"id"`
-		Object      string `json:"object"`
-		Created     int64  `json:"created"`
-		OwnedBy     string `json:"owned_by"`
-		MaxModelLen int    `json:"max_model_len"`
-	}
-	maxLen := s.loadingMaxLen
+// modelCard is a model as /v1/models lists it.
+type modelCard struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+func (s *Server) card() modelCard {
+	maxLen := s.loadingMaxLen // answered while loading too
 	if s.loaded.Load() {
 		maxLen = s.maxModelLen
 	}
+	return modelCard{s.name, "model", s.created, "govinfer", maxLen}
+}
+
+func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, struct {
-		Object string `json:"object"`
-		Data   []card `json:"data"`
-	}{"list", []card{{s.name, "model", s.created, "govinfer", maxLen}}})
+		Object string      `json:"object"`
+		Data   []modelCard `json:"data"`
+	}{"list", []modelCard{s.card()}})
+}
+
+// handleModel answers GET /v1/models/{id} (the id may hold slashes).
+func (s *Server) handleModel(ctx *fasthttp.RequestCtx, id string) {
+	if id != s.name {
+		writeError(ctx, fasthttp.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", id), "model")
+		return
+	}
+	writeJSON(ctx, s.card())
 }
 
 // checkModel verifies a request's "model" field.
@@ -390,6 +481,78 @@ func (s *Server) logRequest(id string, status, promptTokens, completionTokens in
 	s.logMu.Lock()
 	fmt.Fprintln(s.cfg.Log, line)
 	s.logMu.Unlock()
+}
+
+// logRejected writes the log line of a rejected request: its status and
+// reason, never its prompt.
+func (s *Server) logRejected(ctx *fasthttp.RequestCtx, status int) {
+	if s.cfg.Log == nil {
+		return
+	}
+	reason, _ := ctx.UserValue(errorReasonKey).(string)
+	if len(reason) > 300 {
+		reason = reason[:300] + "..."
+	}
+	q, _ := json.Marshal(reason)
+	s.logMu.Lock()
+	fmt.Fprintf(s.cfg.Log, "%s rejected %s %s status=%d reason=%s\n", time.Now().Format(time.RFC3339), ctx.Method(), ctx.Path(), status, q)
+	s.logMu.Unlock()
+}
+
+// errClientGone is the cause of a request's context once its client has
+// disconnected.
+var errClientGone = errors.New("the client disconnected")
+
+// watch returns the context of a request: cancelled, with cause
+// errClientGone, once its client disconnects, or when the server closes.
+// release stops the watch and cancels the context; call it once the
+// response is written (for a stream, when the stream ends).
+func (s *Server) watch(ctx *fasthttp.RequestCtx) (context.Context, func()) {
+	rctx, cancel := context.WithCancelCause(s.ctx)
+	stop := watchDisconnect(ctx.Conn(), func() { cancel(errClientGone) })
+	return rctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// clientGone reports whether a request's client disconnected.
+func clientGone(rctx context.Context) bool { return errors.Is(context.Cause(rctx), errClientGone) }
+
+// statusClientClosed is the status logged for a request whose client
+// disconnected (nginx's 499).
+const statusClientClosed = 499
+
+// patientListener keeps accepting when the process runs out of file
+// descriptors (or the system of buffers): it waits, logs once a second and
+// tries again, where fasthttp would stop serving on the error.
+type patientListener struct {
+	net.Listener
+	log    io.Writer
+	logged time.Time
+}
+
+func (l *patientListener) Accept() (net.Conn, error) {
+	delay := 5 * time.Millisecond
+	for {
+		c, err := l.Listener.Accept()
+		if err == nil || !exhausted(err) {
+			return c, err
+		}
+		if l.log != nil && time.Since(l.logged) > time.Second {
+			l.logged = time.Now()
+			fmt.Fprintf(l.log, "%s accept: %v; waiting for connections to close\n", time.Now().Format(time.RFC3339), err)
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// exhausted reports whether an accept failed for want of descriptors or
+// memory, which frees up as connections close.
+func exhausted(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ECONNABORTED)
 }
 
 // serverLogger sends fasthttp's own messages to the request log.

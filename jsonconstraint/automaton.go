@@ -32,10 +32,11 @@ const (
 
 // frame is one open container (or the top level).
 type frame struct {
-	n    *node
-	used uint64 // object: properties present so far
-	key  int32  // object: property of the current member, -1 for another key
-	pos  pos
+	n     *node
+	used  uint64 // object: properties present so far
+	key   int32  // object: property of the current member, -1 for another key
+	count uint32 // array: elements so far
+	pos   pos
 }
 
 // link is an immutable entry of the stack below the top frame.
@@ -80,7 +81,15 @@ type lex struct {
 	n       uint8 // string: hex digits or UTF-8 bytes left; number: digits in the part
 	lo, hi  uint8 // string: range of the next UTF-8 continuation byte
 	intOnly bool  // number: an integer is expected
-	t       int32 // key: key trie node (-1: not a property name); literal: trie node
+	// rule is set when the value's schema has string keywords (then cnt
+	// counts its characters and \u escapes are not written) or numeric
+	// bounds (then the number is tracked in neg, mant, idig and fdig).
+	rule       bool
+	neg        bool
+	idig, fdig uint8
+	t          int32  // key: key trie node (-1: not a property name); literal: trie node
+	cnt        uint32 // string with rules: characters so far
+	mant       uint64 // bounded number: its digits
 }
 
 // state is the whole automaton state. It is a small comparable value:
@@ -145,6 +154,7 @@ func (s *state) valueDone() {
 		}
 		s.top.pos = posObjAfter
 	case posArrStart, posArrValue:
+		s.top.count++
 		s.top.pos = posArrAfter
 	}
 }
@@ -168,6 +178,9 @@ func (s *state) pop() {
 
 // numberEnds reports whether the number being read may end here.
 func (s *state) numberEnds() bool {
+	if s.lx.rule {
+		return s.target().num.ends(s.lx.prefix())
+	}
 	switch s.lx.sub {
 	case numZero, numInt, numFrac, numExp:
 		return true
@@ -185,6 +198,9 @@ func (s *state) step(b byte, a *arena) bool {
 		case lexNumber:
 			if ok, consumed := s.stepNumber(b); consumed || !ok {
 				return ok
+			}
+			if s.lx.rule && !s.target().num.ends(s.lx.prefix()) {
+				return false
 			}
 			s.lx = lex{}
 			s.valueDone()
@@ -220,8 +236,14 @@ func (s *state) stepStructure(b byte, a *arena) bool {
 		return s.startValue(b, a)
 	case posArrStart:
 		if b == ']' {
+			if r := s.top.n.arr; r != nil && r.minItems > 0 {
+				return false
+			}
 			s.pop()
 			return true
+		}
+		if r := s.top.n.arr; r != nil && r.maxItems == 0 {
+			return false
 		}
 		return s.startValue(b, a)
 	case posObjStart:
@@ -247,11 +269,18 @@ func (s *state) stepStructure(b byte, a *arena) bool {
 			return true
 		}
 	case posArrAfter:
+		r := s.top.n.arr
 		if b == ',' {
+			if r != nil && r.maxItems >= 0 && s.top.count >= uint32(r.maxItems) {
+				return false
+			}
 			s.top.pos = posArrValue
 			return true
 		}
 		if b == ']' {
+			if r != nil && s.top.count < uint32(r.minItems) {
+				return false
+			}
 			s.pop()
 			return true
 		}
@@ -279,7 +308,7 @@ func (s *state) startValue(b byte, a *arena) bool {
 		s.top = frame{n: n, pos: posArrStart, key: -1}
 		return true
 	case b == '"' && n.kinds&kString != 0:
-		s.lx = lex{mode: lexString}
+		s.lx = lex{mode: lexString, rule: n.str != nil}
 		return true
 	case (b == '-' || isDigit(b)) && n.kinds&(kNumber|kInteger) != 0:
 		s.lx = lex{mode: lexNumber, intOnly: n.kinds&kNumber == 0, sub: numInt, n: 1}
@@ -288,6 +317,16 @@ func (s *state) startValue(b byte, a *arena) bool {
 			s.lx.sub, s.lx.n = numMinus, 0
 		case b == '0':
 			s.lx.sub = numZero
+		}
+		if n.num != nil {
+			l := &s.lx
+			l.rule = true
+			if b == '-' {
+				l.neg = true
+			} else {
+				l.mant, l.idig = uint64(b-'0'), 1
+			}
+			return n.num.feasible(l.prefix(), l.intOnly)
 		}
 		return true
 	case n.lits != nil:
@@ -299,9 +338,69 @@ func (s *state) startValue(b byte, a *arena) bool {
 	return false
 }
 
+// prefix returns the bounded number being read.
+func (l *lex) prefix() numPrefix {
+	return numPrefix{sub: l.sub, neg: l.neg, mant: l.mant, idig: int(l.idig), fdig: int(l.fdig)}
+}
+
+// stepBounded reads b in a number whose schema bounds it: at most
+// boundDigits digits, no exponent, and every prefix one that some
+// continuation completes in range.
+func (s *state) stepBounded(b byte) (ok, consumed bool) {
+	l := &s.lx
+	p := l.prefix()
+	digit := isDigit(b)
+	d := uint64(b - '0')
+	switch l.sub {
+	case numMinus:
+		if !digit {
+			return false, true
+		}
+		p.mant, p.idig, p.sub = d, 1, numInt
+		if b == '0' {
+			p.sub = numZero
+		}
+	case numZero, numInt:
+		switch {
+		case digit && l.sub == numInt && p.idig < boundDigits:
+			p.mant, p.idig = p.mant*10+d, p.idig+1
+		case digit:
+			return false, true
+		case b == '.' && !l.intOnly && p.idig < boundDigits:
+			p.sub = numDot
+		default:
+			return true, false
+		}
+	case numDot:
+		if !digit || p.idig >= boundDigits {
+			return false, true
+		}
+		p.mant, p.fdig, p.sub = p.mant*10+d, 1, numFrac
+	case numFrac:
+		switch {
+		case digit && p.idig+p.fdig < boundDigits:
+			p.mant, p.fdig = p.mant*10+d, p.fdig+1
+		case digit:
+			return false, true
+		default:
+			return true, false
+		}
+	default:
+		return false, true
+	}
+	if !s.target().num.feasible(p, l.intOnly) {
+		return false, true
+	}
+	l.sub, l.mant, l.idig, l.fdig = p.sub, p.mant, uint8(p.idig), uint8(p.fdig)
+	return true, true
+}
+
 // stepNumber reads b in a number. consumed is false when b ends the number
 // (ok then says whether it may end there).
 func (s *state) stepNumber(b byte) (ok, consumed bool) {
+	if s.lx.rule {
+		return s.stepBounded(b)
+	}
 	l := &s.lx
 	digit := isDigit(b)
 	frac := !l.intOnly && b == '.'
@@ -377,10 +476,20 @@ func (s *state) stepString(b byte) bool {
 	l := &s.lx
 	switch l.sub {
 	case strBody:
+		if l.rule && b != '"' {
+			// Every other byte here starts a character.
+			if r := s.target().str; r.maxLen >= 0 && l.cnt >= uint32(r.maxLen) {
+				return false
+			}
+			l.cnt++
+		}
 		switch {
 		case b == '"':
 			if l.mode == lexKey {
 				return s.endKey()
+			}
+			if l.rule && l.cnt < uint32(s.target().str.minLen) {
+				return false
 			}
 			s.lx = lex{}
 			s.valueDone()
@@ -425,6 +534,9 @@ func (s *state) stepString(b byte) bool {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			l.sub = strBody
 		case 'u':
+			if l.rule {
+				return false // counted strings are written without \u escapes
+			}
 			l.sub, l.n = strHex, 4
 		default:
 			return false
@@ -515,6 +627,17 @@ func NewAcceptor(g *Grammar) *Acceptor {
 func (a *Acceptor) Clone() *Acceptor {
 	c := *a
 	return &c
+}
+
+// Step reads one byte; it returns false, and the acceptor stays where it
+// was, if the byte cannot continue the document.
+func (a *Acceptor) Step(b byte) bool {
+	s := a.s
+	if !s.step(b, nil) {
+		return false
+	}
+	a.s = s
+	return true
 }
 
 // Push reads bytes; it returns false, and the acceptor stays where it was,

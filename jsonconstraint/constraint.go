@@ -18,6 +18,10 @@ type Constraint struct {
 	v        *Vocab
 	s        state
 	finished bool // an end-of-sequence token was accepted
+	// forced, once Budget starts forcing, holds what remains of the
+	// completion; forcing says whether it does.
+	forced  Forced
+	forcing bool
 
 	cache map[state][]uint64
 	ar    arena
@@ -31,8 +35,40 @@ func NewConstraint(g *Grammar, v *Vocab) *Constraint {
 
 // Clone returns an independent copy of c at the same point.
 func (c *Constraint) Clone() *Constraint {
-	return &Constraint{g: c.g, v: c.v, s: c.s, finished: c.finished}
+	return &Constraint{g: c.g, v: c.v, s: c.s, finished: c.finished, forced: c.forced, forcing: c.forcing}
 }
+
+// Completion returns the bytes that complete the document from here (see
+// Acceptor.Completion).
+func (c *Constraint) Completion() []byte {
+	out, _ := c.s.completion()
+	return out
+}
+
+// Budget makes the document end within tokens more tokens, the
+// end-of-sequence token included: once the completion from the current
+// position, plus the most one token can add to it, no longer fits, the
+// constraint forces the completion (see Vocab.Force: with encode, the
+// tokenizer's encoding, its tokens exactly; otherwise any tokens spelling
+// it) and then an end-of-sequence token. Call it before each mask with the
+// tokens left; the guarantee holds when the budget starts above the
+// completion of an empty document.
+func (c *Constraint) Budget(tokens int, encode func(string) []int) {
+	if c.forcing || c.finished {
+		return
+	}
+	out, ok := c.s.completion()
+	if !ok {
+		return
+	}
+	f := c.v.Force(out, encode)
+	if tokens <= f.Tokens()+1+c.g.growth() {
+		c.forced, c.forcing = f, true
+	}
+}
+
+// Forcing reports whether Budget has started forcing the completion.
+func (c *Constraint) Forcing() bool { return c.forcing }
 
 // Done reports whether the output so far is a complete document, so that an
 // end-of-sequence token is allowed.
@@ -65,13 +101,19 @@ func (c *Constraint) Accept(token int) error {
 	if len(t) == 0 {
 		return fmt.Errorf("jsonconstraint: special token %d is not allowed in a JSON document", token)
 	}
+	f := c.forced
+	if c.forcing {
+		if err := f.Accept(c.v, token); err != nil {
+			return err
+		}
+	}
 	s := c.s
 	for i, b := range t {
 		if !s.step(b, nil) {
 			return fmt.Errorf("jsonconstraint: token %d (%q) cannot continue the document at its byte %d", token, t, i)
 		}
 	}
-	c.s = s
+	c.s, c.forced = s, f
 	return nil
 }
 
@@ -81,36 +123,10 @@ func (c *Constraint) Accept(token int) error {
 // document is finished, or the vocabulary lacks a token the automaton
 // needs.
 func (c *Constraint) ApplyMask(logits []float32) int {
-	ninf := float32(math.Inf(-1))
-	var block [64]float32
-	for i := range block {
-		block[i] = ninf
-	}
-	mask := c.maskBits()
-	allowed := 0
-	for w, word := range mask {
-		allowed += bits.OnesCount64(word)
-		base := w * 64
-		if base >= len(logits) {
-			continue
-		}
-		if word == 0 {
-			copy(logits[base:min(base+64, len(logits))], block[:])
-			continue
-		}
-		for z := ^word; z != 0; z &= z - 1 {
-			i := base + bits.TrailingZeros64(z)
-			if i >= len(logits) {
-				break
-			}
-			logits[i] = ninf
-		}
-	}
-	for i := c.v.size; i < len(logits); i++ {
-		logits[i] = ninf
-	}
-	return allowed
+	return maskLogits(c.maskBits(), logits, c.v.size)
 }
+
+var negInf = float32(math.Inf(-1))
 
 // AllowedBits returns the allowed next tokens as a bit set: token id is
 // allowed when bits[id/64]&(1<<(id%64)) != 0. A sampler can use it to look
@@ -159,7 +175,7 @@ func (c *Constraint) walkTrie(tr *tokTrie, m []uint64) {
 // maskBits returns the allowed tokens as a bit set (shared with the cache:
 // do not modify).
 func (c *Constraint) maskBits() []uint64 {
-	if m, ok := c.cache[c.s]; ok && !c.finished {
+	if m, ok := c.cache[c.s]; ok && !c.finished && !c.forcing {
 		return m
 	}
 	v := c.v
@@ -167,12 +183,35 @@ func (c *Constraint) maskBits() []uint64 {
 	if c.finished {
 		return m
 	}
-	if l := c.s.lx; l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) {
-		stay := v.strStay
-		if l.mode == lexKey {
-			stay = v.keyStay
+	if c.forcing {
+		if c.forced.Done() {
+			v.SetEOS(m)
+			return m
 		}
-		copy(m, stay)
+		c.forced.Mask(v, m)
+		return m
+	}
+	if l := c.s.lx; l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) {
+		switch {
+		case l.mode == lexKey:
+			copy(m, v.keyStay)
+		case l.rule:
+			copy(m, v.ruleStay)
+			if r := c.s.target().str; r.maxLen >= 0 {
+				// Drop the tokens with more characters than are left.
+				left := uint32(r.maxLen) - l.cnt
+				for w, word := range m {
+					for z := word; z != 0; z &= z - 1 {
+						id := w*64 + bits.TrailingZeros64(z)
+						if uint32(v.ruleChars[id]) > left {
+							m[w] &^= 1 << (id & 63)
+						}
+					}
+				}
+			}
+		default:
+			copy(m, v.strStay)
+		}
 		c.walkTrie(&v.quoted, m)
 	} else {
 		c.walkTrie(&v.all, m)

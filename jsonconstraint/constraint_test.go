@@ -26,6 +26,16 @@ var testSchemas = map[string]string{
 	"empty":    `{}`,
 	"openobj":  `{"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":true,"required":["a","zz"]}`,
 	"defsroot": `{"definitions":{"list":{"type":"array","items":{"$ref":"#"}}},"anyOf":[{"$ref":"#/definitions/list"},{"type":"null"}]}`,
+	"bounds": `{"type":"object","properties":{
+		"i":{"type":"integer","minimum":-3,"maximum":7},
+		"n":{"type":"number","exclusiveMinimum":0,"maximum":2.5},
+		"s":{"type":"string","minLength":3,"maxLength":5},
+		"a":{"type":"array","items":{"type":"integer","minimum":0,"maximum":9},"minItems":2,"maxItems":3},
+		"e":{"enum":[0,1,5,7],"minimum":1,"exclusiveMaximum":7},
+		"big":{"type":"integer","minimum":1000}},
+		"required":["i","n","s","a"],"additionalProperties":false}`,
+	"tight": `{"type":"object","properties":{"x":{"type":"array","maxItems":0},"y":{"type":"number","minimum":0.1,"maximum":0.1},
+		"z":{"type":"integer","maximum":-100,"minimum":-1000}},"required":["x","y","z"]}`,
 }
 
 func mustCompile(t testing.TB, schema string) *Grammar {
@@ -158,11 +168,11 @@ func TestSchemaAcceptance(t *testing.T) {
 		bad    []string
 	}{
 		{"person",
-			[]string{`{"name":"Ada","age":37}`, `{"age":1,"name":"x","tags":["a",""],"kind":"red","score":-2.5}`,
+			[]string{`{"name":"Ada","age":37}`, `{"age":1,"name":"x","tags":["a",""],"kind":"red","score":2.5}`,
 				`{"name":"","age":0,"kind":null}`, `{"name":"","age":0,"kind":1}`, `{"name":"","age":0,"kind":{"a":"x","b":[1,2]}}`},
 			[]string{`{"name":"Ada"}`, `{"name":"Ada","age":3.5}`, `{"name":"Ada","age":3,"x":1}`, `{"name":1,"age":3}`,
 				`{"name":"a","age":1,"name":"b"}`, `{"name":"a","age":1,"kind":"blue"}`, `{"name":"a","age":1,"kind":2}`,
-				`{"name":"a","age":1,"tags":[1]}`, `[]`, `{"name":"a","age":1,"kind":{"b":[1,2],"a":"x"}}`}},
+				`{"name":"a","age":1,"tags":[1]}`, `[]`, `{"name":"a","age":1,"score":-0.5}`, `{"name":"a","age":1,"kind":{"b":[1,2],"a":"x"}}`}},
 		{"tree",
 			[]string{`{"value":1}`, `{"value":1,"children":[{"value":2,"children":[]},{"value":-3e2}]}`},
 			[]string{`{"children":[]}`, `{"value":1,"children":[{}]}`, `{"value":"1"}`}},
@@ -172,7 +182,16 @@ func TestSchemaAcceptance(t *testing.T) {
 		{"nullable", []string{`"a"`, `null`}, []string{`1`, `true`}},
 		{"map", []string{`{}`, `{"a":1,"b":-2}`}, []string{`{"a":"x"}`, `{"a":1.5}`}},
 		{"const", []string{`{"id":"a\"b","v":[true,false]}`}, []string{`{"id":"ab","v":[]}`, `{"v":[]}`}},
-		{"ignored", []string{`"anything"`}, []string{`1`}},
+		{"ignored", []string{`"anything"`, `"xyz"`}, []string{`1`, `"ab"`}},
+		{"bounds",
+			[]string{`{"i":-3,"n":0.5,"s":"abc","a":[1,2],"e":5,"big":123456789012345678}`, `{"i":7,"n":2.5,"s":"東京x","a":[9,9,9],"e":1,"big":1000}`,
+				`{"i":0,"n":1,"s":"abcde","a":[0,0]}`, `{"i":-0,"n":0.0001,"s":"a\nb","a":[1,2,3]}`},
+			[]string{`{"i":-4,"n":1,"s":"abc","a":[1,2]}`, `{"i":8,"n":1,"s":"abc","a":[1,2]}`, `{"i":1,"n":0,"s":"abc","a":[1,2]}`,
+				`{"i":1,"n":2.51,"s":"abc","a":[1,2]}`, `{"i":1,"n":1,"s":"ab","a":[1,2]}`, `{"i":1,"n":1,"s":"abcdef","a":[1,2]}`,
+				`{"i":1,"n":1,"s":"abc","a":[1]}`, `{"i":1,"n":1,"s":"abc","a":[1,2,3,4]}`, `{"i":1.5,"n":1,"s":"abc","a":[1,2]}`,
+				`{"i":1,"n":1e0,"s":"abc","a":[1,2]}`, `{"i":1,"n":1,"s":"a\u0062c","a":[1,2]}`, `{"i":1,"n":1,"s":"abc","a":[1,2],"e":7}`,
+				`{"i":1,"n":1,"s":"abc","a":[1,2],"e":0}`, `{"i":1,"n":1,"s":"abc","a":[1,2],"big":1234567890123456789}`}},
+		{"tight", []string{`{"x":[],"y":0.1,"z":-100}`}, []string{`{"x":[1],"y":0.1,"z":-100}`, `{"x":[],"y":0,"z":-100}`, `{"x":[],"y":0.1,"z":-99}`}},
 		{"empty", []string{`1`, `{"a":[null]}`, `"x"`}, []string{`{`}},
 		{"openobj", []string{`{"a":1,"zz":[],"q":"r"}`}, []string{`{"a":1}`, `{"a":"x","zz":1}`}},
 		{"defsroot", []string{`null`, `[]`, `[null,[[]]]`}, []string{`1`, `[1]`}},
@@ -300,7 +319,7 @@ func walk(t *testing.T, rng *rand.Rand, g *Grammar, v *Vocab, tokens [][]byte, e
 		case step >= budget:
 			if len(plan) == 0 {
 				var ok bool
-				if plan, ok = shortestCompletion(c.s); !ok || len(plan) == 0 {
+				if plan, ok = c.s.completion(); !ok || len(plan) == 0 {
 					t.Fatalf("no completion from %q", out)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 // validate checks a decoded JSON value against a schema, independently of
@@ -52,6 +53,9 @@ func validate(schema any, v any, root any) error {
 			return fmt.Errorf("%v matches no branch of %s", v, kw)
 		}
 	}
+	if err := validateKeywords(m, v); err != nil {
+		return err
+	}
 	if c, ok := m["const"]; ok {
 		if !jsonEqual(c, v) {
 			return fmt.Errorf("%v is not const %v", v, c)
@@ -81,6 +85,9 @@ func validate(schema any, v any, root any) error {
 	k := kindName(v)
 	if types != nil && !typeAllows(types, v) {
 		return fmt.Errorf("%v is %s, want %v", v, k, types)
+	}
+	if err := validateKeywords(m, v); err != nil {
+		return err
 	}
 	switch x := v.(type) {
 	case map[string]any:
@@ -312,3 +319,55 @@ var loadQwen3 = sync.OnceValue(func() qwenVocab {
 	v, err := NewVocab(tokens, eos)
 	return qwenVocab{tokens: tokens, eos: eos, vocab: v, err: err}
 })
+
+// validateKeywords checks the string, number and array keywords.
+func validateKeywords(m map[string]any, v any) error {
+	num := func(key string) (float64, bool) {
+		n, ok := m[key].(json.Number)
+		if !ok {
+			if f, isF := m[key].(float64); isF {
+				return f, true
+			}
+			return 0, false
+		}
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	switch x := v.(type) {
+	case string:
+		n := utf8.RuneCountInString(x)
+		if lo, ok := num("minLength"); ok && float64(n) < lo {
+			return fmt.Errorf("%q is shorter than minLength %v", x, lo)
+		}
+		if hi, ok := num("maxLength"); ok && float64(n) > hi {
+			return fmt.Errorf("%q is longer than maxLength %v", x, hi)
+		}
+	case json.Number, float64:
+		var f float64
+		if jn, ok := x.(json.Number); ok {
+			f, _ = jn.Float64()
+		} else {
+			f = x.(float64)
+		}
+		if lo, ok := num("minimum"); ok && f < lo {
+			return fmt.Errorf("%v is below minimum %v", f, lo)
+		}
+		if hi, ok := num("maximum"); ok && f > hi {
+			return fmt.Errorf("%v is above maximum %v", f, hi)
+		}
+		if lo, ok := num("exclusiveMinimum"); ok && f <= lo {
+			return fmt.Errorf("%v is not above exclusiveMinimum %v", f, lo)
+		}
+		if hi, ok := num("exclusiveMaximum"); ok && f >= hi {
+			return fmt.Errorf("%v is not below exclusiveMaximum %v", f, hi)
+		}
+	case []any:
+		if lo, ok := num("minItems"); ok && float64(len(x)) < lo {
+			return fmt.Errorf("%d items, minItems %v", len(x), lo)
+		}
+		if hi, ok := num("maxItems"); ok && float64(len(x)) > hi {
+			return fmt.Errorf("%d items, maxItems %v", len(x), hi)
+		}
+	}
+	return nil
+}

@@ -17,21 +17,45 @@
 //     no other keys are allowed; when neither is given any key is. Each
 //     property appears at most once; the object cannot close before every
 //     required key is present. At most 64 properties per object.
-//   - items (a single schema; tuple forms are ignored).
+//   - items (a single schema; tuple forms are ignored), minItems, maxItems.
+//   - minLength, maxLength (in code points). Strings with either are
+//     written without \u escapes.
+//   - minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or
+//     draft 4's booleans). Bounded numbers are written without an exponent
+//     and with at most 18 digits, and every prefix the automaton accepts
+//     can still be completed in range.
 //   - enum and const (values are written in their canonical compact JSON
 //     form: keys sorted, no spaces, strings escaped as encoding/json does
-//     without HTML escaping).
+//     without HTML escaping); values that break the schema's other
+//     keywords are dropped.
 //   - anyOf and oneOf: the output follows the first branch of each JSON
 //     kind (object, array, string, number, literal values), so it always
 //     matches at least one branch; a later branch of a kind an earlier one
-//     already covers is not reachable. "integer" and "number" together give
-//     "number". OpenAPI's nullable: true adds null.
+//     already covers is not reachable. Unbounded "integer" and "number"
+//     together give "number"; otherwise the first numeric branch decides.
+//     OpenAPI's nullable: true adds null.
 //   - $ref to "#", "#/$defs/NAME" or "#/definitions/NAME", recursion
 //     included. allOf with a single schema is that schema.
 //
-// Everything else (minLength, pattern, format, minimum, minItems,
-// uniqueItems, multi-branch allOf, not, if/then/else, ...) is ignored: the
-// output is still valid JSON but may break those keywords.
+// Annotations (title, description, default, examples, format, $schema,
+// ...) never constrain. The other assertion keywords (pattern,
+// multipleOf, uniqueItems, multi-branch allOf, not, if/then/else,
+// patternProperties, minProperties, ...; see unsupported) are ignored by
+// Compile, and fail CompileWith under Options.Strict with a *KeywordError
+// naming them, so that a strict request is never silently loosened.
+//
+// Schemas are bounded before any work: at most MaxSchemaDepth levels of
+// nesting, MaxSchemaNodes subschemas, and smallest values of at most
+// MaxMinimalLength bytes.
+//
+// # Completions and budgets
+//
+// Every node has a smallest value, and every automaton state a completion:
+// the value being read finished, then each open container given the
+// smallest members or items its schema requires, and closed
+// (Acceptor.Completion). Constraint.Budget uses it to end a document
+// within a token budget: when the completion no longer fits comfortably,
+// only its bytes are allowed.
 //
 // # Output form
 //
@@ -41,6 +65,13 @@
 // whitespace bytes; numbers have at most 18 integer digits, 18 fraction
 // digits and 2 exponent digits (so they fit an int64 or a float64); strings
 // are valid UTF-8; nothing follows the top-level value.
+//
+// # Other automata
+//
+// A TextRule applies a schema's string keywords to text written raw (not
+// quoted), and Walk computes the mask of any byte automaton whose state is
+// a value, over a vocabulary Trie: the Qwen3.5 tool-call constraint in
+// outparse is built from both.
 package jsonconstraint
 
 import (
@@ -78,6 +109,15 @@ type node struct {
 	// Arrays.
 	items *node
 
+	// The keywords of the string, number and array kinds (nil: none).
+	str *strRule
+	num *numRule
+	arr *arrRule
+
+	// minimal is the shortest value the node allows (set by resolve): what
+	// a completion writes where a value must come.
+	minimal []byte
+
 	// Before resolution: a union of branches (anyOf, oneOf, type lists).
 	branches []*node
 	resolved uint8 // flattening: 0 not yet, 1 in progress, 2 done
@@ -91,23 +131,24 @@ type prop struct {
 // Grammar is a compiled schema. It is immutable and may be shared by any
 // number of Constraints.
 type Grammar struct {
-	root *node
+	root       *node
+	maxMinimal int // the longest smallest value of any node
 }
 
 // AnyJSON returns a grammar accepting any JSON value.
 func AnyJSON() *Grammar {
-	return &Grammar{root: anyNode()}
+	return &Grammar{root: anyNode(), maxMinimal: 2}
 }
 
 // AnyObject returns a grammar accepting any JSON object (response_format
 // json_object).
 func AnyObject() *Grammar {
 	a := anyNode()
-	return &Grammar{root: &node{kinds: kObject, extra: a, resolved: 2}}
+	return &Grammar{root: &node{kinds: kObject, extra: a, resolved: 2, minimal: []byte("{}")}, maxMinimal: 2}
 }
 
 func anyNode() *node {
-	a := &node{kinds: kObject | kArray | kString | kNumber, resolved: 2}
+	a := &node{kinds: kObject | kArray | kString | kNumber, resolved: 2, minimal: []byte("0")}
 	a.extra, a.items = a, a
 	a.literals = [][]byte{[]byte("true"), []byte("false"), []byte("null")}
 	a.lits = newLitTrie(a.literals)
@@ -117,40 +158,73 @@ func anyNode() *node {
 // maxProps is the most properties one object schema may have.
 const maxProps = 64
 
+// Limits of a schema: the most nested schemas (properties in properties,
+// items in items, ...), the most schema objects in all, and the longest
+// smallest value (see Acceptor.Completion).
+const (
+	MaxSchemaDepth   = 64
+	MaxSchemaNodes   = 4096
+	MaxMinimalLength = 4096
+)
+
+// Options tune Compile.
+type Options struct {
+	// Strict fails with a *KeywordError on a keyword that constrains
+	// values but is not enforced (see the package doc); otherwise such
+	// keywords are ignored.
+	Strict bool
+}
+
 // Compile compiles a JSON Schema (see the package doc for the supported
-// subset).
-func Compile(schema []byte) (*Grammar, error) {
+// subset), ignoring the keywords it does not enforce.
+func Compile(schema []byte) (*Grammar, error) { return CompileWith(schema, Options{}) }
+
+// CompileWith compiles a JSON Schema with options.
+func CompileWith(schema []byte, o Options) (*Grammar, error) {
 	var doc any
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("jsonconstraint: schema is not JSON: %w", err)
 	}
-	c := &compiler{doc: doc, refs: map[string]*node{}}
+	return compileDoc(doc, o)
+}
+
+func compileDoc(doc any, o Options) (*Grammar, error) {
+	c := &compiler{doc: doc, refs: map[string]*node{}, strict: o.Strict}
 	root, err := c.compile(doc, "#")
 	if err != nil {
 		return nil, err
 	}
-	if err := resolve(root); err != nil {
+	longest, err := resolve(root)
+	if err != nil {
 		return nil, err
 	}
-	return &Grammar{root: root}, nil
+	return &Grammar{root: root, maxMinimal: longest}, nil
 }
 
 type compiler struct {
-	doc   any
-	refs  map[string]*node
-	depth int
+	doc    any
+	refs   map[string]*node
+	depth  int
+	nodes  int
+	strict bool
 }
 
 func (c *compiler) compile(s any, path string) (*node, error) {
 	c.depth++
 	defer func() { c.depth-- }()
-	if c.depth > 256 {
-		return nil, fmt.Errorf("jsonconstraint: schema at %s nested too deeply", path)
+	if c.depth > MaxSchemaDepth {
+		return nil, fmt.Errorf("jsonconstraint: schema at %s nested too deeply (more than %d levels)", path, MaxSchemaDepth)
+	}
+	if c.nodes++; c.nodes > MaxSchemaNodes {
+		return nil, fmt.Errorf("jsonconstraint: schema has more than %d subschemas", MaxSchemaNodes)
 	}
 	switch v := s.(type) {
 	case bool:
+		if !v && c.strict {
+			return nil, &KeywordError{Path: path, Keyword: "false"}
+		}
 		return anyNode(), nil // true; false is not supported and ignored
 	case map[string]any:
 		return c.compileObject(v, path)
@@ -159,6 +233,9 @@ func (c *compiler) compile(s any, path string) (*node, error) {
 }
 
 func (c *compiler) compileObject(m map[string]any, path string) (*node, error) {
+	if err := c.checkKeywords(m, path); err != nil {
+		return nil, err
+	}
 	if ref, ok := m["$ref"].(string); ok {
 		return c.ref(ref, path)
 	}
@@ -196,7 +273,19 @@ func (c *compiler) compileObject(m map[string]any, path string) (*node, error) {
 	}
 
 	n := &node{}
+	if n.str, err = parseStrRule(m, path); err != nil {
+		return nil, err
+	}
+	if n.num, err = parseNumRule(m, path); err != nil {
+		return nil, err
+	}
+	if n.arr, err = parseArrRule(m, path); err != nil {
+		return nil, err
+	}
 	if e, ok := m["const"]; ok {
+		if !n.allowsLiteral(e) {
+			return nil, fmt.Errorf("jsonconstraint: %s/const breaks the schema's own keywords", path)
+		}
 		lit, err := canonical(e)
 		if err != nil {
 			return nil, fmt.Errorf("jsonconstraint: %s/const: %w", path, err)
@@ -210,7 +299,7 @@ func (c *compiler) compileObject(m map[string]any, path string) (*node, error) {
 			return nil, fmt.Errorf("jsonconstraint: %s/enum is %s, want an array", path, kindName(e))
 		}
 		for _, v := range list {
-			if types != nil && !typeAllows(types, v) {
+			if types != nil && !typeAllows(types, v) || !n.allowsLiteral(v) {
 				continue
 			}
 			lit, err := canonical(v)
@@ -270,6 +359,15 @@ func (c *compiler) compileObject(m map[string]any, path string) (*node, error) {
 		default:
 			return nil, fmt.Errorf("jsonconstraint: %s/type: unknown type %q", path, t)
 		}
+	}
+	if n.kinds&kNumber != 0 {
+		n.kinds &^= kInteger
+	}
+	if numeric := n.kinds & (kNumber | kInteger); numeric != 0 && n.num != nil && !n.num.feasible(numPrefix{sub: numStart}, numeric == kInteger) {
+		n.kinds &^= numeric // the bounds leave no number of at most boundDigits digits
+	}
+	if n.kinds == 0 && len(n.literals) == 0 {
+		return nil, fmt.Errorf("jsonconstraint: %s allows no value", path)
 	}
 	return n, nil
 }
@@ -396,9 +494,22 @@ func flatten(n *node, path string) error {
 		}
 		if b.kinds&kArray != 0 && n.kinds&kArray == 0 {
 			n.kinds |= kArray
-			n.items = b.items
+			n.items, n.arr = b.items, b.arr
 		}
-		n.kinds |= b.kinds & (kString | kNumber | kInteger)
+		if b.kinds&kString != 0 && n.kinds&kString == 0 {
+			n.kinds |= kString
+			n.str = b.str
+		}
+		// Numbers: the first numeric branch, or the union of unbounded ones.
+		if num := b.kinds & (kNumber | kInteger); num != 0 {
+			switch {
+			case n.kinds&(kNumber|kInteger) == 0:
+				n.kinds |= num
+				n.num = b.num
+			case n.num == nil && b.num == nil:
+				n.kinds |= num
+			}
+		}
 		n.literals = append(n.literals, b.literals...)
 	}
 	n.branches = nil
@@ -410,19 +521,21 @@ func flatten(n *node, path string) error {
 }
 
 // resolve flattens every node reachable from root and builds its tries.
-func resolve(root *node) error {
+func resolve(root *node) (int, error) {
 	type item struct {
 		n    *node
 		path string
 	}
 	seen := map[*node]bool{root: true}
 	todo := []item{{root, "#"}}
+	var all []*node
 	for len(todo) > 0 {
 		it := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
 		n := it.n
+		all = append(all, n)
 		if err := flatten(n, it.path); err != nil {
-			return err
+			return 0, err
 		}
 		if n.kinds&kObject != 0 && len(n.props) > 0 {
 			n.keys = newKeyTrie(n.props)
@@ -431,7 +544,7 @@ func resolve(root *node) error {
 			n.lits = newLitTrie(n.literals)
 		}
 		if n.kinds == 0 && n.lits == nil {
-			return fmt.Errorf("jsonconstraint: %s allows no value", it.path)
+			return 0, fmt.Errorf("jsonconstraint: %s allows no value", it.path)
 		}
 		next := func(c *node, path string) {
 			if c != nil && !seen[c] {
@@ -445,7 +558,7 @@ func resolve(root *node) error {
 		next(n.extra, it.path+"/additionalProperties")
 		next(n.items, it.path+"/items")
 	}
-	return nil
+	return setMinimal(all)
 }
 
 // schemaTypes reads "type": nil when absent.

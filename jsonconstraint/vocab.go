@@ -25,6 +25,10 @@ type Vocab struct {
 	quoted  tokTrie  // the tokens that contain '"'
 	strStay []uint64 // tokens without '"' valid from inside a string value
 	keyStay []uint64 // the same inside a free (non-property) object key
+	// ruleStay are the tokens of strStay valid in a string with length
+	// rules (no \u escapes), and ruleChars the characters each starts.
+	ruleStay  []uint64
+	ruleChars []uint16
 }
 
 // tokTrie is a token trie, one entry per node in depth-first pre-order
@@ -62,7 +66,10 @@ func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
 	words := (len(tokens) + 63) / 64
 	v.strStay = make([]uint64, words)
 	v.keyStay = make([]uint64, words)
+	v.ruleStay = make([]uint64, words)
+	v.ruleChars = make([]uint16, len(tokens))
 	freeKeys := &node{extra: &node{}}
+	counted := &node{kinds: kString, str: &strRule{maxLen: -1}}
 	var all, quoted []int32
 	for id, t := range tokens {
 		if len(t) == 0 || len(t) > maxTokenBytes || v.isEOS[id] {
@@ -75,10 +82,16 @@ func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
 		}
 		str := state{lx: lex{mode: lexString}}
 		key := state{top: frame{n: freeKeys}, lx: lex{mode: lexKey, t: -1}}
-		strOK, keyOK := true, true
+		rule := state{top: frame{n: counted}, lx: lex{mode: lexString, rule: true}}
+		strOK, keyOK, ruleOK := true, true, true
 		for _, b := range t {
 			strOK = strOK && str.step(b, nil)
 			keyOK = keyOK && key.step(b, nil)
+			ruleOK = ruleOK && rule.step(b, nil)
+		}
+		if ruleOK {
+			v.ruleStay[id>>6] |= 1 << (id & 63)
+			v.ruleChars[id] = uint16(rule.lx.cnt)
 		}
 		if strOK {
 			v.strStay[id>>6] |= 1 << (id & 63)

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,13 +10,15 @@ import (
 
 	"github.com/govinfer/govinfer/chattemplate"
 	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/jsonconstraint"
 	"github.com/govinfer/govinfer/jsonvalue"
 	"github.com/govinfer/govinfer/outparse"
 )
 
 // Message is one turn of a conversation.
 type Message struct {
-	// Role is "system", "user", "assistant" or "tool".
+	// Role is "system", "user", "assistant" or "tool"; "developer" is
+	// taken as "system", as vLLM does for models without a developer role.
 	Role string
 	// Content is the message's text.
 	Content string
@@ -57,6 +60,11 @@ type Tool struct {
 	// Parameters is the JSON Schema of the arguments (an object schema);
 	// empty means none.
 	Parameters json.RawMessage
+	// Strict constrains the arguments of this tool's calls to Parameters
+	// under tool_choice auto too, once the model opens a call (forced
+	// calls are always constrained), and refuses a schema keyword the
+	// constraint does not enforce.
+	Strict bool
 
 	raw any // the tool as OpenAI JSON, from ToolJSON
 }
@@ -82,10 +90,20 @@ type ChatRequest struct {
 	// ToolChoice constrains the calls; see ToolChoice.
 	ToolChoice ToolChoice
 	// Thinking, when set, turns the model's reasoning on or off (the
-	// template's enable_thinking); nil keeps the template's default (on for
-	// Qwen3.5).
+	// template's enable_thinking); nil leaves it to TemplateArgs, then to
+	// ReasoningEffort, then to Options.DefaultTemplateArgs, then to the
+	// template's default (on for Qwen3.5).
 	Thinking *bool
-	// TemplateArgs are further chat template variables.
+	// ReasoningEffort is OpenAI's reasoning_effort: "none" turns thinking
+	// off; "minimal", "low", "medium" and "high" turn it on; "" leaves it.
+	ReasoningEffort string
+	// ThinkingBudget bounds the reasoning in tokens (vLLM's
+	// thinking_token_budget): once spent, "</think>" is forced. Zero means
+	// no bound, except before a forced tool call, where it defaults to
+	// outparse.DefaultThinkingBudget (at most half of MaxTokens).
+	ThinkingBudget int
+	// TemplateArgs are further chat template variables; they override
+	// Options.DefaultTemplateArgs.
 	TemplateArgs map[string]any
 	// NoGenerationPrompt leaves out the opening of the assistant's turn;
 	// ContinueFinalMessage (which implies it) makes the model continue the
@@ -101,14 +119,29 @@ func Bool(v bool) *bool { return &v }
 type chatPrompt struct {
 	text     string
 	ids      []int
+	hints    []int // turn positions in ids (outparse.TurnPositions)
 	thinking bool
 	tools    map[string]outparse.ToolSchema
-	noTools  bool                                  // tool_choice none: calls stay text
-	grammar  func() (engine.LogitProcessor, error) // response_format or tool_choice
+	noTools  bool             // tool_choice none: calls stay text
+	grammar  processorFactory // response_format, tool_choice, strict tools or a thinking budget
 	params   resolved
 }
 
-var knownRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
+var knownRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true, "developer": true}
+
+// Request bounds checked before any work.
+const (
+	// MaxTools is the most tools a request may offer (as OpenAI).
+	MaxTools = outparse.MaxCallTools
+	// MaxPromptBytesPerToken bounds a prompt's text: at most this many
+	// bytes per token of the model's maximum length, so that no request
+	// makes the tokenizer work on far more text than could fit.
+	MaxPromptBytesPerToken = 16
+	// MaxRequestPrompts bounds the prompt tokens of a request summed over
+	// its choices (n times the prompt, over every prompt), in units of
+	// the model's maximum length.
+	MaxRequestPrompts = 4
+)
 
 // messageValue returns the template value of m.
 func (m Message) value() any {
@@ -162,6 +195,9 @@ func (t Tool) value() (any, error) {
 		}
 		fn.Set("parameters", p)
 	}
+	if t.Strict {
+		fn.Set("strict", true)
+	}
 	o := jsonvalue.NewObject()
 	o.Set("type", "function")
 	o.Set("function", fn)
@@ -193,6 +229,31 @@ func prepareMessages(in []Message) ([]any, error) {
 	return msgs, nil
 }
 
+// contentBytes sums the lengths of the messages' text contents.
+func contentBytes(msgs []any) int {
+	n := 0
+	for _, m := range msgs {
+		mo, _ := m.(*jsonvalue.Object)
+		if mo == nil {
+			continue
+		}
+		switch c := func() any { v, _ := mo.Get("content"); return v }().(type) {
+		case string:
+			n += len(c)
+		case []any:
+			for _, part := range c {
+				if po, ok := part.(*jsonvalue.Object); ok {
+					if t, ok := po.Get("text"); ok {
+						s, _ := t.(string)
+						n += len(s)
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
 func prepareMessage(m any, field string) error {
 	mo, isObj := m.(*jsonvalue.Object)
 	if !isObj {
@@ -207,7 +268,11 @@ func prepareMessage(m any, field string) error {
 		return paramErr(field+".role", "%s.role is required", field)
 	}
 	if !knownRoles[role] {
-		return paramErr(field+".role", "%s.role %q is not one of system, user, assistant, tool", field, role)
+		return paramErr(field+".role", "%s.role %q is not one of system, developer, user, assistant, tool", field, role)
+	}
+	if role == "developer" {
+		role = "system"
+		mo.Set("role", role)
 	}
 	content, _ := msg.Get("content")
 	switch c := content.(type) {
@@ -296,74 +361,85 @@ func prepareMessage(m any, field string) error {
 	return nil
 }
 
-// prepareTools validates tools and reads each tool's parameter types.
-func prepareTools(in []Tool) ([]any, map[string]outparse.ToolSchema, error) {
+// prepareTools validates tools and reads each tool's parameter types and
+// its schema for constrained calls.
+func prepareTools(in []Tool) ([]any, map[string]outparse.ToolSchema, []outparse.CallTool, error) {
 	if in == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
+	}
+	if len(in) > MaxTools {
+		return nil, nil, nil, paramErr("tools", "tools holds %d tools; at most %d are allowed", len(in), MaxTools)
 	}
 	tools := make([]any, len(in))
 	schemas := map[string]outparse.ToolSchema{}
+	calls := make([]outparse.CallTool, 0, len(in))
 	for i, t := range in {
 		field := fmt.Sprintf("tools[%d]", i)
 		v, err := t.value()
 		if err != nil {
-			return nil, nil, paramErr(field+".function.parameters", "invalid %s.function.parameters: %v", field, err)
+			return nil, nil, nil, paramErr(field+".function.parameters", "invalid %s.function.parameters: %v", field, err)
 		}
 		tools[i] = v
 		to, isObj := v.(*jsonvalue.Object)
 		if !isObj {
-			return nil, nil, paramErr(field, "%s must be an object, got %s", field, jsonvalue.Kind(v))
+			return nil, nil, nil, paramErr(field, "%s must be an object, got %s", field, jsonvalue.Kind(v))
 		}
 		tool := jsonvalue.ObjectFields(to, field)
 		if typ, _, err := tool.Str("type"); err != nil {
-			return nil, nil, fieldErr(err)
+			return nil, nil, nil, fieldErr(err)
 		} else if typ != "function" {
-			return nil, nil, paramErr(field+".type", "%s.type must be \"function\", got %q", field, typ)
+			return nil, nil, nil, paramErr(field+".type", "%s.type must be \"function\", got %q", field, typ)
 		}
 		fn, ok, ferr := tool.Object("function")
 		if ferr != nil {
-			return nil, nil, fieldErr(ferr)
+			return nil, nil, nil, fieldErr(ferr)
 		}
 		if !ok {
-			return nil, nil, paramErr(field+".function", "%s.function is required", field)
+			return nil, nil, nil, paramErr(field+".function", "%s.function is required", field)
 		}
 		name, _, ferr := fn.Str("name")
 		if ferr != nil {
-			return nil, nil, fieldErr(ferr)
+			return nil, nil, nil, fieldErr(ferr)
 		}
 		if name == "" {
-			return nil, nil, paramErr(field+".function.name", "%s.function.name is required", field)
+			return nil, nil, nil, paramErr(field+".function.name", "%s.function.name is required", field)
 		}
 		if _, _, err := fn.Str("description"); err != nil {
-			return nil, nil, fieldErr(err)
+			return nil, nil, nil, fieldErr(err)
+		}
+		strict, _, ferr := fn.Bool("strict")
+		if ferr != nil {
+			return nil, nil, nil, fieldErr(ferr)
 		}
 		params, ok, ferr := fn.Object("parameters")
 		if ferr != nil {
-			return nil, nil, fieldErr(ferr)
+			return nil, nil, nil, fieldErr(ferr)
 		}
 		if !ok {
 			schemas[name] = outparse.ToolSchema{}
+			calls = append(calls, outparse.CallTool{Name: name, Strict: strict})
 			continue
 		}
 		if typ, ok, err := params.Str("type"); err != nil {
-			return nil, nil, fieldErr(err)
+			return nil, nil, nil, fieldErr(err)
 		} else if ok && typ != "object" {
-			return nil, nil, paramErr(field+".function.parameters.type", "%s.function.parameters.type must be \"object\", got %q", field, typ)
+			return nil, nil, nil, paramErr(field+".function.parameters.type", "%s.function.parameters.type must be \"object\", got %q", field, typ)
 		}
 		if _, _, err := params.Object("properties"); err != nil {
-			return nil, nil, fieldErr(err)
+			return nil, nil, nil, fieldErr(err)
 		}
 		raw, merr := json.Marshal(params.Obj)
 		if merr != nil {
-			return nil, nil, paramErr(field+".function.parameters", "%s.function.parameters: %v", field, merr)
+			return nil, nil, nil, paramErr(field+".function.parameters", "%s.function.parameters: %v", field, merr)
 		}
 		sc, serr := outparse.SchemaFromParameters(raw)
 		if serr != nil {
-			return nil, nil, paramErr(field+".function.parameters", "invalid %s.function.parameters: %v", field, serr)
+			return nil, nil, nil, paramErr(field+".function.parameters", "invalid %s.function.parameters: %v", field, serr)
 		}
 		schemas[name] = sc
+		calls = append(calls, outparse.CallTool{Name: name, Parameters: raw, Strict: strict})
 	}
-	return tools, schemas, nil
+	return tools, schemas, calls, nil
 }
 
 // prepareChat checks and renders a chat request.
@@ -380,7 +456,10 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	if err != nil {
 		return nil, err
 	}
-	tools, schemas, err := prepareTools(req.Tools)
+	if err := lm.checkPromptBytes("messages", contentBytes(msgs)); err != nil {
+		return nil, err // before rendering and tokenizing it
+	}
+	tools, schemas, calls, err := prepareTools(req.Tools)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +470,7 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	switch c := req.ToolChoice; c.Mode {
 	case "", "auto":
 	case "none":
-		r.noTools, tools = true, nil
+		r.noTools, tools, calls = true, nil, nil
 	case "required":
 		if len(schemas) == 0 {
 			return nil, paramErr("tool_choice", "tool_choice \"required\" needs at least one tool in tools")
@@ -405,12 +484,14 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	default:
 		return nil, paramErr("tool_choice", "tool_choice must be none, auto, required or a named function, got %q", c.Mode)
 	}
-	addGen := !req.NoGenerationPrompt && !req.ContinueFinalMessage
-	kwargs := make(map[string]any, len(req.TemplateArgs)+1)
-	maps.Copy(kwargs, req.TemplateArgs)
-	if req.Thinking != nil {
-		kwargs["enable_thinking"] = *req.Thinking
+	if req.ThinkingBudget < 0 {
+		return nil, paramErr("thinking_token_budget", "thinking_token_budget must not be negative, got %d", req.ThinkingBudget)
 	}
+	kwargs, err := lm.templateArgs(req)
+	if err != nil {
+		return nil, err
+	}
+	addGen := !req.NoGenerationPrompt && !req.ContinueFinalMessage
 	var toolsArg any
 	if tools != nil {
 		toolsArg = tools
@@ -425,6 +506,9 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	if req.ContinueFinalMessage {
 		prompt = continueFinal(prompt, msgs)
 	}
+	if err := lm.checkPromptBytes("messages", len(prompt)); err != nil {
+		return nil, err
+	}
 	if params.grammar != nil {
 		r.grammar = lm.processorFor(params.grammar)
 	}
@@ -434,18 +518,80 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	r.text = prompt
 	// Constrained output is the answer itself, never reasoning.
 	r.thinking = outparse.ThinkingOpened(prompt) && r.grammar == nil
-	if forceCall {
-		// With thinking the reasoning stays free and the call is forced
-		// after it (see outparse.ToolForcer).
-		names := slices.Sorted(maps.Keys(schemas))
-		proto, ferr := outparse.NewToolForcer(lm.tok, forceName, names, r.thinking)
-		if ferr != nil {
-			return nil, paramErr("tool_choice", "tool_choice: %v", ferr)
+	if r.grammar == nil {
+		if r.grammar, err = lm.callProcessor(r, calls, forceCall, forceName, req.ThinkingBudget); err != nil {
+			return nil, err
 		}
-		r.grammar = func() (engine.LogitProcessor, error) { return proto.Clone(), nil }
 	}
 	r.ids = lm.tok.Encode(prompt)
+	r.hints = outparse.TurnPositions(lm.tok, r.ids)
 	return r, nil
+}
+
+// templateArgs merges the chat template variables: the server's defaults,
+// then reasoning_effort, then the request's own variables, then Thinking.
+func (lm *Model) templateArgs(req ChatRequest) (map[string]any, error) {
+	kwargs := make(map[string]any, len(lm.defaultArgs)+len(req.TemplateArgs)+1)
+	maps.Copy(kwargs, lm.defaultArgs)
+	switch req.ReasoningEffort {
+	case "":
+	case "none":
+		kwargs["enable_thinking"] = false
+	case "minimal", "low", "medium", "high":
+		kwargs["enable_thinking"] = true
+	default:
+		return nil, paramErr("reasoning_effort", "reasoning_effort must be none, minimal, low, medium or high, got %q", req.ReasoningEffort)
+	}
+	maps.Copy(kwargs, req.TemplateArgs)
+	if req.Thinking != nil {
+		kwargs["enable_thinking"] = *req.Thinking
+	}
+	return kwargs, nil
+}
+
+// checkPromptBytes refuses a prompt text too long to fit in any case
+// before it is tokenized.
+func (lm *Model) checkPromptBytes(param string, n int) error {
+	if limit := lm.maxModelLen * MaxPromptBytesPerToken; n > limit {
+		return paramErr(param, "the prompt is %d bytes; at most %d (%d per token of the maximum length %d) are allowed", n, limit, MaxPromptBytesPerToken, lm.maxModelLen)
+	}
+	return nil
+}
+
+// callProcessor returns the tool-call constraint a chat needs, or nil: a
+// forced call, strict tools under tool_choice auto, or a thinking budget.
+func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force bool, name string, budget int) (processorFactory, error) {
+	strict := slices.ContainsFunc(calls, func(c outparse.CallTool) bool { return c.Strict })
+	if !force && !strict && (budget == 0 || !r.thinking) {
+		return nil, nil
+	}
+	if !r.thinking {
+		budget = 0
+	}
+	cv, err := lm.constraints.callVocab()
+	if err != nil {
+		return nil, err
+	}
+	g, err := outparse.NewCallGrammar(cv, outparse.CallOptions{Tools: calls, Force: force, Function: name, Thinking: r.thinking})
+	if err != nil {
+		param := "tools"
+		if force {
+			param = "tool_choice"
+		}
+		var ke *jsonconstraint.KeywordError
+		if errors.As(err, &ke) {
+			return nil, paramErr("tools", "tools: the keyword %q (at %s of a function's parameters) is not supported with strict: true; remove it or set strict to false", ke.Keyword, ke.Path)
+		}
+		return nil, paramErr(param, "%s: %v", param, err)
+	}
+	maps.Copy(r.tools, g.Schemas())
+	return func(maxTokens int) (engine.LogitProcessor, error) {
+		b := budget
+		if force && b == 0 && r.thinking {
+			b = min(outparse.DefaultThinkingBudget, maxTokens/2)
+		}
+		return g.NewConstraint(maxTokens, b), nil
+	}, nil
 }
 
 // ChatPrompt checks and renders a chat request without running it: the

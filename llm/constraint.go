@@ -6,17 +6,24 @@ import (
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/jsonconstraint"
+	"github.com/govinfer/govinfer/outparse"
 	"github.com/govinfer/govinfer/tokenizer"
 )
 
-// constraintVocab builds the tokenizer's vocabulary for constrained
-// decoding on first use (it costs a trie over every token).
+// constraintVocab builds the tokenizer's vocabularies for constrained
+// decoding on first use (each costs a trie over every token): the JSON one
+// (ordinary tokens) and the tool-call one (with the added tags).
 type constraintVocab struct {
-	tok  *tokenizer.Tokenizer
-	eos  []int
+	tok *tokenizer.Tokenizer
+	eos []int
+
 	once sync.Once
 	v    *jsonconstraint.Vocab
 	err  error
+
+	callOnce sync.Once
+	calls    *outparse.CallVocab
+	callErr  error
 }
 
 func newConstraintVocab(tok *tokenizer.Tokenizer, eos []int) *constraintVocab {
@@ -45,21 +52,41 @@ func (c *constraintVocab) get() (*jsonconstraint.Vocab, error) {
 	return c.v, c.err
 }
 
+func (c *constraintVocab) callVocab() (*outparse.CallVocab, error) {
+	c.callOnce.Do(func() { c.calls, c.callErr = outparse.NewCallVocab(c.tok, c.eos) })
+	return c.calls, c.callErr
+}
+
+// processorFactory makes the logit processor of one choice of at most
+// maxTokens tokens.
+type processorFactory func(maxTokens int) (engine.LogitProcessor, error)
+
 // jsonProcessor masks the logits of tokens that cannot continue the JSON
-// document.
-type jsonProcessor struct{ c *jsonconstraint.Constraint }
+// document, and ends it within the choice's tokens.
+type jsonProcessor struct {
+	c         *jsonconstraint.Constraint
+	encode    func(string) []int
+	maxTokens int
+	generated int
+}
 
-func (p jsonProcessor) Process(logits []float32) { p.c.ApplyMask(logits) }
+func (p *jsonProcessor) Process(logits []float32) {
+	p.c.Budget(p.maxTokens-p.generated, p.encode)
+	p.c.ApplyMask(logits)
+}
 
-func (p jsonProcessor) Accept(token int) error { return p.c.Accept(token) }
+func (p *jsonProcessor) Accept(token int) error {
+	p.generated++
+	return p.c.Accept(token)
+}
 
 // processorFor returns a factory of JSON processors for a grammar.
-func (lm *Model) processorFor(g *jsonconstraint.Grammar) func() (engine.LogitProcessor, error) {
-	return func() (engine.LogitProcessor, error) {
+func (lm *Model) processorFor(g *jsonconstraint.Grammar) processorFactory {
+	return func(maxTokens int) (engine.LogitProcessor, error) {
 		v, err := lm.constraints.get()
 		if err != nil {
 			return nil, err
 		}
-		return jsonProcessor{jsonconstraint.NewConstraint(g, v)}, nil
+		return &jsonProcessor{c: jsonconstraint.NewConstraint(g, v), encode: lm.tok.Encode, maxTokens: maxTokens}, nil
 	}
 }

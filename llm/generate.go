@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/outparse"
 )
 
@@ -17,7 +16,7 @@ func (lm *Model) Chat(ctx context.Context, req ChatRequest) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := lm.submit(ctx, [][]int{r.ids}, r.params, r.grammar)
+	s, err := lm.submit(ctx, [][]int{r.ids}, [][]int{r.hints}, r.params, r.grammar)
 	if err != nil {
 		return nil, err
 	}
@@ -60,17 +59,27 @@ func (lm *Model) Complete(ctx context.Context, req CompletionRequest) (*Stream, 
 	}
 	prompts := make([][]int, len(req.Prompts))
 	texts := make([]string, len(req.Prompts))
+	total := 0
+	for _, p := range req.Prompts {
+		if err := lm.checkPromptBytes("prompt", len(p.Text)); err != nil {
+			return nil, err
+		}
+		total += len(p.Text)
+	}
+	if limit := MaxRequestPrompts * lm.maxModelLen * MaxPromptBytesPerToken; total > limit {
+		return nil, paramErr("prompt", "the prompts are %d bytes in all; at most %d are allowed", total, limit)
+	}
 	for i, p := range req.Prompts {
 		prompts[i], texts[i] = lm.PromptIDs(p), p.Text
 		if p.IDs != nil {
 			texts[i] = lm.tok.Decode(p.IDs, false)
 		}
 	}
-	var proc func() (engine.LogitProcessor, error)
+	var proc processorFactory
 	if r.grammar != nil {
 		proc = lm.processorFor(r.grammar)
 	}
-	s, err := lm.submit(ctx, prompts, r, proc)
+	s, err := lm.submit(ctx, prompts, nil, r, proc)
 	if err != nil {
 		return nil, err
 	}

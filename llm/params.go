@@ -2,6 +2,8 @@ package llm
 
 import (
 	"encoding/json"
+	"errors"
+	"math"
 	"math/rand/v2"
 
 	"github.com/govinfer/govinfer/jsonconstraint"
@@ -10,8 +12,10 @@ import (
 
 // Limits of Params.
 const (
-	MaxN           = 16 // most choices per prompt
-	MaxTopLogprobs = 20 // most alternatives per token
+	MaxN           = 16  // most choices per prompt
+	MaxTopLogprobs = 20  // most alternatives per token
+	MaxTemperature = 2   // as OpenAI allows
+	MaxLogitBias   = 100 // |bias| is clamped to it, as OpenAI documents
 )
 
 // Params are the generation settings chat and text completions share. The
@@ -47,6 +51,10 @@ type Params struct {
 	// MaxTopLogprobs).
 	Logprobs    bool
 	TopLogprobs int
+	// LogitBias adds a bias to the logits of token ids (OpenAI's
+	// logit_bias), clamped to [-MaxLogitBias, MaxLogitBias], before
+	// penalties, constraints, logprobs and sampling.
+	LogitBias map[int]float64
 	// ResponseFormat, when set, constrains the output to JSON.
 	ResponseFormat *ResponseFormat
 }
@@ -58,6 +66,9 @@ type ResponseFormat struct {
 	// Schema is empty).
 	Type   string
 	Schema json.RawMessage
+	// Strict refuses a schema with a keyword the constraint does not
+	// enforce (a *ParamError naming it) instead of ignoring the keyword.
+	Strict bool
 }
 
 // F64 returns a pointer to v, for the optional fields of Params.
@@ -81,6 +92,7 @@ type resolved struct {
 	skipSpecial bool
 	logprobs    bool
 	topLogprobs int
+	logitBias   map[int]float32
 	grammar     *jsonconstraint.Grammar
 }
 
@@ -115,6 +127,9 @@ func (lm *Model) resolve(p Params) (resolved, error) {
 		s.TopK = *p.TopK
 	}
 	s.PresencePenalty, s.FrequencyPenalty = p.PresencePenalty, p.FrequencyPenalty
+	if p.Temperature != nil && *p.Temperature > MaxTemperature {
+		return r, paramErr("temperature", "temperature must be between 0 and %d, got %v", MaxTemperature, *p.Temperature)
+	}
 	if err := s.Validate(); err != nil {
 		return r, paramErr(paramOf(err.Error()), "%v", err)
 	}
@@ -147,6 +162,18 @@ func (lm *Model) resolve(p Params) (resolved, error) {
 	if !p.Logprobs && p.TopLogprobs > 0 {
 		return r, paramErr("top_logprobs", "top_logprobs requires logprobs to be true")
 	}
+	if len(p.LogitBias) > 0 {
+		r.logitBias = make(map[int]float32, len(p.LogitBias))
+		for id, b := range p.LogitBias {
+			switch {
+			case id < 0 || id >= lm.VocabSize():
+				return r, paramErr("logit_bias", "logit_bias names token %d, outside the vocabulary [0, %d)", id, lm.VocabSize())
+			case math.IsNaN(b):
+				return r, paramErr("logit_bias", "logit_bias for token %d is not a number", id)
+			}
+			r.logitBias[id] = float32(max(-MaxLogitBias, min(MaxLogitBias, b)))
+		}
+	}
 	if rf := p.ResponseFormat; rf != nil {
 		g, err := grammarOf(rf)
 		if err != nil {
@@ -168,9 +195,9 @@ func grammarOf(rf *ResponseFormat) (*jsonconstraint.Grammar, error) {
 		if len(rf.Schema) == 0 {
 			return jsonconstraint.AnyJSON(), nil
 		}
-		g, err := jsonconstraint.Compile(rf.Schema)
+		g, err := jsonconstraint.CompileWith(rf.Schema, jsonconstraint.Options{Strict: rf.Strict})
 		if err != nil {
-			return nil, paramErr("response_format.json_schema.schema", "invalid response_format.json_schema.schema: %v", err)
+			return nil, schemaErr("response_format.json_schema.schema", err)
 		}
 		return g, nil
 	}
@@ -186,4 +213,14 @@ func paramOf(msg string) string {
 		}
 	}
 	return ""
+}
+
+// schemaErr is the parameter error of a schema that does not compile; a
+// keyword not enforced under strict is named.
+func schemaErr(param string, err error) *ParamError {
+	var ke *jsonconstraint.KeywordError
+	if errors.As(err, &ke) {
+		return paramErr(param, "%s: the keyword %q (at %s) is not supported with strict: true; remove it or set strict to false", param, ke.Keyword, ke.Path)
+	}
+	return paramErr(param, "invalid %s: %v", param, err)
 }

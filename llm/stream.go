@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,6 +98,13 @@ type Event struct {
 // Usage is the token accounting of a request.
 type Usage struct {
 	PromptTokens, CompletionTokens, TotalTokens int
+	// ReasoningTokens are the completion tokens generated while a chat
+	// choice was reasoning (before "</think>", the tag included).
+	ReasoningTokens int
+	// CachedTokens counts the prompt tokens resumed from the prefix cache
+	// rather than computed: for each prompt, the fewest any of its choices
+	// resumed (so at most PromptTokens).
+	CachedTokens int
 }
 
 // choice is one of a request's generations in flight.
@@ -109,6 +117,7 @@ type choice struct {
 	calls  int              // tool calls sent
 
 	tokens     int // completion tokens, stop token included
+	reasoning  int // of those, the ones generated while reasoning
 	finish     FinishReason
 	stopReason any
 	err        error
@@ -119,6 +128,7 @@ type choice struct {
 type piece struct {
 	c     *choice
 	text  string
+	texts []string       // the text of each of toks (chat pieces are parsed token by token)
 	toks  []engine.Token // tokens that produced text
 	count int            // tokens this piece accounts for, stop token included
 	done  bool
@@ -134,6 +144,7 @@ type Stream struct {
 	noTools   bool
 	logprobs  bool
 	choices   []*choice
+	perPrompt int // choices per prompt
 	start     time.Time
 
 	runOnce   sync.Once
@@ -149,8 +160,9 @@ type Stream struct {
 }
 
 // submit validates the context budget and queues n generations of each
-// prompt. Choice p*n+i is the i-th generation of prompt p.
-func (lm *Model) submit(ctx context.Context, prompts [][]int, r resolved, proc func() (engine.LogitProcessor, error)) (*Stream, error) {
+// prompt. Choice p*n+i is the i-th generation of prompt p. hints, when
+// set, holds each prompt's turn positions (engine.Request.CacheHints).
+func (lm *Model) submit(ctx context.Context, prompts [][]int, hints [][]int, r resolved, proc processorFactory) (*Stream, error) {
 	if len(prompts) == 0 {
 		return nil, paramErr("prompt", "the prompt is empty")
 	}
@@ -167,24 +179,34 @@ func (lm *Model) submit(ctx context.Context, prompts [][]int, r resolved, proc f
 			return nil, &ContextLengthError{MaxModelLen: lm.maxModelLen, Prompt: len(prompt), Completion: maxTokens[p]}
 		}
 	}
+	total := 0
+	for _, prompt := range prompts {
+		total += len(prompt) * r.n
+	}
+	if limit := MaxRequestPrompts * lm.maxModelLen; total > limit {
+		return nil, paramErr("n", "the request would prefill %d prompt tokens (n times the prompt, over every prompt); at most %d (%d times the maximum length) are allowed", total, limit, MaxRequestPrompts)
+	}
 	vocab := lm.VocabSize()
 	for i, t := range r.stopIDs {
 		if t < 0 || t >= vocab {
 			return nil, paramErr("stop_token_ids", "stop_token_ids[%d] = %d is outside the vocabulary [0, %d)", i, t, vocab)
 		}
 	}
-	s := &Stream{lm: lm, start: time.Now(), ctx: ctx, logprobs: r.logprobs, outs: make(chan piece), stop: make(chan struct{})}
+	s := &Stream{lm: lm, start: time.Now(), ctx: ctx, logprobs: r.logprobs, perPrompt: r.n, outs: make(chan piece), stop: make(chan struct{})}
 	for p, prompt := range prompts {
 		s.promptLen += len(prompt)
 		for i := range r.n {
 			req := engine.Request{
 				Prompt: prompt, Params: r.sampling, MaxTokens: maxTokens[p], MinTokens: r.minTokens,
 				StopTokens: r.stopIDs, IgnoreEOS: r.ignoreEOS,
-				Logprobs: r.logprobs, TopLogprobs: r.topLogprobs,
+				Logprobs: r.logprobs, TopLogprobs: r.topLogprobs, LogitBias: r.logitBias,
+			}
+			if hints != nil {
+				req.CacheHints = hints[p]
 			}
 			req.Params.Seed += uint64(i)
 			if proc != nil {
-				pr, err := proc()
+				pr, err := proc(maxTokens[p])
 				if err != nil {
 					s.Close()
 					return nil, err
@@ -198,6 +220,9 @@ func (lm *Model) submit(ctx context.Context, prompts [][]int, r resolved, proc f
 				s.Close()
 				if errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrClosed) {
 					return nil, err
+				}
+				if be := (*engine.StateBudgetError)(nil); errors.As(err, &be) {
+					return nil, &ParamError{Param: "max_tokens", Message: strings.TrimPrefix(err.Error(), "engine: ")}
 				}
 				return nil, &ParamError{Message: err.Error()}
 			}
@@ -230,11 +255,20 @@ func (s *Stream) Prompt() string { return s.prompt }
 func (s *Stream) Usage() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := 0
-	for _, ch := range s.choices {
+	c, reasoning, cached := 0, 0, 0
+	for i, ch := range s.choices {
 		c += ch.tokens
+		reasoning += ch.reasoning
+		if i%s.perPrompt == 0 {
+			low := ch.st.CachedTokens()
+			for _, sib := range s.choices[i : i+s.perPrompt] {
+				low = min(low, sib.st.CachedTokens())
+			}
+			cached += low
+		}
 	}
-	return Usage{PromptTokens: s.promptLen, CompletionTokens: c, TotalTokens: s.promptLen + c}
+	return Usage{PromptTokens: s.promptLen, CompletionTokens: c, TotalTokens: s.promptLen + c,
+		ReasoningTokens: reasoning, CachedTokens: cached}
 }
 
 // TimeToFirstToken returns the time from the request to its first token,
@@ -363,6 +397,7 @@ func (s *Stream) decode(c *choice, out engine.Output) []piece {
 		}
 		text, stopped := c.dec.Push(t.ID)
 		p.text += text
+		p.texts = append(p.texts, text)
 		p.toks = append(p.toks, t)
 		if stopped {
 			c.finish, c.stopReason = FinishStop, c.dec.StopString()
@@ -374,7 +409,10 @@ func (s *Stream) decode(c *choice, out engine.Output) []piece {
 	if out.Finish == engine.FinishNone {
 		return []piece{p}
 	}
-	p.text += c.dec.Flush()
+	if rest := c.dec.Flush(); rest != "" {
+		p.text += rest
+		p.texts = append(p.texts, rest)
+	}
 	p.done = true
 	switch out.Finish {
 	case engine.FinishStop:
@@ -436,7 +474,15 @@ func (s *Stream) textEvents(p piece) {
 // first of them (or alone), then the Finish event.
 func (s *Stream) chatEvents(p piece) {
 	c := p.c
-	evs := c.parser.Push(p.text)
+	var evs []outparse.Event
+	for i, text := range p.texts {
+		if i < len(p.toks) && c.parser.Reasoning() {
+			s.mu.Lock()
+			c.reasoning++
+			s.mu.Unlock()
+		}
+		evs = append(evs, c.parser.Push(text)...)
+	}
 	if p.done {
 		evs = append(evs, c.parser.Finish()...)
 	}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/govinfer/govinfer/gguf"
 )
 
 // Layer kinds of the Qwen3.5 schedule, as written in config.json's layer_types.
@@ -44,6 +46,11 @@ type Config struct {
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
 	// EOSTokenIDs are the end-of-sequence ids of the config (may be empty).
 	EOSTokenIDs []int `json:"-"`
+	// MRopeSection is rope_parameters.mrope_section: how the rotary pairs
+	// split between the temporal, height and width positions of
+	// multimodal inputs (text positions are the same in all three, so the
+	// text model does not need it; GGUF files record it).
+	MRopeSection []int `json:"-"`
 }
 
 // rawConfig mirrors the parts of config.json that need custom decoding.
@@ -52,6 +59,7 @@ type rawConfig struct {
 	RopeParameters *struct {
 		RopeTheta           *float64 `json:"rope_theta"`
 		PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
+		MRopeSection        []int    `json:"mrope_section"`
 	} `json:"rope_parameters"`
 	RopeTheta           *float64        `json:"rope_theta"`
 	PartialRotaryFactor *float64        `json:"partial_rotary_factor"`
@@ -59,9 +67,22 @@ type rawConfig struct {
 	TieWordEmbeddings   *bool           `json:"tie_word_embeddings"`
 }
 
-// LoadConfig reads dir/config.json.
-func LoadConfig(dir string) (*Config, error) {
-	path := filepath.Join(dir, "config.json")
+// LoadConfig reads the configuration of the checkpoint at path: its
+// config.json, or the metadata of a GGUF file (path a .gguf file or a
+// directory holding one; see ConfigFromGGUF).
+func LoadConfig(path string) (*Config, error) {
+	if file, ok, err := locateGGUF(path); err != nil {
+		return nil, err
+	} else if ok {
+		f, err := gguf.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		defer f.Close()
+		return ConfigFromGGUF(f)
+	}
+	dir := path
+	path = filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("model: reading config: %w", err)
@@ -115,6 +136,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if rp.PartialRotaryFactor != nil {
 			c.PartialRotaryFactor = *rp.PartialRotaryFactor
 		}
+		c.MRopeSection = rp.MRopeSection
 	}
 	if len(r.EOSTokenID) > 0 {
 		ids, err := parseIDs(r.EOSTokenID)
@@ -132,23 +154,33 @@ func ParseConfig(data []byte) (*Config, error) {
 	if c.HeadDim == 0 && c.NumHeads > 0 {
 		c.HeadDim = c.HiddenSize / c.NumHeads
 	}
+	if err := c.checkSizes(); err != nil {
+		return nil, err
+	}
 	if len(c.LayerTypes) == 0 {
 		interval := c.FullAttentionInterval
 		if interval == 0 {
 			interval = 4
 		}
-		c.LayerTypes = make([]string, c.NumLayers)
-		for i := range c.LayerTypes {
-			c.LayerTypes[i] = LinearAttention
-			if (i+1)%interval == 0 {
-				c.LayerTypes[i] = FullAttention
-			}
-		}
+		c.LayerTypes = defaultLayerTypes(c.NumLayers, interval)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// defaultLayerTypes is the schedule of n layers where every interval-th
+// layer is full attention and the others linear attention.
+func defaultLayerTypes(n, interval int) []string {
+	types := make([]string, max(n, 0))
+	for i := range types {
+		types[i] = LinearAttention
+		if (i+1)%interval == 0 {
+			types[i] = FullAttention
+		}
+	}
+	return types
 }
 
 // parseIDs decodes a token id given as a number, a list of numbers or null.
@@ -167,6 +199,40 @@ func parseIDs(raw json.RawMessage) ([]int, error) {
 	return many, nil
 }
 
+// Limits on config.json's sizes, far above any real Qwen3.5 and low enough
+// that no size, product of two sizes or per-layer list overflows or
+// allocates before the weights are compared with them (see New).
+const (
+	MaxLayers = 1 << 12
+	MaxWidth  = 1 << 20
+	MaxVocab  = 1 << 24
+)
+
+// checkSizes refuses absurd sizes before anything is allocated for them.
+func (c *Config) checkSizes() error {
+	var errs []error
+	bound := func(name string, v, limit int) {
+		if v > limit {
+			errs = append(errs, fmt.Errorf("%s is %d; at most %d is supported", name, v, limit))
+		}
+	}
+	bound("num_hidden_layers", c.NumLayers, MaxLayers)
+	bound("layer_types", len(c.LayerTypes), MaxLayers)
+	bound("vocab_size", c.VocabSize, MaxVocab)
+	for _, w := range []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize}, {"num_attention_heads", c.NumHeads},
+		{"num_key_value_heads", c.NumKVHeads}, {"head_dim", c.HeadDim}, {"linear_num_key_heads", c.LinearNumKeyHeads},
+		{"linear_num_value_heads", c.LinearNumValueHeads}, {"linear_key_head_dim", c.LinearKeyHeadDim},
+		{"linear_value_head_dim", c.LinearValueHeadDim}, {"linear_conv_kernel_dim", c.LinearConvKernel},
+	} {
+		bound(w.name, w.v, MaxWidth)
+	}
+	return errors.Join(errs...)
+}
+
 // Validate checks that the hyperparameters describe a model this engine can
 // run.
 func (c *Config) Validate() error {
@@ -175,6 +241,9 @@ func (c *Config) Validate() error {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
 		}
+	}
+	if err := c.checkSizes(); err != nil {
+		return err
 	}
 	positive("hidden_size", c.HiddenSize)
 	positive("intermediate_size", c.IntermediateSize)

@@ -113,6 +113,11 @@ func TestCheckpointErrors(t *testing.T) {
 		{"hidden size disagrees", strings.Replace(string(cfgData), `"hidden_size": 64`, `"hidden_size": 96`, 1), true, "config.json implies"},
 		{"bad layer type", strings.Replace(string(cfgData), `"full_attention"`, `"sliding_attention"`, 1), true, "sliding_attention"},
 		{"heads not a multiple", strings.Replace(string(cfgData), `"num_key_value_heads": 2`, `"num_key_value_heads": 3`, 1), true, "multiple"},
+		// Absurd sizes fail before anything is allocated for them.
+		{"a trillion layers", strings.Replace(string(cfgData), `"num_hidden_layers": 4`, `"num_hidden_layers": 1000000000000`, 1), true, "at most 4096"},
+		{"more layers than weights", manyLayers(t, cfgData, 4000), true, "weights for 4 layers"},
+		{"huge width", strings.Replace(string(cfgData), `"intermediate_size": 160`, `"intermediate_size": 1000000000`, 1), true, "at most 1048576"},
+		{"huge vocabulary", strings.Replace(string(cfgData), `"vocab_size": 1024`, `"vocab_size": 99999999999`, 1), true, "at most 16777216"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -125,4 +130,24 @@ func TestCheckpointErrors(t *testing.T) {
 	if _, err := Open(t.TempDir(), withCPU(t, Options{})); err == nil || !strings.Contains(err.Error(), "config") {
 		t.Errorf("empty directory: %v", err)
 	}
+}
+
+// manyLayers returns the config with n layers and no layer_types list (so
+// that the defaults fill it).
+func manyLayers(t *testing.T, cfgData []byte, n int) string {
+	var cfg map[string]any
+	if err := json.Unmarshal(cfgData, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	text := cfg
+	if tc, ok := cfg["text_config"].(map[string]any); ok {
+		text = tc
+	}
+	text["num_hidden_layers"] = n
+	delete(text, "layer_types")
+	out, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }

@@ -19,22 +19,29 @@ type ToolSchema map[string][]string
 
 // SchemaFromParameters reads the parameter types of a tool from its
 // "parameters" JSON Schema: each property's "type" (a string or a list), or
-// the types of its "anyOf"/"oneOf" branches, or "enum" values' types.
-// Properties with no type information are left out (their values stay
-// strings).
+// the types of its "anyOf"/"oneOf" branches, or "enum" values' types,
+// following local "$ref"s ("#/$defs/NAME", "#/definitions/NAME") and
+// single "allOf"s. Properties with no type information are left out
+// (their values stay strings).
 func SchemaFromParameters(parameters []byte) (ToolSchema, error) {
 	if len(bytes.TrimSpace(parameters)) == 0 || string(bytes.TrimSpace(parameters)) == "null" {
 		return ToolSchema{}, nil
 	}
-	var schema struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-	}
-	if err := json.Unmarshal(parameters, &schema); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(parameters))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("outparse: tool parameters schema: %w", err)
 	}
-	ts := make(ToolSchema, len(schema.Properties))
-	for name, prop := range schema.Properties {
-		types, err := propertyTypes(prop, 0)
+	root, ok := doc.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("outparse: tool parameters schema is not an object")
+	}
+	props, _ := root["properties"].(map[string]any)
+	ts := make(ToolSchema, len(props))
+	for name, prop := range props {
+		budget := maxTypeBranches
+		types, err := propertyTypes(prop, root, &budget, 0)
 		if err != nil {
 			return nil, fmt.Errorf("outparse: tool parameter %q: %w", name, err)
 		}
@@ -45,63 +52,81 @@ func SchemaFromParameters(parameters []byte) (ToolSchema, error) {
 	return ts, nil
 }
 
-func propertyTypes(prop json.RawMessage, depth int) ([]string, error) {
-	if depth > 8 {
+// maxTypeBranches bounds the schemas propertyTypes reads for one
+// property, so that nested unions cannot make it exponential.
+const maxTypeBranches = 256
+
+func propertyTypes(prop any, root map[string]any, budget *int, depth int) ([]string, error) {
+	if *budget--; depth > 8 || *budget < 0 {
 		return nil, nil
 	}
-	var p struct {
-		Type  json.RawMessage   `json:"type"`
-		AnyOf []json.RawMessage `json:"anyOf"`
-		OneOf []json.RawMessage `json:"oneOf"`
-		Enum  []json.RawMessage `json:"enum"`
+	p, ok := prop.(map[string]any)
+	if !ok {
+		if _, isBool := prop.(bool); isBool {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("the schema is not an object")
 	}
-	if err := json.Unmarshal(prop, &p); err != nil {
-		return nil, err
+	if ref, ok := p["$ref"].(string); ok {
+		if section, name, ok := strings.Cut(strings.TrimPrefix(ref, "#/"), "/"); ok && strings.HasPrefix(ref, "#/") {
+			defs, _ := root[section].(map[string]any)
+			if target, found := defs[name]; found {
+				return propertyTypes(target, root, budget, depth+1)
+			}
+		}
+	}
+	if all, ok := p["allOf"].([]any); ok && len(all) == 1 {
+		return propertyTypes(all[0], root, budget, depth+1)
 	}
 	var types []string
-	if len(p.Type) > 0 {
-		var one string
-		if err := json.Unmarshal(p.Type, &one); err == nil {
-			types = append(types, one)
-		} else if err := json.Unmarshal(p.Type, &types); err != nil {
-			return nil, fmt.Errorf("\"type\" is neither a string nor a list of strings")
+	switch t := p["type"].(type) {
+	case nil:
+	case string:
+		return []string{t}, nil
+	case []any:
+		for _, x := range t {
+			s, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("\"type\" is neither a string nor a list of strings")
+			}
+			types = append(types, s)
 		}
 		return types, nil
+	default:
+		return nil, fmt.Errorf("\"type\" is neither a string nor a list of strings")
 	}
-	for _, branch := range append(p.AnyOf, p.OneOf...) {
-		bt, err := propertyTypes(branch, depth+1)
+	anyOf, _ := p["anyOf"].([]any)
+	oneOf, _ := p["oneOf"].([]any)
+	for _, branch := range append(anyOf, oneOf...) {
+		bt, err := propertyTypes(branch, root, budget, depth+1)
 		if err != nil {
 			return nil, err
 		}
 		types = append(types, bt...)
 	}
-	if len(types) == 0 {
-		for _, v := range p.Enum {
-			types = append(types, schemaType(v))
+	if enum, ok := p["enum"].([]any); ok && len(types) == 0 {
+		for _, v := range enum {
+			types = append(types, valueType(v))
 		}
 	}
 	return types, nil
 }
 
-// schemaType returns the JSON Schema type name of a JSON value.
-func schemaType(v json.RawMessage) string {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 {
-		return "string"
-	}
-	switch v[0] {
-	case '"':
-		return "string"
-	case '{':
+// valueType returns the JSON Schema type name of a decoded JSON value.
+func valueType(v any) string {
+	switch v.(type) {
+	case map[string]any:
 		return "object"
-	case '[':
+	case []any:
 		return "array"
-	case 't', 'f':
+	case bool:
 		return "boolean"
-	case 'n':
+	case nil:
 		return "null"
+	case json.Number:
+		return "number"
 	}
-	return "number"
+	return "string"
 }
 
 // arguments renders params as a JSON object typed by schema, formatted as
@@ -198,6 +223,15 @@ func convert(raw, typ string) (string, bool) {
 		case "false":
 			return "false", true
 		}
+	case jsonType:
+		if t == "" || !json.Valid([]byte(t)) {
+			break
+		}
+		var b strings.Builder
+		if err := writePyJSON(&b, t); err != nil {
+			break
+		}
+		return b.String(), true
 	case "object", "array":
 		if isNull(raw) {
 			return "null", true

@@ -1,10 +1,12 @@
 // Package outparse is the Qwen3.5 output format in one place: its markers,
 // the incremental parser that splits generated text into reasoning, content
 // and OpenAI-style tool calls (so that a stream can forward each piece as
-// soon as it is safe to), the logit processor that forces a tool call's
-// opening (ToolForcer, for tool_choice) and the test of whether a rendered
-// prompt left the model thinking (ThinkingOpened). The special tokens the
-// template renders with come from the checkpoint
+// soon as it is safe to), the grammar of tool calls whose logit processor
+// constrains a call from its opening tag to its closing one with every
+// argument matching the tool's JSON Schema (CallGrammar, for tool_choice
+// "required", a named function and strict tools), and the test of whether
+// a rendered prompt left the model thinking (ThinkingOpened). The special
+// tokens the template renders with come from the checkpoint
 // (chattemplate.LoadSpecialTokens), never from here.
 //
 // The model's output grammar, as the checkpoint's chat template renders it on
@@ -233,6 +235,20 @@ func (p *Parser) Push(text string) []Event {
 	p.buf += text
 	p.run(false)
 	return p.take()
+}
+
+// Reasoning reports whether the text pushed next would start inside the
+// reasoning (for counting reasoning tokens).
+func (p *Parser) Reasoning() bool {
+	switch p.state {
+	case stStart:
+		return p.opts.Thinking
+	case stReasoning:
+		return true
+	case stSkipWS:
+		return p.next == stReasoning
+	}
+	return false
 }
 
 // Finish ends the output and returns the remaining events. Further calls to

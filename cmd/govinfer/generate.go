@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/govinfer/govinfer/engine"
@@ -16,13 +15,13 @@ import (
 // runGenerate implements "govinfer generate": feed token ids or raw text,
 // generate.
 func runGenerate(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "generate", "generate --model DIR (--ids 1,2,3 | --prompt TEXT) [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--json]\n\n"+
+	fs := newFlagSet(io, "generate", "generate --model PATH (--ids 1,2,3 | --prompt TEXT) [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--json]\n\n"+
 		"With --ids it prints the generated ids, comma separated, and generates exactly -n tokens.\n"+
 		"With --prompt the text is raw: it is tokenized as it is with the checkpoint's tokenizer,\n"+
 		"with no chat template around it (as llama-cli -p without its chat mode; \"govinfer chat\"\n"+
 		"renders a conversation); it prints the generated text as it comes, and stops at an\n"+
 		"end-of-sequence token or after -n tokens.")
-	dir := fs.String("model", "", "`DIR` holding the checkpoint (config.json + safetensors)")
+	dir := fs.String("model", "", "checkpoint `PATH`: a directory (config.json + safetensors) or a GGUF file")
 	idList := fs.String("ids", "", "prompt token ids, comma separated")
 	promptText := fs.String("prompt", "", "prompt `TEXT`, tokenized as raw text (no chat template); the output is text")
 	n := fs.Int("n", 24, "number of tokens to generate (with --prompt: at most)")
@@ -46,8 +45,8 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	if *dir == "" {
 		return fail(exitUsage, "--model is required")
 	}
-	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return fail(exitUsage, "--model %s: not a directory", *dir)
+	if err := checkModelPath(*dir); err != nil {
+		return fail(exitUsage, "%v", err)
 	}
 	if err := checkQuantize(*quantize); err != nil {
 		return fail(exitUsage, "%v", err)

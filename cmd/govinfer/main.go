@@ -1,5 +1,5 @@
 // Command govinfer chats with, serves, checks and benchmarks Qwen3.5 models
-// loaded from Hugging Face safetensors checkpoints.
+// loaded from Hugging Face safetensors checkpoints or GGUF files.
 //
 // Usage:
 //
@@ -48,6 +48,7 @@ func commands() []command {
 		{"generate", "feed token ids to a checkpoint and generate", runGenerate},
 		{"tokenize", "encode or decode text with a checkpoint's tokenizer", runTokenize},
 		{"render", "render a chat conversation with the checkpoint's chat template", runRender},
+		{"quantize", "write a checkpoint as a GGUF file (bf16, q8_0, q4_k_m) that llama.cpp loads", runQuantize},
 		{"make-random", "write a random Qwen3.5 checkpoint for tests and benchmarks", runMakeRandom},
 	}
 }
@@ -94,7 +95,7 @@ func dispatch(ctx context.Context, io stdio, args []string) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "govinfer runs Qwen3.5 models from Hugging Face safetensors checkpoints.")
+	fmt.Fprintln(w, "govinfer runs Qwen3.5 models from Hugging Face safetensors checkpoints or GGUF files.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: govinfer <command> [flags]")
 	fmt.Fprintln(w)

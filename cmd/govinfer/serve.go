@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/httpapi"
 	"github.com/govinfer/govinfer/kvevents"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // runServe implements "govinfer serve": it loads a checkpoint and serves it
@@ -17,14 +19,20 @@ import (
 func runServe(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "serve", "serve --model DIR [flags]\n\n"+
 		"Serves a checkpoint over vLLM's OpenAI-compatible API: /v1/chat/completions,\n"+
-		"/v1/completions, /v1/models, /health, /metrics, /tokenize, /detokenize, and\n"+
-		"/v1/chat/completions/render, /v1/completions/render (the prompt's token ids).\n"+
-		"Request log lines go to standard error. SIGINT or SIGTERM drains it: /health\n"+
-		"and new requests answer 503 while running and queued requests finish, for up to\n"+
+		"/v1/completions, /v1/models, /v1/models/{id}, /health, /metrics, /tokenize,\n"+
+		"/detokenize, and /v1/chat/completions/render, /v1/completions/render (the\n"+
+		"prompt's token ids). Request log lines go to standard error (rejected requests\n"+
+		"too, without their prompts). SIGINT or SIGTERM drains it: /health and new\n"+
+		"requests answer 503 while running and queued requests finish, for up to\n"+
 		"--shutdown-timeout; then it aborts the rest and exits 0. A second signal exits\n"+
-		"at once.")
+		"at once.\n\n"+
+		"Connections: at most --max-connections are open at once (past it a new one\n"+
+		"gets a 503 and is closed); one idle for --idle-timeout is closed, and a\n"+
+		"request must be read, headers and body, within --read-timeout, so slow or\n"+
+		"idle clients cannot hold the server. Running out of file descriptors pauses\n"+
+		"accepting until connections close.")
 	var (
-		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template)")
+		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template), or a GGUF file")
 		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 		port       = fs.Int("port", 8000, "TCP port (0 picks a free one)")
 		name       = fs.String("served-model-name", "", "model id clients use (default: the checkpoint directory's name)")
@@ -43,6 +51,14 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		kvEvents   = fs.String("kv-events", "", "publish KV-cache events (vLLM's format, ZeroMQ PUB) on this endpoint, such as "+kvevents.DefaultEndpoint+" (default: off)")
 		kvTopic    = fs.String("kv-events-topic", "", "topic of the KV-cache events (default: kv@<pod-id>@<served model name>)")
 		podID      = fs.String("pod-id", "", "this replica's name in the KV events' topic (default: the host name)")
+		kwargs     = fs.String("default-chat-template-kwargs", "", "JSON object of chat template variables every chat gets unless its chat_template_kwargs set them, e.g. '{\"enable_thinking\": false}'")
+		maxConns   = fs.Int("max-connections", httpapi.DefaultMaxConnections, "most connections open at once; more get a 503 and are closed")
+		idle       = fs.Duration("idle-timeout", httpapi.DefaultIdleTimeout, "close a keep-alive connection idle this long")
+		readTO     = fs.Duration("read-timeout", httpapi.DefaultReadTimeout, "most time to read a request, headers and body (against slow clients)")
+		noCache    = fs.Bool("no-prefix-cache", false, "prefill every prompt whole instead of resuming from the longest cached prefix (which gives the same results, bit for bit)")
+		stateMem   = fs.String("state-memory", "", fmt.Sprintf("memory for all sequence state (KV caches, recurrent states, cached prefixes): bytes with a binary unit (256KiB, 8GiB) or a fraction in (0, 1] of the memory free after loading the weights (default: %v on a GPU, %v of the host's)",
+			llm.DefaultStateMemoryFractionDevice, llm.DefaultStateMemoryFractionHost))
+		kvType = fs.String("kv-cache-dtype", "f32", "KV cache element type: f32 (exact), bf16 or f16 (half the memory per token)")
 	)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -63,6 +79,28 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	case checkQuantize(*quantize) != nil:
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", checkQuantize(*quantize))
 		return exitUsage
+	case *maxConns < 1 || *idle <= 0 || *readTO <= 0:
+		fmt.Fprintln(io.err, "govinfer serve: --max-connections must be >= 1; --idle-timeout and --read-timeout positive")
+		return exitUsage
+	case llm.KVCacheTypes[*kvType] == 0:
+		fmt.Fprintf(io.err, "govinfer serve: --kv-cache-dtype %q: want f32, bf16 or f16\n", *kvType)
+		return exitUsage
+	}
+	var memBytes int64
+	var memFrac float64
+	if *stateMem != "" {
+		var err error
+		if memBytes, memFrac, err = llm.ParseStateMemory(*stateMem); err != nil {
+			fmt.Fprintf(io.err, "govinfer serve: --state-memory: %v\n", err)
+			return exitUsage
+		}
+	}
+	var templateArgs map[string]any
+	if *kwargs != "" {
+		if err := json.Unmarshal([]byte(*kwargs), &templateArgs); err != nil || templateArgs == nil {
+			fmt.Fprintf(io.err, "govinfer serve: --default-chat-template-kwargs must be a JSON object: %q\n", *kwargs)
+			return exitUsage
+		}
 	}
 	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: io.err})
 	if err != nil {
@@ -78,7 +116,10 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
 		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
-		Quantize: *quantize, KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
+		Quantize: *quantize, DefaultTemplateArgs: templateArgs,
+		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
+		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
+		KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
@@ -95,6 +136,9 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	}
 	cfg := srv.Engine().Model().Config()
 	fmt.Fprintf(io.err, "loaded in %.1fs on %s: %d layers, vocab %d\n", time.Since(start).Seconds(), backend.Name(), cfg.NumLayers, cfg.VocabSize)
+	if sm, ok := srv.StateMemory(); ok {
+		fmt.Fprintln(io.err, sm)
+	}
 	fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
 	if p := srv.Events(); p != nil {
 		fmt.Fprintf(io.err, "govinfer serve: KV events on tcp://%s, topic %s\n", p.Addr(), p.Topic())

@@ -1,0 +1,87 @@
+package jsonconstraint
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// Forced is a text the next tokens must spell: exactly the tokens of its
+// canonical encoding when the vocabulary's tokenizer gave one, otherwise
+// any tokens whose bytes spell it. The zero value forces nothing.
+type Forced struct {
+	ids  []int  // the tokens still to come, when an encoding is used
+	text []byte // else the bytes still to come
+}
+
+// Force returns a Forced for text. encode, when not nil, is the
+// tokenizer's encoding; it is used when every token it gives is an
+// ordinary token of v and together they spell text exactly, so that the
+// forced text takes exactly len(encode(text)) tokens.
+func (v *Vocab) Force(text []byte, encode func(string) []int) Forced {
+	if len(text) == 0 {
+		return Forced{}
+	}
+	if encode != nil {
+		ids := encode(string(text))
+		var spelled []byte
+		ok := true
+		for _, id := range ids {
+			tb := v.TokenBytes(id)
+			if len(tb) == 0 {
+				ok = false
+				break
+			}
+			spelled = append(spelled, tb...)
+		}
+		if ok && bytes.Equal(spelled, text) {
+			return Forced{ids: ids}
+		}
+	}
+	return Forced{text: bytes.Clone(text)}
+}
+
+// Tokens returns the most tokens the rest of the forced text takes.
+func (f *Forced) Tokens() int {
+	if f.ids != nil {
+		return len(f.ids)
+	}
+	return len(f.text)
+}
+
+// Done reports whether nothing is left to force.
+func (f *Forced) Done() bool { return len(f.ids) == 0 && len(f.text) == 0 }
+
+// Mask sets in m the tokens that may come next.
+func (f *Forced) Mask(v *Vocab, m []uint64) {
+	if len(f.ids) > 0 {
+		id := f.ids[0]
+		m[id>>6] |= 1 << (id & 63)
+		return
+	}
+	rest := f.text
+	Walk(v.All(), 0, func(i *int, b byte) bool {
+		if *i < len(rest) && rest[*i] == b {
+			*i++
+			return true
+		}
+		return false
+	}, m)
+}
+
+// Accept advances past a token; it fails on one the forced text does not
+// allow.
+func (f *Forced) Accept(v *Vocab, token int) error {
+	if len(f.ids) > 0 {
+		if token != f.ids[0] {
+			return fmt.Errorf("jsonconstraint: token %d where %d was forced", token, f.ids[0])
+		}
+		f.ids = f.ids[1:]
+		return nil
+	}
+	tb := v.TokenBytes(token)
+	if len(tb) == 0 || !bytes.HasPrefix(f.text, tb) {
+		return fmt.Errorf("jsonconstraint: token %d (%q) strays from the forced text %q", token, tb, f.text)
+	}
+	f.text = f.text[len(tb):]
+	return nil
+}

@@ -1,0 +1,159 @@
+package jsonconstraint
+
+import "math/bits"
+
+// Trie is a set of a vocabulary's tokens arranged for Walk.
+type Trie struct{ t *tokTrie }
+
+// All returns every ordinary token of the vocabulary (not the
+// end-of-sequence ids, nor tokens without bytes).
+func (v *Vocab) All() Trie { return Trie{&v.all} }
+
+// Subset returns the ordinary tokens whose bytes keep accepts.
+func (v *Vocab) Subset(keep func(tok []byte) bool) Trie {
+	var ids []int32
+	for _, id := range v.all.ids {
+		if keep(v.tokens[id]) {
+			ids = append(ids, id)
+		}
+	}
+	t := buildTrie(v.tokens, ids)
+	return Trie{&t}
+}
+
+// Tokens returns the number of tokens in the trie.
+func (tr Trie) Tokens() int { return len(tr.t.ids) }
+
+// Walk sets in m (a bit set over token ids, as Constraint.AllowedBits
+// gives) every token of tr whose bytes a byte automaton accepts from
+// start: step advances a state by one byte and reports whether the byte
+// may come. Tokens sharing a prefix share its steps, and a refused byte
+// prunes every token below it. S is the automaton's state, copied at each
+// byte, so it must be a value that copying snapshots.
+func Walk[S any](tr Trie, start S, step func(s *S, b byte) bool, m []uint64) {
+	t := tr.t
+	walk := make([]S, t.maxDepth+1)
+	walk[0] = start
+	for i := 0; i < len(t.nodeByte); {
+		d := t.nodeDepth[i]
+		walk[d] = walk[d-1]
+		if !step(&walk[d], t.nodeByte[i]) {
+			i = int(t.nodeSkip[i])
+			continue
+		}
+		for _, id := range t.ids[t.idLo[i]:t.idHi[i]] {
+			m[id>>6] |= 1 << (id & 63)
+		}
+		i++
+	}
+}
+
+// Words returns the length of a bit set over the vocabulary's ids.
+func (v *Vocab) Words() int { return (v.size + 63) / 64 }
+
+// TokenBytes returns the raw bytes of token id (nil for special tokens,
+// which Walk never allows, and the end-of-sequence ids).
+func (v *Vocab) TokenBytes(id int) []byte {
+	if id < 0 || id >= v.size || v.isEOS[id] {
+		return nil
+	}
+	return v.tokens[id]
+}
+
+// IsEOS reports whether id is one of the vocabulary's end-of-sequence ids.
+func (v *Vocab) IsEOS(id int) bool { return id >= 0 && id < v.size && v.isEOS[id] }
+
+// SetEOS adds the end-of-sequence ids to a bit set.
+func (v *Vocab) SetEOS(m []uint64) {
+	for _, id := range v.eos {
+		m[id>>6] |= 1 << (id & 63)
+	}
+}
+
+// MaskLogits sets the logits of the tokens not in the bit set m to -Inf,
+// as Constraint.ApplyMask does, and returns how many remain.
+func (v *Vocab) MaskLogits(m []uint64, logits []float32) int {
+	return maskLogits(m, logits, v.size)
+}
+
+// maskLogits applies a bit set to a row of logits.
+func maskLogits(mask []uint64, logits []float32, size int) int {
+	allowed := 0
+	for w, word := range mask {
+		allowed += bits.OnesCount64(word)
+		base := w * 64
+		if base >= len(logits) {
+			continue
+		}
+		if word == 0 {
+			for i := base; i < min(base+64, len(logits)); i++ {
+				logits[i] = negInf
+			}
+			continue
+		}
+		for z := ^word; z != 0; z &= z - 1 {
+			i := base + bits.TrailingZeros64(z)
+			if i >= len(logits) {
+				break
+			}
+			logits[i] = negInf
+		}
+	}
+	for i := size; i < len(logits); i++ {
+		logits[i] = negInf
+	}
+	return allowed
+}
+
+// Property is one declared property of an object schema.
+type Property struct {
+	Name     string
+	Required bool
+	// Grammar is the schema of the property's value.
+	Grammar *Grammar
+}
+
+// Object reports whether the grammar's top level allows objects.
+func (g *Grammar) Object() bool { return g.root.kinds&kObject != 0 }
+
+// Properties returns the declared properties of the grammar's top-level
+// object schema, in the schema's order of compilation (names sorted).
+func (g *Grammar) Properties() []Property {
+	n := g.root
+	out := make([]Property, len(n.props))
+	for i, p := range n.props {
+		out[i] = Property{Name: p.name, Required: n.required&(1<<i) != 0, Grammar: &Grammar{root: p.n, maxMinimal: longestMinimal(p.n)}}
+	}
+	return out
+}
+
+// longestMinimal returns the longest smallest value of the nodes reachable
+// from n.
+func longestMinimal(n *node) int {
+	seen := map[*node]bool{n: true}
+	todo := []*node{n}
+	longest := 0
+	for len(todo) > 0 {
+		x := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		longest = max(longest, len(x.minimal))
+		next := []*node{x.extra, x.items}
+		for _, p := range x.props {
+			next = append(next, p.n)
+		}
+		for _, c := range next {
+			if c != nil && !seen[c] {
+				seen[c] = true
+				todo = append(todo, c)
+			}
+		}
+	}
+	return longest
+}
+
+// Minimal returns the shortest value the grammar allows.
+func (g *Grammar) Minimal() []byte { return g.root.minimal }
+
+// Growth bounds how many bytes one byte of output can add to a
+// completion (see Constraint.Budget).
+func (g *Grammar) Growth() int { return g.growth() }
