@@ -234,6 +234,7 @@ func (s *Server) load() {
 		Quantize: s.cfg.Quantize, DefaultTemplateArgs: s.cfg.DefaultTemplateArgs,
 		NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
 		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
+		PrefixObserver: newPrefixEvents(s.events),
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
