@@ -6,19 +6,17 @@ import (
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/kvevents"
-	"github.com/govinfer/govinfer/model"
 )
 
 // BlockSize is the block size the router metrics and the KV events use, in
-// tokens: the engine's prompt chunk, at whose multiples prefill can be cut
-// exactly and the prefix cache takes its snapshots (its chunk C).
-const BlockSize = engine.DefaultChunkTokens
+// tokens: the prefix cache's snapshot chunk C, at whose multiples prefill
+// is cut exactly and prompt state is kept.
+const BlockSize = engine.PrefixBlock
 
 // CacheUsage is what the router metrics read of the engine's state memory
-// (vllm:kv_cache_usage_perc, vllm:cache_config_info). An engine with a
-// state-memory budget implements it, and the server then reads it from
-// there; until one does, the server computes it from what the engine
-// reports (see stateUsage).
+// (vllm:kv_cache_usage_perc, vllm:cache_config_info). An engine that
+// implements it is read directly; otherwise the server derives it from
+// the engine's state-memory budget (see stateUsage).
 type CacheUsage interface {
 	// CacheConfig returns the block size in tokens (the prefix cache's
 	// snapshot chunk) and the state-memory budget in blocks of that size.
@@ -29,8 +27,8 @@ type CacheUsage interface {
 	KVCacheUsage() float64
 }
 
-// cacheUsage returns the engine's CacheUsage, or the server's own estimate
-// when the engine has none; nil before the model is loaded.
+// cacheUsage returns the engine's CacheUsage; nil before the model is
+// loaded.
 func (s *Server) cacheUsage() CacheUsage {
 	eng := s.Engine()
 	if eng == nil {
@@ -43,53 +41,41 @@ func (s *Server) cacheUsage() CacheUsage {
 	if seqs == 0 {
 		seqs = engine.DefaultMaxNumSeqs
 	}
-	return newStateUsage(eng, s.lm.Config(), seqs, s.maxModelLen)
+	return newStateUsage(eng, seqs, s.maxModelLen)
 }
 
-// stateUsage is the router metrics' view of an engine without a
-// state-memory budget: the budget is taken to be what MaxNumSeqs sequences
-// at MaxModelLen tokens hold (the most the engine can allocate), and the
-// usage is the state bytes of the running sequences against it. It
-// overstates usage somewhat, since KV caches grow by doubling.
+// stateUsage reads the router metrics off the engine's state-memory
+// budget: the usage is the state reserved by running requests over the
+// budget (the prefix cache's memory, evicted first, counts as free), and
+// the budget in blocks is its bytes over a block's KV cache. With no
+// budget (no limit) the budget is taken to be what maxNumSeqs sequences of
+// maxModelLen tokens hold, the most the running requests can reserve.
 type stateUsage struct {
-	eng               *engine.Engine
-	budget            int64
-	blockSize, blocks int
+	eng    *engine.Engine
+	budget int64
+	blocks int
 }
 
-func newStateUsage(eng *engine.Engine, c *model.Config, maxNumSeqs, maxModelLen int) *stateUsage {
-	fixed, perToken := stateBytes(c)
-	return &stateUsage{
-		eng:       eng,
-		budget:    int64(maxNumSeqs) * (fixed + int64(maxModelLen)*perToken),
-		blockSize: BlockSize,
-		blocks:    maxNumSeqs * maxModelLen / BlockSize,
+func newStateUsage(eng *engine.Engine, maxNumSeqs, maxModelLen int) *stateUsage {
+	m := eng.Model()
+	budget := eng.StateUsage().Budget
+	if budget <= 0 {
+		budget = int64(maxNumSeqs) * m.SequenceBytes(maxModelLen)
 	}
+	u := &stateUsage{eng: eng, budget: budget}
+	if kv := int64(BlockSize) * m.KVBytesPerToken(); kv > 0 {
+		u.blocks = int(budget / kv)
+	}
+	return u
 }
 
-func (u *stateUsage) CacheConfig() (blockSize, blocks int) { return u.blockSize, u.blocks }
+func (u *stateUsage) CacheConfig() (blockSize, blocks int) { return BlockSize, u.blocks }
 
 func (u *stateUsage) KVCacheUsage() float64 {
 	if u.budget <= 0 {
 		return 0
 	}
-	return min(float64(u.eng.Stats().StateBytes)/float64(u.budget), 1)
-}
-
-// stateBytes returns a sequence's state memory as model.Sequence allocates
-// it: a fixed part (each Gated DeltaNet layer's conv window and recurrent
-// state) and a part per token of KV cache (each attention layer's keys and
-// values), float32 throughout.
-func stateBytes(c *model.Config) (fixed, perToken int64) {
-	for _, t := range c.LayerTypes {
-		switch t {
-		case model.LinearAttention:
-			fixed += int64((c.LinearConvKernel-1)*c.ConvDim()+c.LinearNumValueHeads*c.LinearKeyHeadDim*c.LinearValueHeadDim) * 4
-		case model.FullAttention:
-			perToken += int64(2*c.NumKVHeads*c.HeadDim) * 4
-		}
-	}
-	return fixed, perToken
+	return min(float64(u.eng.StateUsage().Running)/float64(u.budget), 1)
 }
 
 // startEvents binds the KV-events publisher cfg asks for; nil when events

@@ -91,6 +91,15 @@ type Config struct {
 	// Quantize, when not empty, quantizes the checkpoint while it loads
 	// (llm.Options.Quantize).
 	Quantize string
+	// KVEvents, when set, is the ZeroMQ endpoint the server publishes
+	// its KV-cache events on (package kvevents), such as "tcp://*:5557".
+	KVEvents string
+	// KVEventsTopic is the events' topic; empty means
+	// kvevents.Topic(PodID, the served model name).
+	KVEventsTopic string
+	// PodID names this replica in the default topic; empty means the
+	// host name.
+	PodID string
 	// DefaultTemplateArgs are chat template variables every chat gets
 	// unless its chat_template_kwargs set them
 	// (llm.Options.DefaultTemplateArgs).
@@ -109,15 +118,6 @@ type Config struct {
 	StateMemory         int64
 	StateMemoryFraction float64
 	KVCacheType         string
-	// KVEvents, when set, is the ZeroMQ endpoint the server publishes
-	// its KV-cache events on (package kvevents), such as "tcp://*:5557".
-	KVEvents string
-	// KVEventsTopic is the events' topic; empty means
-	// kvevents.Topic(PodID, the served model name).
-	KVEventsTopic string
-	// PodID names this replica in the default topic; empty means the
-	// host name.
-	PodID string
 }
 
 // Server is a running API server.
@@ -234,6 +234,7 @@ func (s *Server) load() {
 		Quantize: s.cfg.Quantize, DefaultTemplateArgs: s.cfg.DefaultTemplateArgs,
 		NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
 		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
+		PrefixObserver: newPrefixEvents(s.events),
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
@@ -427,7 +428,7 @@ type modelCard struct {
 }
 
 func (s *Server) card() modelCard {
-	maxLen := s.loadingMaxLen // /v1/models answers while the model loads
+	maxLen := s.loadingMaxLen // answered while loading too
 	if s.loaded.Load() {
 		maxLen = s.maxModelLen
 	}

@@ -81,6 +81,16 @@ func (s Span) Blocks() int { return len(s.hashes) }
 // Hashes returns the span's block hashes, in order.
 func (s Span) Hashes() []uint64 { return append([]uint64(nil), s.hashes...) }
 
+// Slice returns the span's blocks i to j-1, as a span: Slice(0, n) is the
+// parent of a span that branches after n blocks, Slice(i, j) what to
+// remove when only those blocks are evicted.
+func (s Span) Slice(i, j int) Span {
+	if i < 0 || j > len(s.hashes) || i > j {
+		return Span{}
+	}
+	return Span{hashes: s.hashes[i:j:j]}
+}
+
 // Last returns the hash of the span's last block, the parent of the span
 // that follows it; ok is false for the zero Span.
 func (s Span) Last() (hash uint64, ok bool) {

@@ -67,6 +67,9 @@ type Options struct {
 	// from the longest cached prefix of its prompt (exactly: the results
 	// are bit for bit those of a cold run) and prefills only the rest.
 	NoPrefixCache bool
+	// PrefixObserver, when set, is told what the prefix cache stores and
+	// evicts (engine.Config.PrefixObserver), e.g. to publish KV events.
+	PrefixObserver engine.PrefixObserver
 	// StateMemory bounds, in bytes, all sequence state: KV caches,
 	// recurrent states and cached prefixes (engine.Config.StateMemory).
 	// Zero means StateMemoryFraction of the memory free once the weights
@@ -195,7 +198,7 @@ func Open(dir string, o Options) (*Model, error) {
 	}
 	lm.prefixCache = !o.NoPrefixCache
 	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos,
-		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache})
+		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache, PrefixObserver: o.PrefixObserver})
 	if err != nil {
 		return fail(fmt.Errorf("llm: %w", err))
 	}

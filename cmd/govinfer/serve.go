@@ -47,6 +47,10 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it)")
 		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
 		quantize   = quantizeFlag(fs.FlagSet)
+		shutdown   = secondsFlag(fs.FlagSet, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running and queued requests may take to finish before they are aborted (`seconds`, or a duration such as 45s; 0 aborts at once)")
+		kvEvents   = fs.String("kv-events", "", "publish KV-cache events (vLLM's format, ZeroMQ PUB) on this endpoint, such as "+kvevents.DefaultEndpoint+" (default: off)")
+		kvTopic    = fs.String("kv-events-topic", "", "topic of the KV-cache events (default: kv@<pod-id>@<served model name>)")
+		podID      = fs.String("pod-id", "", "this replica's name in the KV events' topic (default: the host name)")
 		kwargs     = fs.String("default-chat-template-kwargs", "", "JSON object of chat template variables every chat gets unless its chat_template_kwargs set them, e.g. '{\"enable_thinking\": false}'")
 		maxConns   = fs.Int("max-connections", httpapi.DefaultMaxConnections, "most connections open at once; more get a 503 and are closed")
 		idle       = fs.Duration("idle-timeout", httpapi.DefaultIdleTimeout, "close a keep-alive connection idle this long")
@@ -54,11 +58,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		noCache    = fs.Bool("no-prefix-cache", false, "prefill every prompt whole instead of resuming from the longest cached prefix (which gives the same results, bit for bit)")
 		stateMem   = fs.String("state-memory", "", fmt.Sprintf("memory for all sequence state (KV caches, recurrent states, cached prefixes): bytes with a binary unit (256KiB, 8GiB) or a fraction in (0, 1] of the memory free after loading the weights (default: %v on a GPU, %v of the host's)",
 			llm.DefaultStateMemoryFractionDevice, llm.DefaultStateMemoryFractionHost))
-		kvType   = fs.String("kv-cache-dtype", "f32", "KV cache element type: f32 (exact), bf16 or f16 (half the memory per token)")
-		shutdown = secondsFlag(fs.FlagSet, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running and queued requests may take to finish before they are aborted (`seconds`, or a duration such as 45s; 0 aborts at once)")
-		kvEvents = fs.String("kv-events", "", "publish KV-cache events (vLLM's format, ZeroMQ PUB) on this endpoint, such as "+kvevents.DefaultEndpoint+" (default: off)")
-		kvTopic  = fs.String("kv-events-topic", "", "topic of the KV-cache events (default: kv@<pod-id>@<served model name>)")
-		podID    = fs.String("pod-id", "", "this replica's name in the KV events' topic (default: the host name)")
+		kvType = fs.String("kv-cache-dtype", "f32", "KV cache element type: f32 (exact), bf16 or f16 (half the memory per token)")
 	)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
