@@ -85,6 +85,9 @@ func tileBF16BF16AVX512BF16(dst *float32, ldd int, w *uint16, ldw int, x *uint16
 func tileBF16AVX2U(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
 
 //go:noescape
+func tileBF16AVX2UP(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+
+//go:noescape
 func matVec4BF16AVX2U(dst *float32, w *uint16, x *float32, groups, cols, n, kblock int)
 
 //go:noescape
@@ -128,6 +131,12 @@ func qdotQ4KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, bl
 
 //go:noescape
 func qdotQ4KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ5KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ5KAVX2x2(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
 
 //go:noescape
 func qdotQ6KAVX2x1(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
@@ -261,6 +270,7 @@ func install(k *impl, s simd, nBlock int) {
 		}
 		tBF16 = newTiler(tileBF16AVX2U, 2, 16, k.dotBF16, 16, nBlock)
 		tBF16.pack = swapQuads
+		tBF16.small, tBF16.smallN = tileBF16AVX2UP, 8
 	}
 	k.matVecF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
 		matVec4(s.mvF16, L, k.dotF16, dst, w, cols, rows, cols, x)
@@ -304,6 +314,8 @@ func matMulQAVX2(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int,
 		matMulQTiles(qdotQ8_0AVX2x1, qdotQ8_0AVX2x2, t, dst, ldd, w, rows, cols, xq, n)
 	case quant.Q4_K:
 		matMulQTiles(qdotQ4KAVX2x1, qdotQ4KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q5_K:
+		matMulQTiles(qdotQ5KAVX2x1, qdotQ5KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
 	case quant.Q6_K:
 		matMulQTiles(qdotQ6KAVX2x1, qdotQ6KAVX2x2, t, dst, ldd, w, rows, cols, xq, n)
 	default:

@@ -67,6 +67,12 @@ func qdotQ4KNEON(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, bloc
 func qdotQ4KNEONDP(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
 
 //go:noescape
+func qdotQ5KNEON(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qdotQ5KNEONDP(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
+
+//go:noescape
 func qdotQ6KNEON(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
 
 //go:noescape
@@ -155,6 +161,8 @@ func matMulQNEON(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int,
 		matMulQTiles(qdotQ8_0NEON, nil, t, dst, ldd, w, rows, cols, xq, n)
 	case quant.Q4_K:
 		matMulQTiles(qdotQ4KNEON, nil, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q5_K:
+		matMulQTiles(qdotQ5KNEON, nil, t, dst, ldd, w, rows, cols, xq, n)
 	case quant.Q6_K:
 		matMulQTiles(qdotQ6KNEON, nil, t, dst, ldd, w, rows, cols, xq, n)
 	default:
@@ -169,6 +177,8 @@ func matMulQNEONDP(t quant.Type, dst []float32, ldd int, w []byte, rows, cols in
 		matMulQTiles(qdotQ8_0NEONDP, nil, t, dst, ldd, w, rows, cols, xq, n)
 	case quant.Q4_K:
 		matMulQTiles(qdotQ4KNEONDP, nil, t, dst, ldd, w, rows, cols, xq, n)
+	case quant.Q5_K:
+		matMulQTiles(qdotQ5KNEONDP, nil, t, dst, ldd, w, rows, cols, xq, n)
 	case quant.Q6_K:
 		matMulQTiles(qdotQ6KNEONDP, nil, t, dst, ldd, w, rows, cols, xq, n)
 	default:

@@ -67,7 +67,7 @@ func BenchmarkMatMulBF16(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	const rows, cols = 4096, 4096
 	w := randU16(r, kinds[0], rows*cols)
-	for _, n := range []int{1, 4, 16} {
+	for _, n := range []int{1, 4, 8, 16} {
 		x := randF32(r, n*cols)
 		dst := make([]float32, n*rows)
 		for _, k := range benchSets(b) {

@@ -3,7 +3,7 @@
 // f32 activations and f32 accumulation, the f32 vector helpers axpy and scale,
 // the elementwise activations (exp, sigmoid, SiLU and the gated products
 // SiLUMul and SigmoidMul) on a float32 exponential accurate to about 1 ulp,
-// and the products with GGML-quantized weights (Q8_0, Q4_K, Q6_K) on 8-bit
+// and the products with GGML-quantized weights (Q8_0, Q4_K, Q5_K, Q6_K) on 8-bit
 // quantized inputs, bit for bit those of package quant's integer dot
 // products.
 //

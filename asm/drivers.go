@@ -84,6 +84,10 @@ type tiler[W, X any] struct {
 	pack func(dst, src []X)
 	// nBlock is the number of inputs of a block, a multiple of maxN.
 	nBlock int
+	// small, when set, replaces tile in products of at most smallN inputs
+	// (a variant that differs in speed only, not in any result).
+	small  func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int)
+	smallN int
 	// pool holds the *tileScratch[X] of matMul calls.
 	pool *sync.Pool
 }
@@ -143,6 +147,10 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int,
 		clear(dst[i*ldd : i*ldd+rows])
 	}
 	nb := t.nBlock
+	tile := t.tile
+	if t.small != nil && n <= t.smallN {
+		tile = t.small
+	}
 	if m > 0 {
 		sc := t.pool.Get().(*tileScratch[X])
 		buf := sc.x
@@ -160,7 +168,7 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int,
 				}
 				for r := 0; r < rows4; r += 4 {
 					for i := i0; i < i1; i += t.maxN {
-						t.tile(&dst[i*ldd+r], ldd, &w[r*ldw+k0], ldw, &buf[(i-i0)*ldx], ldx, kb, min(t.maxN, i1-i))
+						tile(&dst[i*ldd+r], ldd, &w[r*ldw+k0], ldw, &buf[(i-i0)*ldx], ldx, kb, min(t.maxN, i1-i))
 					}
 				}
 				for r := rows4; r < rows; r++ {

@@ -14,17 +14,17 @@ import (
 // float32 once per block and added to the row's sum in block order. The
 // result is a function of the weight row and the quantized input row alone,
 // so it is the same whatever n, rows or the row's place in the matrix: the
-// Go twins in package quant (DotQ8_0Q8_0, DotQ4KQ8K, DotQ6KQ8K) define it
+// Go twins in package quant (DotQ8_0Q8_0, DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K) define it
 // bit for bit.
 
 // InputType returns the block type inputs are quantized to for products
-// with weights of type t (Q8_0 for Q8_0, Q8_K for Q4_K and Q6_K) and whether
+// with weights of type t (Q8_0 for Q8_0, Q8_K for Q4_K, Q5_K and Q6_K) and whether
 // the kernels take weights of type t at all.
 func InputType(t quant.Type) (q8K bool, ok bool) {
 	switch t {
 	case quant.Q8_0:
 		return false, true
-	case quant.Q4_K, quant.Q6_K:
+	case quant.Q4_K, quant.Q5_K, quant.Q6_K:
 		return true, true
 	}
 	return false, false
@@ -126,6 +126,8 @@ func matMulQGo(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, x
 				s = quant.DotQ8_0Q8_0(row, q80Blocks(in))
 			case quant.Q4_K:
 				s = quant.DotQ4KQ8K(row, q8KBlocks(in))
+			case quant.Q5_K:
+				s = quant.DotQ5KQ8K(row, q8KBlocks(in))
 			case quant.Q6_K:
 				s = quant.DotQ6KQ8K(row, q8KBlocks(in))
 			}

@@ -18,7 +18,7 @@ func BenchmarkQKernL1(b *testing.B) {
 		name     string
 		qt       quant.Type
 		one, two qTile
-	}{{"Q8_0", quant.Q8_0, qdotQ8_0AVX2x1, qdotQ8_0AVX2x2}, {"Q4_K", quant.Q4_K, qdotQ4KAVX2x1, qdotQ4KAVX2x2}, {"Q6_K", quant.Q6_K, qdotQ6KAVX2x1, qdotQ6KAVX2x2}} {
+	}{{"Q8_0", quant.Q8_0, qdotQ8_0AVX2x1, qdotQ8_0AVX2x2}, {"Q4_K", quant.Q4_K, qdotQ4KAVX2x1, qdotQ4KAVX2x2}, {"Q5_K", quant.Q5_K, qdotQ5KAVX2x1, qdotQ5KAVX2x2}, {"Q6_K", quant.Q6_K, qdotQ6KAVX2x1, qdotQ6KAVX2x2}} {
 		cols := 2048
 		rb, xb := c.qt.RowBytes(cols), InputRowBytes(c.qt, cols)
 		w := make([]byte, 4*rb)

@@ -29,7 +29,7 @@ func quantWeights(t *testing.T, r *rand.Rand, qt quant.Type, rows, cols int) []b
 func TestMatMulQ(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range kernelSets(t) {
-		for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 			for _, s := range []struct{ rows, cols, n int }{{1, 256, 1}, {5, 256, 3}, {8, 512, 2}, {13, 768, 7}, {4, 2048, 1}} {
 				what := fmt.Sprintf("%s %v %dx%d n=%d", k.Name(), qt, s.rows, s.cols, s.n)
 				w := quantWeights(t, r, qt, s.rows, s.cols)
@@ -73,7 +73,7 @@ func TestMatMulQErrors(t *testing.T) {
 		err  error
 	}{
 		{"columns not a block multiple", k.MatMulQ(quant.Q8_0, dst, 2, w, 2, 48, xq, 1)},
-		{"unsupported type", k.MatMulQ(quant.Q5_K, dst, 2, w, 2, 256, xq, 1)},
+		{"unsupported type", k.MatMulQ(quant.Keep, dst, 2, w, 2, 256, xq, 1)},
 		{"short weights", k.MatMulQ(quant.Q8_0, dst, 2, w[:10], 2, 64, xq, 1)},
 		{"short inputs", k.MatMulQ(quant.Q8_0, dst, 2, w, 2, 64, xq[:10], 1)},
 		{"short output", k.MatMulQ(quant.Q8_0, dst[:1], 2, w, 2, 64, xq, 1)},
@@ -92,6 +92,8 @@ func qTwin(qt quant.Type, w, in []byte) float32 {
 		return quant.DotQ8_0Q8_0(w, q80Blocks(in))
 	case quant.Q4_K:
 		return quant.DotQ4KQ8K(w, q8KBlocks(in))
+	case quant.Q5_K:
+		return quant.DotQ5KQ8K(w, q8KBlocks(in))
 	default:
 		return quant.DotQ6KQ8K(w, q8KBlocks(in))
 	}
@@ -150,7 +152,7 @@ func weightRow(r *rand.Rand, qt quant.Type, row []byte, kind int) {
 		switch qt {
 		case quant.Q8_0:
 			setHalf(blk, h)
-		case quant.Q4_K:
+		case quant.Q4_K, quant.Q5_K:
 			setHalf(blk, h)
 			setHalf(blk[2:], randHalf(r))
 		case quant.Q6_K:
@@ -217,7 +219,7 @@ func inputRow(r *rand.Rand, qt quant.Type, in []byte, kind int) {
 	}
 }
 
-func isK(qt quant.Type) bool { return qt == quant.Q4_K || qt == quant.Q6_K }
+func isK(qt quant.Type) bool { return qt == quant.Q4_K || qt == quant.Q5_K || qt == quant.Q6_K }
 
 // TestMatMulQShapes checks every kernel set against the twin bit for bit
 // over cols of 1 to 8 blocks, 1 to 13 rows taken from any place of a 13-row
@@ -228,7 +230,7 @@ func TestMatMulQShapes(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const maxRows, maxN = 13, 9
 	const sentinel = 0x7fc0dead
-	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		for blocks := 1; blocks <= 8; blocks++ {
 			cols := blocks * qt.BlockSize()
 			rb, xb := qt.RowBytes(cols), InputRowBytes(qt, cols)
@@ -287,7 +289,7 @@ func TestMatMulQShapes(t *testing.T) {
 func TestMatMulQNoAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	const rows, cols, n = 13, 512, 9
-	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		w := quantWeights(t, r, qt, rows, cols)
 		x := randF32(r, n*cols)
 		xq := InputBuffer(n * InputRowBytes(qt, cols))
@@ -313,7 +315,7 @@ func TestMatMulQNoAllocs(t *testing.T) {
 // BenchmarkQuantizeInputs measures that step.
 func BenchmarkMatMulQ(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		for _, shape := range [][2]int{{4096, 4096}, {12288, 4096}} {
 			rows, cols := shape[0], shape[1]
 			rb := qt.RowBytes(cols)

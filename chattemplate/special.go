@@ -17,8 +17,14 @@ type SpecialTokens struct {
 
 // LoadSpecialTokens reads bos_token, eos_token and pad_token from a
 // checkpoint's tokenizer_config.json (each a string or an added-token
-// object with "content"); a missing file gives none.
+// object with "content"); a missing file gives none. For a GGUF file they
+// are the tokens of its bos, eos and padding ids.
 func LoadSpecialTokens(dir string) (SpecialTokens, error) {
+	if md, ok, err := ggufMetadata(dir); err != nil {
+		return SpecialTokens{}, fmt.Errorf("chattemplate: %w", err)
+	} else if ok {
+		return specialFromGGUF(dir, md)
+	}
 	var st SpecialTokens
 	path := filepath.Join(dir, "tokenizer_config.json")
 	data, err := os.ReadFile(path)

@@ -38,7 +38,14 @@ func Parse(source string) (*Template, error) {
 // if present, else the "chat_template" of chat_template.json or of
 // tokenizer_config.json (a string, or a list of named templates of which
 // "default" is used).
+// For a GGUF file (dir a .gguf file or a directory holding one, as
+// gguf.Locate finds it) it is the file's tokenizer.chat_template.
 func Load(dir string) (*Template, error) {
+	if md, ok, err := ggufMetadata(dir); err != nil {
+		return nil, fmt.Errorf("chattemplate: %w", err)
+	} else if ok {
+		return templateFromGGUF(dir, md)
+	}
 	src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja"))
 	if err == nil {
 		t, err := Parse(string(src))

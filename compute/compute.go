@@ -178,6 +178,14 @@ type DeltaRule struct {
 // [capacity, KVHeads*HeadDim]. Out receives [N, Heads*HeadDim] rows starting
 // at row OutRow. A sequence with N <= 0 is skipped: nothing is read or
 // written.
+//
+// CacheType is the caches' element type: F32 (or zero), or BF16 or F16,
+// whose caches pack two 16-bit elements into each float32 slot (element i
+// of a row in the low half of slot i/2 when i is even, the high half when
+// odd, little-endian), so they are Buffers of capacity*KVHeads*HeadDim/2
+// slots. New keys and values are rounded to the cache type (to nearest,
+// ties to even) when stored, and attention reads the stored values, so a
+// prompt's results do not depend on which step stored which position.
 type Attention struct {
 	Q              Heads
 	QBuf           Buffer
@@ -186,6 +194,7 @@ type Attention struct {
 	V              Heads
 	VBuf           Buffer
 	KCache, VCache Buffer
+	CacheType      DType
 	Out            Buffer
 	OutRow         int
 	Pos, N         int
@@ -289,6 +298,13 @@ type Backend interface {
 	// Argmax writes to dst[r] the index of the largest of x[r*dim:(r+1)*dim]
 	// for len(dst) rows (lowest index on ties) and waits for the result.
 	Argmax(ctx context.Context, dst []int32, x Buffer, dim int) error
+}
+
+// MemoryReporter is implemented by backends that allocate from a device's
+// own memory (the Vulkan backend): FreeMemory returns the bytes still free
+// for buffers. Backends on host memory (the CPU) do not implement it.
+type MemoryReporter interface {
+	FreeMemory() int64
 }
 
 // Argmax returns the index of the largest element of v, the lowest index on

@@ -8,6 +8,15 @@
 // Each sequence's prompt is cut into chunks of a fixed size that depends only
 // on the prompt, and sampling state is per request, so with greedy decoding a
 // request's tokens are the same whether it runs alone or among others.
+//
+// With Config.PrefixCache, a request resumes from the longest prefix of its
+// prompt whose state the prefix cache holds (prefixcache.go) and prefills
+// only the rest, bit for bit as a cold run would; concurrent requests that
+// share a prefix another one is about to store wait for it. With
+// Config.StateMemory, all sequence state (the running requests' KV caches
+// and recurrent states, and the prefix cache) stays within one budget
+// (budget.go): a request starts only once the state it may need fits,
+// evicting cached prefixes first.
 package engine
 
 import (
@@ -17,6 +26,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/govinfer/govinfer/model"
@@ -58,6 +68,21 @@ type Config struct {
 	// EOS lists the end-of-sequence ids every request stops on unless it
 	// sets IgnoreEOS (generation_config.json's eos_token_id).
 	EOS []int
+	// StateMemory bounds, in bytes, all sequence state: the running
+	// requests' KV caches and recurrent states (each reserved for its
+	// prompt plus MaxTokens when it starts) and the prefix cache. A
+	// request waits in the queue until its state fits, evicting cached
+	// prefixes first; Submit rejects one that could never fit
+	// (*StateBudgetError). Zero means no limit (and, with PrefixCache, a
+	// cache that only grows).
+	StateMemory int64
+	// PrefixCache keeps prompt state at multiples of PrefixBlock tokens so
+	// that later requests sharing the prefix resume there (exactly). It
+	// needs ChunkTokens to be a multiple of PrefixBlock.
+	PrefixCache bool
+	// PrefixObserver, when set, is told what the prefix cache stores and
+	// evicts.
+	PrefixObserver PrefixObserver
 }
 
 // LogitProcessor constrains one request's choices, e.g. to valid JSON.
@@ -97,6 +122,12 @@ type Request struct {
 	// penalties and masks), delivered in Output.PromptLogits with the first
 	// token.
 	PromptLogits bool
+	// CacheHints are prompt positions worth resuming at later (the start
+	// of each user message, the start of each assistant turn's content):
+	// with Config.PrefixCache, the state at the last multiple of
+	// PrefixBlock at or before each is kept, besides the one before the
+	// prompt's last token.
+	CacheHints []int
 }
 
 // FinishReason says why a request ended.
@@ -168,6 +199,8 @@ type Stream struct {
 	// unqueue, set while the request waits, takes it out of the queue
 	// once its context ends; it is stopped when the request is admitted.
 	unqueue func() bool
+	hashes  []uint64     // BlockHashes of the prompt, with a prefix cache
+	cached  atomic.Int64 // prompt tokens resumed from the prefix cache
 
 	mu           sync.Mutex
 	pending      []Token
@@ -196,6 +229,10 @@ func (s *Stream) Next(ctx context.Context) (Output, error) {
 		}
 	}
 }
+
+// CachedTokens returns the number of prompt tokens the request resumed
+// from the prefix cache instead of computing them (0 before it starts).
+func (s *Stream) CachedTokens() int { return int(s.cached.Load()) }
 
 // push delivers a token and, with the first, the prompt's logits.
 func (s *Stream) push(t Token, promptLogits []float32) {
@@ -227,10 +264,13 @@ func (s *Stream) wake() {
 // Engine runs requests over a model. Its methods are safe for concurrent
 // use.
 type Engine struct {
-	m       *model.Model
-	cfg     Config
-	eos     map[int]bool
-	metrics *metrics
+	m          *model.Model
+	cfg        Config
+	eos        map[int]bool
+	metrics    *metrics
+	stepTokens int          // tokens of a step, at most a model pass
+	cache      *prefixCache // nil without Config.PrefixCache
+	budget     budget
 
 	mu      sync.Mutex
 	waiting []*Stream
@@ -261,16 +301,35 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 	if cfg.ChunkTokens == 0 {
 		cfg.ChunkTokens = DefaultChunkTokens
 	}
+	if cfg.StateMemory < 0 {
+		return nil, fmt.Errorf("engine: state memory must not be negative, got %d", cfg.StateMemory)
+	}
+	if cfg.PrefixCache && cfg.ChunkTokens%PrefixBlock != 0 {
+		return nil, fmt.Errorf("engine: the prefix cache needs chunk_tokens to be a multiple of %d, got %d", PrefixBlock, cfg.ChunkTokens)
+	}
+	// A step is one pass over the weights, so the model never cuts a
+	// prompt chunk where the pass fills up: every chunk starts and ends
+	// where it would alone, and results do not depend on the batch.
+	pass := m.MaxStepTokens()
 	if cfg.StepTokens == 0 {
-		cfg.StepTokens = DefaultStepTokens
+		cfg.StepTokens = min(max(DefaultStepTokens, cfg.MaxNumSeqs+cfg.ChunkTokens), pass)
+	}
+	if cfg.MaxNumSeqs-1+cfg.ChunkTokens > min(cfg.StepTokens, pass) {
+		return nil, fmt.Errorf("engine: max_num_seqs %d and chunk_tokens %d do not fit a step of %d tokens (the model's passes hold %d)",
+			cfg.MaxNumSeqs, cfg.ChunkTokens, cfg.StepTokens, pass)
 	}
 	e := &Engine{
-		m:       m,
-		cfg:     cfg,
-		eos:     map[int]bool{},
-		metrics: newMetrics(),
-		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
+		m:          m,
+		cfg:        cfg,
+		eos:        map[int]bool{},
+		metrics:    newMetrics(),
+		stepTokens: min(cfg.StepTokens, pass),
+		budget:     budget{limit: cfg.StateMemory},
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+	}
+	if cfg.PrefixCache {
+		e.cache = newPrefixCache(m, cfg.PrefixObserver)
 	}
 	for _, id := range cfg.EOS {
 		e.eos[id] = true
@@ -304,6 +363,9 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		return nil, err
 	}
 	s := &Stream{req: r, ctx: ctx, submitted: time.Now(), notify: make(chan struct{}, 1), stopTok: -1}
+	if e.cache != nil {
+		s.hashes = BlockHashes(r.Prompt)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
@@ -356,6 +418,9 @@ func (e *Engine) validate(r Request) error {
 	if err := r.Params.Validate(); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	if tokens := e.reserveTokens(r); e.budget.limit > 0 && e.m.SequenceBytes(tokens) > e.budget.limit {
+		return &StateBudgetError{Tokens: tokens, Need: e.m.SequenceBytes(tokens), Budget: e.budget.limit}
+	}
 	for i, t := range r.Prompt {
 		if t < 0 || t >= c.VocabSize {
 			return fmt.Errorf("engine: prompt token %d at index %d is outside the vocabulary [0, %d)", t, i, c.VocabSize)
@@ -369,14 +434,23 @@ func (e *Engine) validate(r Request) error {
 	return nil
 }
 
+// reserveTokens returns the positions r's sequence may hold: its prompt
+// plus MaxTokens (the last sampled token is never fed), within the model's
+// context.
+func (e *Engine) reserveTokens(r Request) int {
+	return min(len(r.Prompt)+r.MaxTokens-1, e.m.Config().MaxContext())
+}
+
 // running is the engine's state of one admitted request.
 type running struct {
 	s         *Stream
 	seq       *model.Sequence
 	sampler   *sample.Sampler
 	stop      map[int]bool
-	fed       int // prompt tokens fed so far
-	last      int // last sampled token, fed at the next step
+	fed       int   // prompt tokens fed so far
+	keep      []int // prompt positions ahead whose state the prefix cache keeps, ascending
+	reserved  int64 // state memory held in the budget
+	last      int   // last sampled token, fed at the next step
 	generated int
 	lastTime  time.Time
 }
@@ -397,6 +471,10 @@ func (e *Engine) loop(ctx context.Context) {
 			s.end(FinishCancelled, -1, ErrClosed)
 		}
 		e.metrics.waiting.Store(0)
+		if e.cache != nil {
+			e.cache.clear()
+			e.noteCache()
+		}
 	}()
 	for {
 		// Drop requests whose context ended, then fill the room that
@@ -425,50 +503,135 @@ func (e *Engine) loop(ctx context.Context) {
 	}
 }
 
-// admit moves waiting requests into the running batch while there is room.
+// admit moves waiting requests into the running batch, in order, while
+// there is room in the batch and their state fits the budget. A request
+// that should wait for a prefix a running request is about to store stays
+// queued while later ones may start; the first that does not fit the
+// budget stops admission, so that large requests are not overtaken
+// forever.
 func (e *Engine) admit(run []*running) []*running {
-	for len(run) < e.cfg.MaxNumSeqs {
+	for i := 0; len(run) < e.cfg.MaxNumSeqs; {
 		e.mu.Lock()
-		if len(e.waiting) == 0 {
+		if i >= len(e.waiting) {
 			e.mu.Unlock()
 			break
 		}
-		s := e.waiting[0]
-		e.waiting[0] = nil
-		e.waiting = e.waiting[1:]
-		e.metrics.waiting.Store(int64(len(e.waiting)))
+		s := e.waiting[i]
 		e.mu.Unlock()
-		s.unqueue()
 		if s.ctx.Err() != nil {
-			s.end(FinishCancelled, -1, nil)
-			e.metrics.finished(FinishCancelled)
+			// Ended while waiting: dequeue ends it, unless the context's
+			// own callback did so already; either way it has left the
+			// queue, and the next one is at i now.
+			e.dequeue(s)
 			continue
 		}
-		seq, err := e.m.NewSequence()
-		if err != nil {
-			s.end(FinishError, -1, fmt.Errorf("engine: %w", err))
-			e.metrics.finished(FinishError)
+		if e.awaitsPrefix(s, run) {
+			i++
 			continue
 		}
-		e.metrics.seqOpen.Add(1)
-		r := &running{s: s, seq: seq, sampler: sample.New(s.req.Params), stop: map[int]bool{}}
-		r.sampler.AddPrompt(s.req.Prompt)
-		if !s.req.IgnoreEOS {
-			for id := range e.eos {
-				r.stop[id] = true
-			}
+		if !s.unqueue() {
+			continue // its context ended just now: the callback dequeues it
 		}
-		for _, id := range s.req.StopTokens {
-			r.stop[id] = true
+		r, fits := e.start(s)
+		if !fits {
+			// It waits on: watch its context again.
+			s.unqueue = context.AfterFunc(s.ctx, func() { e.dequeue(s) })
+			break
 		}
-		run = append(run, r)
+		e.unwait(s)
+		if r != nil {
+			run = append(run, r)
+		}
 	}
 	return run
+}
+
+// unwait removes s, which is starting, from the queue.
+func (e *Engine) unwait(s *Stream) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if i := slices.Index(e.waiting, s); i >= 0 {
+		e.waiting = slices.Delete(e.waiting, i, i+1)
+		e.metrics.waiting.Store(int64(len(e.waiting)))
+	}
+}
+
+// start admits s if its state fits the budget (fits false otherwise):
+// it reserves the state, opens its sequence and resumes it from the prefix
+// cache. It returns nil when s failed (and has been ended).
+func (e *Engine) start(s *Stream) (r *running, fits bool) {
+	tokens := e.reserveTokens(s.req)
+	need := e.m.SequenceBytes(tokens)
+	var path []*prefixNode
+	if e.cache != nil {
+		path = e.cache.lookup(s.req.Prompt, s.hashes)
+	}
+	pin(path, 1)
+	if !e.makeRoom(need) {
+		// The prefix the request would resume from is all that is left
+		// to evict: start cold rather than wait.
+		pin(path, -1)
+		path = nil
+		if !e.makeRoom(need) {
+			return nil, false
+		}
+	}
+	defer pin(path, -1)
+	e.budget.running.Add(need)
+	e.budget.note()
+	fail := func(err error) (*running, bool) {
+		e.budget.running.Add(-need)
+		s.end(FinishError, -1, fmt.Errorf("engine: %w", err))
+		e.metrics.finished(FinishError)
+		return nil, true
+	}
+	seq, err := e.m.NewSequence()
+	if err != nil {
+		return fail(err)
+	}
+	// Under a budget the caches are allocated once, at their reserved size,
+	// so that memory never exceeds what the budget accounts (growing
+	// would hold the old and new caches at once).
+	if e.budget.limit > 0 {
+		if err := seq.Reserve(tokens); err != nil {
+			seq.Close()
+			return fail(err)
+		}
+	}
+	hit := 0
+	if len(path) > 0 {
+		last := path[len(path)-1]
+		if err := seq.Restore(blocks(path), last.state); err != nil {
+			seq.Close()
+			return fail(err)
+		}
+		hit = last.end
+		e.cache.touch(path)
+	}
+	e.metrics.seqOpen.Add(1)
+	r = &running{s: s, seq: seq, sampler: sample.New(s.req.Params), stop: map[int]bool{}, fed: hit, reserved: need}
+	if e.cache != nil {
+		r.keep = keepPoints(len(s.req.Prompt), s.req.CacheHints, hit)
+		e.metrics.prefixQueries.Add(uint64(len(s.req.Prompt)))
+		e.metrics.prefixHits.Add(uint64(hit))
+	}
+	s.cached.Store(int64(hit))
+	r.sampler.AddPrompt(s.req.Prompt)
+	if !s.req.IgnoreEOS {
+		for id := range e.eos {
+			r.stop[id] = true
+		}
+	}
+	for _, id := range s.req.StopTokens {
+		r.stop[id] = true
+	}
+	return r, true
 }
 
 // finish ends a running request and frees its sequence.
 func (e *Engine) finish(r *running, f FinishReason, stopTok int, err error) {
 	r.seq.Close()
+	e.budget.running.Add(-r.reserved)
 	e.metrics.seqOpen.Add(-1)
 	r.s.end(f, stopTok, err)
 	e.metrics.finished(f)
@@ -479,7 +642,7 @@ func (e *Engine) finish(r *running, f FinishReason, stopTok int, err error) {
 func (e *Engine) step(ctx context.Context, run []*running) []*running {
 	inputs := make([]model.Input, 0, len(run))
 	members := make([]*running, 0, len(run))
-	budget := e.cfg.StepTokens
+	budget := e.stepTokens
 	for _, r := range run {
 		if r.fed == len(r.s.req.Prompt) {
 			inputs = append(inputs, model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: r.logitsMode()})
@@ -494,7 +657,10 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			continue
 		}
 		n := min(e.cfg.ChunkTokens, len(p)-r.fed)
-		if n > budget && prefilled {
+		if len(r.keep) > 0 {
+			n = min(n, r.keep[0]-r.fed) // stop where the cache keeps state
+		}
+		if n > budget && prefilled { // the first chunk always fits (see New)
 			continue
 		}
 		mode := model.NoLogits
@@ -528,6 +694,10 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		if r.fed < len(r.s.req.Prompt) {
 			r.fed += len(in.Tokens)
 			e.metrics.promptTokens.Add(uint64(len(in.Tokens)))
+			if len(r.keep) > 0 && r.fed == r.keep[0] {
+				r.keep = r.keep[1:]
+				e.keepState(r)
+			}
 			if in.Logits == model.NoLogits {
 				continue
 			}

@@ -67,6 +67,8 @@ type metrics struct {
 	seqOpen                  atomic.Int64
 	stateBytes               atomic.Int64
 	promptTokens             atomic.Uint64
+	prefixQueries            atomic.Uint64
+	prefixHits               atomic.Uint64
 	generationTokens         atomic.Uint64
 	steps                    atomic.Uint64
 	stepNanos                atomic.Uint64
@@ -106,8 +108,14 @@ type Stats struct {
 	OpenSequences int
 	// StateBytes is the memory of the running sequences' state (KV caches,
 	// recurrent states) after the last step.
-	StateBytes       int64
-	PromptTokens     uint64 // prompt tokens prefilled, all requests
+	StateBytes   int64
+	PromptTokens uint64 // prompt tokens prefilled, all requests
+	// PrefixQueryTokens counts the prompt tokens of the requests started
+	// with the prefix cache on, PrefixHitTokens those of them resumed from
+	// the cache instead of prefilled.
+	PrefixQueryTokens, PrefixHitTokens uint64
+	// State is the use of the state memory budget.
+	State            StateUsage
 	GenerationTokens uint64 // tokens generated, all requests
 	Steps            uint64 // model steps run
 	StepSeconds      float64
@@ -119,19 +127,26 @@ type Stats struct {
 	TimeToFirstToken, InterToken HistogramSnapshot
 }
 
+// StateUsage returns the use of the state memory budget: by the running
+// requests, and by the prefix cache (evictable).
+func (e *Engine) StateUsage() StateUsage { return e.budget.usage() }
+
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	m := e.metrics
 	return Stats{
-		Running:          int(m.running.Load()),
-		Waiting:          int(m.waiting.Load()),
-		OpenSequences:    int(m.seqOpen.Load()),
-		StateBytes:       m.stateBytes.Load(),
-		PromptTokens:     m.promptTokens.Load(),
-		GenerationTokens: m.generationTokens.Load(),
-		Steps:            m.steps.Load(),
-		StepSeconds:      float64(m.stepNanos.Load()) / 1e9,
-		Rejected:         m.rejected.Load(),
+		Running:           int(m.running.Load()),
+		Waiting:           int(m.waiting.Load()),
+		OpenSequences:     int(m.seqOpen.Load()),
+		StateBytes:        m.stateBytes.Load(),
+		PromptTokens:      m.promptTokens.Load(),
+		PrefixQueryTokens: m.prefixQueries.Load(),
+		PrefixHitTokens:   m.prefixHits.Load(),
+		State:             e.budget.usage(),
+		GenerationTokens:  m.generationTokens.Load(),
+		Steps:             m.steps.Load(),
+		StepSeconds:       float64(m.stepNanos.Load()) / 1e9,
+		Rejected:          m.rejected.Load(),
 		Finished: map[FinishReason]uint64{
 			FinishStop: m.stop.Load(), FinishLength: m.length.Load(),
 			FinishCancelled: m.cancel.Load(), FinishError: m.er.Load(),

@@ -200,20 +200,26 @@ type (
 	// usage is the token accounting of a response; chat responses detail
 	// the reasoning tokens, as OpenAI's do.
 	usage struct {
-		PromptTokens            int                `json:"prompt_tokens"`
-		TotalTokens             int                `json:"total_tokens"`
-		CompletionTokens        int                `json:"completion_tokens"`
-		PromptTokensDetails     any                `json:"prompt_tokens_details"`
-		CompletionTokensDetails *completionDetails `json:"completion_tokens_details,omitempty"`
+		PromptTokens            int                 `json:"prompt_tokens"`
+		TotalTokens             int                 `json:"total_tokens"`
+		CompletionTokens        int                 `json:"completion_tokens"`
+		PromptTokensDetails     promptTokensDetails `json:"prompt_tokens_details"`
+		CompletionTokensDetails *completionDetails  `json:"completion_tokens_details,omitempty"`
 	}
 	completionDetails struct {
 		ReasoningTokens int `json:"reasoning_tokens"`
+	}
+	// promptTokensDetails says how many prompt tokens came from the prefix
+	// cache (vLLM's --enable-prompt-tokens-details, always on here).
+	promptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
 	}
 )
 
 func usageOf(st *llm.Stream) usage {
 	u := st.Usage()
-	return usage{PromptTokens: u.PromptTokens, TotalTokens: u.TotalTokens, CompletionTokens: u.CompletionTokens}
+	return usage{PromptTokens: u.PromptTokens, TotalTokens: u.TotalTokens, CompletionTokens: u.CompletionTokens,
+		PromptTokensDetails: promptTokensDetails{CachedTokens: u.CachedTokens}}
 }
 
 // chatUsageOf is usageOf with the reasoning tokens.
@@ -443,7 +449,7 @@ func generationFailed(ev llm.Event) []byte {
 func (s *Server) streamChat(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, r *chatRequest, start time.Time, rctx context.Context, release func()) {
 	setSSEHeaders(ctx)
 	created := time.Now().Unix()
-	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
+	s.streamBody(ctx, func(bw *bufio.Writer) {
 		defer release()
 		defer st.Close()
 		w := &sseWriter{w: bw}

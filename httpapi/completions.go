@@ -258,7 +258,7 @@ func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, id string, st *llm.S
 	rctx context.Context, release func()) {
 	setSSEHeaders(ctx)
 	created := time.Now().Unix()
-	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
+	s.streamBody(ctx, func(bw *bufio.Writer) {
 		defer release()
 		defer st.Close()
 		w := &sseWriter{w: bw}

@@ -1,60 +1,177 @@
 package httpapi
 
 import (
-	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/valyala/fasthttp"
 )
 
+// The Prometheus text exposition, with vLLM's names for what routers read
+// (the llm-d router and the Gateway API inference extension scrape every
+// 50 ms per replica; vLLM production-stack and KEDA read the same names):
+//
+//	vllm:num_requests_running, vllm:num_requests_waiting  queue depth
+//	vllm:kv_cache_usage_perc, vllm:gpu_cache_usage_perc   state memory held by running sequences, 0 to 1
+//	vllm:cache_config_info{block_size,num_gpu_blocks}      the prefix-cache block and the budget in blocks
+//
+// every series labelled model_name. The handler appends into a pooled
+// buffer: a scrape costs tens of microseconds (BenchmarkMetricsHandler).
+
+// metricsBufs holds the buffers scrapes are written into.
+var metricsBufs = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+// promWriter appends Prometheus text to a buffer.
+type promWriter struct {
+	b     []byte
+	label string // {model_name="..."}
+	model string // "..." quoted
+}
+
+func (w *promWriter) header(name, help, typ string) {
+	w.b = append(w.b, "# HELP "...)
+	w.b = append(w.b, name...)
+	w.b = append(w.b, ' ')
+	w.b = append(w.b, help...)
+	w.b = append(w.b, "\n# TYPE "...)
+	w.b = append(w.b, name...)
+	w.b = append(w.b, ' ')
+	w.b = append(w.b, typ...)
+	w.b = append(w.b, '\n')
+}
+
+// value appends a sample's value and ends its line.
+func (w *promWriter) value(v float64) {
+	w.b = append(w.b, ' ')
+	w.b = strconv.AppendFloat(w.b, v, 'g', -1, 64)
+	w.b = append(w.b, '\n')
+}
+
+func (w *promWriter) uint(v uint64) {
+	w.b = append(w.b, ' ')
+	w.b = strconv.AppendUint(w.b, v, 10)
+	w.b = append(w.b, '\n')
+}
+
+// labels opens a label set with model_name; the caller appends more
+// labels and the closing brace.
+func (w *promWriter) labels(name string) {
+	w.b = append(w.b, name...)
+	w.b = append(w.b, "{model_name="...)
+	w.b = append(w.b, w.model...)
+}
+
+func (w *promWriter) gauge(name, help string, v float64) {
+	w.header(name, help, "gauge")
+	w.b = append(w.b, name...)
+	w.b = append(w.b, w.label...)
+	w.value(v)
+}
+
+func (w *promWriter) counter(name, help string, v float64) {
+	w.header(name, help, "counter")
+	w.b = append(w.b, name...)
+	w.b = append(w.b, w.label...)
+	w.value(v)
+}
+
+func (w *promWriter) histogram(name, help string, h engine.HistogramSnapshot) {
+	w.header(name, help, "histogram")
+	bucket := name + "_bucket"
+	for i, ub := range h.Bounds {
+		w.labels(bucket)
+		w.b = append(w.b, `,le="`...)
+		w.b = strconv.AppendFloat(w.b, ub, 'g', -1, 64)
+		w.b = append(w.b, `"}`...)
+		w.uint(h.Cumulative[i])
+	}
+	w.labels(bucket)
+	w.b = append(w.b, `,le="+Inf"}`...)
+	w.uint(h.Count)
+	w.b = append(w.b, name...)
+	w.b = append(w.b, "_sum"...)
+	w.b = append(w.b, w.label...)
+	w.value(h.Sum)
+	w.b = append(w.b, name...)
+	w.b = append(w.b, "_count"...)
+	w.b = append(w.b, w.label...)
+	w.uint(h.Count)
+}
+
 // handleMetrics writes the Prometheus text exposition.
 func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
+	bp := metricsBufs.Get().(*[]byte)
+	quoted := strconv.Quote(s.name)
+	w := promWriter{b: (*bp)[:0], model: quoted, label: "{model_name=" + quoted + "}"}
+	s.writeMetrics(&w)
 	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	b := ctx.Response.BodyWriter()
-	label := "{model_name=" + strconv.Quote(s.name) + "}"
-	gauge := func(name, help string, v float64) {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n%s%s %v\n", name, help, name, name, label, v)
-	}
-	counter := func(name, help string, v float64) {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s counter\n%s%s %v\n", name, help, name, name, label, v)
-	}
+	ctx.SetBody(w.b)
+	*bp = w.b
+	metricsBufs.Put(bp)
+}
+
+func (s *Server) writeMetrics(w *promWriter) {
 	ready := 0.0
-	if s.loaded.Load() {
+	if s.loaded.Load() && !s.draining.Load() {
 		ready = 1
 	}
-	gauge("govinfer:ready", "1 once the model is loaded.", ready)
+	w.gauge("govinfer:ready", "1 once the model is loaded, 0 while loading or draining.", ready)
+	ev := s.events.Stats()
+	w.counter("govinfer:kv_events_batches_total", "KV-cache event batches published.", float64(ev.Batches))
+	w.counter("govinfer:kv_events_dropped_batches_total", "KV-cache event batches dropped because the socket could not keep up.", float64(ev.DroppedBatches))
 	eng := s.Engine()
 	if eng == nil {
 		return
 	}
 	st := eng.Stats()
-	gauge("vllm:num_requests_running", "Requests in the running batch.", float64(st.Running))
-	gauge("vllm:num_requests_waiting", "Requests waiting to start.", float64(st.Waiting))
-	gauge("govinfer:open_sequences", "Model sequences held by requests.", float64(st.OpenSequences))
-	gauge("govinfer:state_bytes", "Memory of the running sequences' KV caches and recurrent states.", float64(st.StateBytes))
-	counter("vllm:prompt_tokens_total", "Prompt tokens prefilled.", float64(st.PromptTokens))
-	counter("vllm:generation_tokens_total", "Tokens generated.", float64(st.GenerationTokens))
-	counter("govinfer:steps_total", "Model steps run.", float64(st.Steps))
-	counter("govinfer:step_seconds_total", "Time spent in model steps.", st.StepSeconds)
-	counter("govinfer:requests_rejected_total", "Requests refused because the queue was full.", float64(st.Rejected))
-	fmt.Fprintf(b, "# HELP vllm:request_success_total Finished requests by reason.\n# TYPE vllm:request_success_total counter\n")
+	w.gauge("vllm:num_requests_running", "Requests in the running batch.", float64(st.Running))
+	w.gauge("vllm:num_requests_waiting", "Requests waiting to start.", float64(st.Waiting))
+	if cu := s.cacheUsage(); cu != nil {
+		usage := cu.KVCacheUsage()
+		w.gauge("vllm:kv_cache_usage_perc", "Fraction of the state-memory budget held by running sequences (0 to 1).", usage)
+		w.gauge("vllm:gpu_cache_usage_perc", "Fraction of the state-memory budget held by running sequences (0 to 1; vLLM's older name).", usage)
+		bs, blocks := cu.CacheConfig()
+		w.header("vllm:cache_config_info", "Prefix-cache block size in tokens and the state-memory budget in blocks.", "gauge")
+		w.labels("vllm:cache_config_info")
+		w.b = append(w.b, `,block_size="`...)
+		w.b = strconv.AppendInt(w.b, int64(bs), 10)
+		w.b = append(w.b, `",num_gpu_blocks="`...)
+		w.b = strconv.AppendInt(w.b, int64(blocks), 10)
+		w.b = append(w.b, `"}`...)
+		w.value(1)
+	}
+	w.gauge("govinfer:open_sequences", "Model sequences held by requests.", float64(st.OpenSequences))
+	w.gauge("govinfer:state_bytes", "Memory of the running sequences' KV caches and recurrent states.", float64(st.StateBytes))
+	w.counter("vllm:prompt_tokens_total", "Prompt tokens prefilled.", float64(st.PromptTokens))
+	for _, prefix := range []string{"vllm:", "vllm:gpu_"} {
+		w.counter(prefix+"prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", float64(st.PrefixQueryTokens))
+		w.counter(prefix+"prefix_cache_hits_total", "Prompt tokens resumed from the prefix cache.", float64(st.PrefixHitTokens))
+	}
+	w.gauge("govinfer:prefix_cache_bytes", "Memory of the prefix cache's kept points and KV blocks.", float64(st.State.Cached))
+	w.gauge("govinfer:prefix_cache_points", "Kept points in the prefix cache.", float64(st.State.CachedPoints))
+	w.gauge("govinfer:state_memory_budget_bytes", "The state memory budget (--state-memory).", float64(st.State.Budget))
+	w.gauge("govinfer:state_memory_running_bytes", "State memory reserved by running requests.", float64(st.State.Running))
+	w.counter("vllm:generation_tokens_total", "Tokens generated.", float64(st.GenerationTokens))
+	w.counter("govinfer:steps_total", "Model steps run.", float64(st.Steps))
+	w.counter("govinfer:step_seconds_total", "Time spent in model steps.", st.StepSeconds)
+	w.counter("govinfer:requests_rejected_total", "Requests refused because the queue was full.", float64(st.Rejected))
+	w.header("vllm:request_success_total", "Finished requests by reason.", "counter")
 	for _, f := range []engine.FinishReason{engine.FinishStop, engine.FinishLength, engine.FinishCancelled, engine.FinishError} {
-		fmt.Fprintf(b, "vllm:request_success_total{model_name=%s,finished_reason=%q} %d\n", strconv.Quote(s.name), f.String(), st.Finished[f])
+		w.labels("vllm:request_success_total")
+		w.b = append(w.b, `,finished_reason="`...)
+		w.b = append(w.b, f.String()...)
+		w.b = append(w.b, `"}`...)
+		w.uint(st.Finished[f])
 	}
-	histogram := func(name, help string, h engine.HistogramSnapshot) {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-		for i, ub := range h.Bounds {
-			fmt.Fprintf(b, "%s_bucket{model_name=%s,le=\"%v\"} %d\n", name, strconv.Quote(s.name), ub, h.Cumulative[i])
-		}
-		fmt.Fprintf(b, "%s_bucket{model_name=%s,le=\"+Inf\"} %d\n", name, strconv.Quote(s.name), h.Count)
-		fmt.Fprintf(b, "%s_sum%s %v\n%s_count%s %d\n", name, label, h.Sum, name, label, h.Count)
-	}
-	histogram("vllm:time_to_first_token_seconds", "Time to first token.", st.TimeToFirstToken)
-	histogram("vllm:inter_token_latency_seconds", "Time between consecutive tokens of a request.", st.InterToken)
-	fmt.Fprintf(b, "# HELP govinfer:http_responses_total HTTP responses by status.\n# TYPE govinfer:http_responses_total counter\n")
+	w.histogram("vllm:time_to_first_token_seconds", "Time to first token.", st.TimeToFirstToken)
+	w.histogram("vllm:inter_token_latency_seconds", "Time between consecutive tokens of a request.", st.InterToken)
+	w.header("govinfer:http_responses_total", "HTTP responses by status.", "counter")
 	s.httpCount.Range(func(k, v any) bool {
-		fmt.Fprintf(b, "govinfer:http_responses_total{code=\"%d\"} %d\n", k, v.(interface{ Load() uint64 }).Load())
+		w.b = append(w.b, `govinfer:http_responses_total{code="`...)
+		w.b = strconv.AppendInt(w.b, int64(k.(int)), 10)
+		w.b = append(w.b, `"}`...)
+		w.uint(v.(interface{ Load() uint64 }).Load())
 		return true
 	})
 }

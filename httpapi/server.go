@@ -1,6 +1,9 @@
 // Package httpapi serves a model over vLLM's OpenAI-compatible HTTP API on
 // fasthttp: chat and text completions (streamed as server-sent events or
-// not), model listing, health, Prometheus metrics and tokenization.
+// not), model listing, health, Prometheus metrics, tokenization and the
+// render endpoints a router tokenizes with. It drains before it stops (see
+// Drain) and can publish KV-cache events for prefix-aware routers
+// (Config.KVEvents, package kvevents).
 //
 // The server only maps the wire format: requests become llm.ChatRequest and
 // llm.CompletionRequest, run on an llm.Model (so concurrent requests share
@@ -35,7 +38,9 @@ import (
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/kvevents"
 	"github.com/govinfer/govinfer/llm"
+	"github.com/govinfer/govinfer/model"
 	"github.com/valyala/fasthttp"
 )
 
@@ -98,6 +103,21 @@ type Config struct {
 	// ReadTimeout bounds reading a request, headers and body, so slow
 	// clients cannot hold connections. Zero means the defaults.
 	IdleTimeout, ReadTimeout time.Duration
+	// NoPrefixCache, StateMemory, StateMemoryFraction and KVCacheType:
+	// see llm.Options.
+	NoPrefixCache       bool
+	StateMemory         int64
+	StateMemoryFraction float64
+	KVCacheType         string
+	// KVEvents, when set, is the ZeroMQ endpoint the server publishes
+	// its KV-cache events on (package kvevents), such as "tcp://*:5557".
+	KVEvents string
+	// KVEventsTopic is the events' topic; empty means
+	// kvevents.Topic(PodID, the served model name).
+	KVEventsTopic string
+	// PodID names this replica in the default topic; empty means the
+	// host name.
+	PodID string
 }
 
 // Server is a running API server.
@@ -113,6 +133,13 @@ type Server struct {
 	ready   chan struct{} // closed once the model is loaded (or failed)
 	loadErr error
 	loaded  atomic.Bool
+
+	draining atomic.Bool  // Drain was called
+	active   atomic.Int64 // admitted API requests not answered in full
+	events   *kvevents.Publisher
+	// loadingMaxLen is max_model_len as /v1/models shows it before the
+	// model is loaded (0 when unknown).
+	loadingMaxLen int
 
 	// Set before ready is closed, read-only afterwards.
 	lm          *llm.Model
@@ -154,8 +181,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if name == "" {
 		name = filepath.Base(filepath.Clean(cfg.ModelDir))
 	}
+	events, err := startEvents(cfg, name)
+	if err != nil {
+		return nil, err
+	}
 	tcp, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
+		events.Close()
 		return nil, fmt.Errorf("httpapi: listening on %s: %w", cfg.Addr, err)
 	}
 	ln := &patientListener{Listener: tcp, log: cfg.Log}
@@ -163,7 +195,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, name: name, ln: ln, ctx: sctx, cancel: cancel,
 		served: make(chan error, 1), ready: make(chan struct{}),
-		created: time.Now().Unix(),
+		created: time.Now().Unix(), events: events, loadingMaxLen: cfg.MaxModelLen,
+	}
+	if s.loadingMaxLen == 0 {
+		if c, err := model.LoadConfig(cfg.ModelDir); err == nil {
+			s.loadingMaxLen = min(c.MaxContext(), DefaultMaxModelLen)
+		}
 	}
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
@@ -195,6 +232,8 @@ func (s *Server) load() {
 		Backend: s.cfg.Backend, MaxModelLen: s.cfg.MaxModelLen,
 		MaxNumSeqs: s.cfg.MaxNumSeqs, MaxQueue: s.cfg.MaxQueue, Progress: s.cfg.Progress,
 		Quantize: s.cfg.Quantize, DefaultTemplateArgs: s.cfg.DefaultTemplateArgs,
+		NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
+		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
@@ -206,6 +245,7 @@ func (s *Server) load() {
 	}
 	s.lm, s.maxModelLen = lm, lm.MaxModelLen()
 	s.loaded.Store(true)
+	s.events.AllCleared() // the prefix cache starts empty
 }
 
 // WaitReady waits until the model is loaded and returns the loading error,
@@ -230,6 +270,15 @@ func (s *Server) Engine() *engine.Engine {
 	return s.lm.Engine()
 }
 
+// StateMemory returns the model's state memory budget (ok false before
+// the model is loaded).
+func (s *Server) StateMemory() (sm llm.StateMemory, ok bool) {
+	if !s.loaded.Load() {
+		return sm, false
+	}
+	return s.lm.StateMemory(), true
+}
+
 // Close stops accepting connections, cancels the requests in flight, waits
 // for their handlers and frees the model.
 func (s *Server) Close() error {
@@ -244,6 +293,7 @@ func (s *Server) Close() error {
 		if s.lm != nil {
 			err = errors.Join(err, s.lm.Close())
 		}
+		err = errors.Join(err, s.events.Close())
 	})
 	return err
 }
@@ -311,6 +361,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		"/tokenize":            {fasthttp.MethodPost, true, s.handleTokenize},
 		"/detokenize":          {fasthttp.MethodPost, true, s.handleDetokenize},
 	}
+	routes["/v1/chat/completions/render"] = route{fasthttp.MethodPost, true, s.handleChatRender}
+	routes["/v1/completions/render"] = route{fasthttp.MethodPost, true, s.handleCompletionsRender}
 	r, ok := routes[path]
 	if !ok {
 		writeError(ctx, fasthttp.StatusNotFound, fmt.Sprintf("no endpoint %s", path), "")
@@ -325,9 +377,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fasthttp.StatusUnauthorized, "missing or invalid API key (send Authorization: Bearer KEY)", "")
 		return
 	}
-	if path != "/health" && path != "/metrics" && !s.loaded.Load() {
-		s.writeNotReady(ctx)
-		return
+	if path != "/health" && path != "/metrics" {
+		if !s.admit(ctx, path) {
+			return
+		}
+		defer s.release(ctx)
 	}
 	r.h(ctx)
 }
@@ -339,26 +393,6 @@ func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
 		return false
 	}
 	return subtle.ConstantTimeCompare(h[len(prefix):], []byte(s.cfg.APIKey)) == 1
-}
-
-func (s *Server) writeNotReady(ctx *fasthttp.RequestCtx) {
-	select {
-	case <-s.ready:
-		if s.loadErr != nil {
-			writeError(ctx, fasthttp.StatusServiceUnavailable, "model failed to load: "+s.loadErr.Error(), "")
-			return
-		}
-	default:
-	}
-	writeError(ctx, fasthttp.StatusServiceUnavailable, "the model is still loading", "")
-}
-
-func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
-	if !s.loaded.Load() {
-		s.writeNotReady(ctx)
-		return
-	}
-	ctx.SetStatusCode(fasthttp.StatusOK)
 }
 
 // marshal encodes v as JSON without HTML escaping (as Python's json does).
@@ -393,7 +427,11 @@ type modelCard struct {
 }
 
 func (s *Server) card() modelCard {
-	return modelCard{s.name, "model", s.created, "govinfer", s.maxModelLen}
+	maxLen := s.loadingMaxLen // /v1/models answers while the model loads
+	if s.loaded.Load() {
+		maxLen = s.maxModelLen
+	}
+	return modelCard{s.name, "model", s.created, "govinfer", maxLen}
 }
 
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {

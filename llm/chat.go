@@ -119,6 +119,7 @@ func Bool(v bool) *bool { return &v }
 type chatPrompt struct {
 	text     string
 	ids      []int
+	hints    []int // turn positions in ids (outparse.TurnPositions)
 	thinking bool
 	tools    map[string]outparse.ToolSchema
 	noTools  bool             // tool_choice none: calls stay text
@@ -523,6 +524,7 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 		}
 	}
 	r.ids = lm.tok.Encode(prompt)
+	r.hints = outparse.TurnPositions(lm.tok, r.ids)
 	return r, nil
 }
 

@@ -16,7 +16,7 @@ func (lm *Model) Chat(ctx context.Context, req ChatRequest) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := lm.submit(ctx, [][]int{r.ids}, r.params, r.grammar)
+	s, err := lm.submit(ctx, [][]int{r.ids}, [][]int{r.hints}, r.params, r.grammar)
 	if err != nil {
 		return nil, err
 	}
@@ -31,6 +31,15 @@ func (lm *Model) Chat(ctx context.Context, req ChatRequest) (*Stream, error) {
 type Prompt struct {
 	Text string
 	IDs  []int
+}
+
+// PromptIDs returns the token ids a text completion prefills for p: its
+// IDs when set, else its text encoded.
+func (lm *Model) PromptIDs(p Prompt) []int {
+	if p.IDs != nil {
+		return p.IDs
+	}
+	return lm.tok.Encode(p.Text)
 }
 
 // CompletionRequest is a text completion of one or more prompts; choice
@@ -61,17 +70,16 @@ func (lm *Model) Complete(ctx context.Context, req CompletionRequest) (*Stream, 
 		return nil, paramErr("prompt", "the prompts are %d bytes in all; at most %d are allowed", total, limit)
 	}
 	for i, p := range req.Prompts {
+		prompts[i], texts[i] = lm.PromptIDs(p), p.Text
 		if p.IDs != nil {
-			prompts[i], texts[i] = p.IDs, lm.tok.Decode(p.IDs, false)
-		} else {
-			prompts[i], texts[i] = lm.tok.Encode(p.Text), p.Text
+			texts[i] = lm.tok.Decode(p.IDs, false)
 		}
 	}
 	var proc processorFactory
 	if r.grammar != nil {
 		proc = lm.processorFor(r.grammar)
 	}
-	s, err := lm.submit(ctx, prompts, r, proc)
+	s, err := lm.submit(ctx, prompts, nil, r, proc)
 	if err != nil {
 		return nil, err
 	}

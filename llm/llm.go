@@ -13,6 +13,11 @@
 //		fmt.Print(ev.Text)
 //	}
 //
+// Each request resumes from the longest prefix of its prompt whose state
+// the engine's prefix cache holds (exactly: bit for bit the results of a
+// cold run), and all sequence state stays within one memory budget; see
+// Options.NoPrefixCache and Options.StateMemory.
+//
 // Requests fail before they start with a *ParamError (a request field out of
 // range, naming it as the OpenAI API does), a *ContextLengthError,
 // ErrQueueFull or ErrClosed; a generation that fails later ends its choice
@@ -20,6 +25,7 @@
 package llm
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,12 +57,30 @@ type Options struct {
 	// Progress, when set, is called as weights load.
 	Progress func(Progress)
 	// Quantize, when not empty, quantizes a BF16/F16/F32 checkpoint while
-	// it loads: "q8_0" or "q4_k_m" (see model.Options.Quantize).
+	// it loads: "q8_0", "q4_k_m" or "q5_k_m" (see model.Options.Quantize).
 	Quantize string
 	// DefaultTemplateArgs are chat template variables every chat gets
 	// unless it sets them (vLLM's --default-chat-template-kwargs), e.g.
 	// {"enable_thinking": false}.
 	DefaultTemplateArgs map[string]any
+	// NoPrefixCache turns off prefix reuse: by default a request resumes
+	// from the longest cached prefix of its prompt (exactly: the results
+	// are bit for bit those of a cold run) and prefills only the rest.
+	NoPrefixCache bool
+	// StateMemory bounds, in bytes, all sequence state: KV caches,
+	// recurrent states and cached prefixes (engine.Config.StateMemory).
+	// Zero means StateMemoryFraction of the memory free once the weights
+	// are loaded (ParseStateMemory reads either form).
+	StateMemory int64
+	// StateMemoryFraction is the share, in (0, 1], of the memory free
+	// after loading that StateMemory takes when zero; zero means
+	// DefaultStateMemoryFractionDevice on a backend with its own memory
+	// (compute.MemoryReporter), DefaultStateMemoryFractionHost otherwise
+	// (DefaultStateMemoryBytes where the host's memory cannot be read).
+	StateMemoryFraction float64
+	// KVCacheType is the KV cache's element type: "f32" (the default,
+	// exact), "bf16" or "f16" (half the memory per token).
+	KVCacheType string
 }
 
 // Progress reports weight loading (model.Progress).
@@ -84,6 +108,8 @@ type Model struct {
 	maxModelLen int
 	constraints *constraintVocab
 	defaultArgs map[string]any
+	stateMemory int64
+	prefixCache bool
 }
 
 // Defaults are the sampling defaults of generation_config.json; nil fields
@@ -99,7 +125,9 @@ type Defaults struct {
 // Open loads a checkpoint directory (config.json, safetensors,
 // tokenizer.json, tokenizer_config.json, optionally generation_config.json
 // and a chat template) and starts its engine. A checkpoint without a chat
-// template serves text completions only.
+// template serves text completions only. dir may also be a qwen35 GGUF
+// file, or a directory holding one: weights, tokenizer, chat template and
+// sampling defaults (general.sampling.*) then all come from the file.
 func Open(dir string, o Options) (*Model, error) {
 	if o.MaxModelLen < 0 {
 		return nil, fmt.Errorf("llm: max model length must not be negative, got %d", o.MaxModelLen)
@@ -113,9 +141,20 @@ func Open(dir string, o Options) (*Model, error) {
 	if lm.special, err = chattemplate.LoadSpecialTokens(dir); err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "generation_config.json")); err == nil {
+	if d, ok, err := ggufDefaults(dir); err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	} else if ok {
+		lm.defaults = d
+	} else if data, err := os.ReadFile(filepath.Join(dir, "generation_config.json")); err == nil {
 		if err := json.Unmarshal(data, &lm.defaults); err != nil {
 			return nil, fmt.Errorf("llm: reading generation_config.json: %w", err)
+		}
+	}
+	kvType := compute.F32
+	if o.KVCacheType != "" {
+		var ok bool
+		if kvType, ok = KVCacheTypes[o.KVCacheType]; !ok {
+			return nil, fmt.Errorf("llm: KV cache type %q is not one of f32, bf16, f16", o.KVCacheType)
 		}
 	}
 	be := o.Backend
@@ -123,7 +162,10 @@ func Open(dir string, o Options) (*Model, error) {
 		be = cpu.New(cpu.Options{})
 		lm.be = be
 	}
-	m, err := model.Open(dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize})
+	// Every step is one pass over the weights (see engine.Config).
+	maxSeqs := cmp.Or(o.MaxNumSeqs, engine.DefaultMaxNumSeqs)
+	m, err := model.Open(dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize, KVCacheType: kvType,
+		MaxStepTokens: max(model.DefaultMaxStepTokens, maxSeqs+engine.DefaultChunkTokens)})
 	if err != nil {
 		lm.closeBackend()
 		return nil, fmt.Errorf("llm: %w", err)
@@ -148,7 +190,12 @@ func Open(dir string, o Options) (*Model, error) {
 	if len(lm.eos) == 0 {
 		lm.eos = m.Config().EOSTokenIDs
 	}
-	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos})
+	if lm.stateMemory, err = stateBudget(o, m, be); err != nil {
+		return fail(err)
+	}
+	lm.prefixCache = !o.NoPrefixCache
+	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos,
+		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache})
 	if err != nil {
 		return fail(fmt.Errorf("llm: %w", err))
 	}

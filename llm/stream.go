@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,6 +101,10 @@ type Usage struct {
 	// ReasoningTokens are the completion tokens generated while a chat
 	// choice was reasoning (before "</think>", the tag included).
 	ReasoningTokens int
+	// CachedTokens counts the prompt tokens resumed from the prefix cache
+	// rather than computed: for each prompt, the fewest any of its choices
+	// resumed (so at most PromptTokens).
+	CachedTokens int
 }
 
 // choice is one of a request's generations in flight.
@@ -139,6 +144,7 @@ type Stream struct {
 	noTools   bool
 	logprobs  bool
 	choices   []*choice
+	perPrompt int // choices per prompt
 	start     time.Time
 
 	runOnce   sync.Once
@@ -154,8 +160,9 @@ type Stream struct {
 }
 
 // submit validates the context budget and queues n generations of each
-// prompt. Choice p*n+i is the i-th generation of prompt p.
-func (lm *Model) submit(ctx context.Context, prompts [][]int, r resolved, proc processorFactory) (*Stream, error) {
+// prompt. Choice p*n+i is the i-th generation of prompt p. hints, when
+// set, holds each prompt's turn positions (engine.Request.CacheHints).
+func (lm *Model) submit(ctx context.Context, prompts [][]int, hints [][]int, r resolved, proc processorFactory) (*Stream, error) {
 	if len(prompts) == 0 {
 		return nil, paramErr("prompt", "the prompt is empty")
 	}
@@ -185,7 +192,7 @@ func (lm *Model) submit(ctx context.Context, prompts [][]int, r resolved, proc p
 			return nil, paramErr("stop_token_ids", "stop_token_ids[%d] = %d is outside the vocabulary [0, %d)", i, t, vocab)
 		}
 	}
-	s := &Stream{lm: lm, start: time.Now(), ctx: ctx, logprobs: r.logprobs, outs: make(chan piece), stop: make(chan struct{})}
+	s := &Stream{lm: lm, start: time.Now(), ctx: ctx, logprobs: r.logprobs, perPrompt: r.n, outs: make(chan piece), stop: make(chan struct{})}
 	for p, prompt := range prompts {
 		s.promptLen += len(prompt)
 		for i := range r.n {
@@ -193,6 +200,9 @@ func (lm *Model) submit(ctx context.Context, prompts [][]int, r resolved, proc p
 				Prompt: prompt, Params: r.sampling, MaxTokens: maxTokens[p], MinTokens: r.minTokens,
 				StopTokens: r.stopIDs, IgnoreEOS: r.ignoreEOS,
 				Logprobs: r.logprobs, TopLogprobs: r.topLogprobs, LogitBias: r.logitBias,
+			}
+			if hints != nil {
+				req.CacheHints = hints[p]
 			}
 			req.Params.Seed += uint64(i)
 			if proc != nil {
@@ -210,6 +220,9 @@ func (lm *Model) submit(ctx context.Context, prompts [][]int, r resolved, proc p
 				s.Close()
 				if errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrClosed) {
 					return nil, err
+				}
+				if be := (*engine.StateBudgetError)(nil); errors.As(err, &be) {
+					return nil, &ParamError{Param: "max_tokens", Message: strings.TrimPrefix(err.Error(), "engine: ")}
 				}
 				return nil, &ParamError{Message: err.Error()}
 			}
@@ -242,12 +255,20 @@ func (s *Stream) Prompt() string { return s.prompt }
 func (s *Stream) Usage() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, reasoning := 0, 0
-	for _, ch := range s.choices {
+	c, reasoning, cached := 0, 0, 0
+	for i, ch := range s.choices {
 		c += ch.tokens
 		reasoning += ch.reasoning
+		if i%s.perPrompt == 0 {
+			low := ch.st.CachedTokens()
+			for _, sib := range s.choices[i : i+s.perPrompt] {
+				low = min(low, sib.st.CachedTokens())
+			}
+			cached += low
+		}
 	}
-	return Usage{PromptTokens: s.promptLen, CompletionTokens: c, TotalTokens: s.promptLen + c, ReasoningTokens: reasoning}
+	return Usage{PromptTokens: s.promptLen, CompletionTokens: c, TotalTokens: s.promptLen + c,
+		ReasoningTokens: reasoning, CachedTokens: cached}
 }
 
 // TimeToFirstToken returns the time from the request to its first token,

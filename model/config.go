@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/govinfer/govinfer/gguf"
 )
 
 // Layer kinds of the Qwen3.5 schedule, as written in config.json's layer_types.
@@ -44,6 +46,11 @@ type Config struct {
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
 	// EOSTokenIDs are the end-of-sequence ids of the config (may be empty).
 	EOSTokenIDs []int `json:"-"`
+	// MRopeSection is rope_parameters.mrope_section: how the rotary pairs
+	// split between the temporal, height and width positions of
+	// multimodal inputs (text positions are the same in all three, so the
+	// text model does not need it; GGUF files record it).
+	MRopeSection []int `json:"-"`
 }
 
 // rawConfig mirrors the parts of config.json that need custom decoding.
@@ -52,6 +59,7 @@ type rawConfig struct {
 	RopeParameters *struct {
 		RopeTheta           *float64 `json:"rope_theta"`
 		PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
+		MRopeSection        []int    `json:"mrope_section"`
 	} `json:"rope_parameters"`
 	RopeTheta           *float64        `json:"rope_theta"`
 	PartialRotaryFactor *float64        `json:"partial_rotary_factor"`
@@ -59,9 +67,22 @@ type rawConfig struct {
 	TieWordEmbeddings   *bool           `json:"tie_word_embeddings"`
 }
 
-// LoadConfig reads dir/config.json.
-func LoadConfig(dir string) (*Config, error) {
-	path := filepath.Join(dir, "config.json")
+// LoadConfig reads the configuration of the checkpoint at path: its
+// config.json, or the metadata of a GGUF file (path a .gguf file or a
+// directory holding one; see ConfigFromGGUF).
+func LoadConfig(path string) (*Config, error) {
+	if file, ok, err := locateGGUF(path); err != nil {
+		return nil, err
+	} else if ok {
+		f, err := gguf.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		defer f.Close()
+		return ConfigFromGGUF(f)
+	}
+	dir := path
+	path = filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("model: reading config: %w", err)
@@ -115,6 +136,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if rp.PartialRotaryFactor != nil {
 			c.PartialRotaryFactor = *rp.PartialRotaryFactor
 		}
+		c.MRopeSection = rp.MRopeSection
 	}
 	if len(r.EOSTokenID) > 0 {
 		ids, err := parseIDs(r.EOSTokenID)
@@ -140,18 +162,25 @@ func ParseConfig(data []byte) (*Config, error) {
 		if interval == 0 {
 			interval = 4
 		}
-		c.LayerTypes = make([]string, c.NumLayers)
-		for i := range c.LayerTypes {
-			c.LayerTypes[i] = LinearAttention
-			if (i+1)%interval == 0 {
-				c.LayerTypes[i] = FullAttention
-			}
-		}
+		c.LayerTypes = defaultLayerTypes(c.NumLayers, interval)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// defaultLayerTypes is the schedule of n layers where every interval-th
+// layer is full attention and the others linear attention.
+func defaultLayerTypes(n, interval int) []string {
+	types := make([]string, max(n, 0))
+	for i := range types {
+		types[i] = LinearAttention
+		if (i+1)%interval == 0 {
+			types[i] = FullAttention
+		}
+	}
+	return types
 }
 
 // parseIDs decodes a token id given as a number, a list of numbers or null.

@@ -60,7 +60,8 @@ func (a *gatedAttention) forward(m *Model, l int, pass []piece, rows int, rope [
 			V: kvh.Rows(p.row), VBuf: sc.v,
 			KCache: p.seq.kc[l], VCache: p.seq.vc[l],
 			Out: sc.core, OutRow: p.row,
-			Pos: p.pos, N: len(p.tokens),
+			CacheType: m.kvType(),
+			Pos:       p.pos, N: len(p.tokens),
 			Scale: float32(1 / math.Sqrt(float64(hd))),
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/gguf/qwen35"
 )
 
 // l2NormEps is the epsilon of the Gated DeltaNet q/k L2 normalisation, fixed
@@ -17,6 +18,12 @@ type gatedDeltaNet struct {
 	inProjQKV, inProjZ, inProjB, inProjA compute.Weight
 	conv1d, aLog, dtBias, norm           compute.Weight
 	outProj                              compute.Weight
+	// tiled, when set, says that in_proj_z's rows and out_proj's columns
+	// hold the value heads in a GGUF file's tiled order (qwen35.Heads)
+	// while the other tensors were moved to the grouped order the delta
+	// rule reads: the core output moves to the tiled order before the
+	// gated norm.
+	tiled *qwen35.Heads
 }
 
 func (g *gatedDeltaNet) bindings(c *Config, p string) []binding {
@@ -79,7 +86,24 @@ func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []flo
 		})
 	}
 	be.GatedDeltaRule(sc.deltas)
+	core := sc.core
+	if g.tiled != nil {
+		// qkv is free now and has room for the rows.
+		tileHeads(be, sc.qkv, sc.core, rows, *g.tiled)
+		core = sc.qkv
+	}
 	oh := compute.DenseHeads(nv, dv)
-	be.GatedRMSNorm(sc.core, oh, sc.z, oh, rows, g.norm, float32(c.RMSNormEps))
-	be.MatMul(sc.tmp, sc.core, g.outProj, rows)
+	be.GatedRMSNorm(core, oh, sc.z, oh, rows, g.norm, float32(c.RMSNormEps))
+	be.MatMul(sc.tmp, core, g.outProj, rows)
+}
+
+// tileHeads copies rows of value heads from the grouped order of src to the
+// tiled order of dst: head g of each row goes to position h.Tiled(g).
+func tileHeads(be compute.Backend, dst, src compute.Buffer, rows int, h qwen35.Heads) {
+	width := h.Nv * h.Dv
+	for r := range rows {
+		for g := range h.Nv {
+			be.Copy(dst, r*width+h.Tiled(g)*h.Dv, src, r*width+g*h.Dv, h.Dv)
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sync"
 
@@ -39,10 +40,15 @@ type Options struct {
 	// memory grows with it). Zero means DefaultMaxStepTokens.
 	MaxStepTokens int
 	// Quantize, when not empty, names a quantization mix (quant.Mixes:
-	// "q8_0" or "q4_k_m") applied to a BF16/F16/F32 checkpoint while it
+	// "q8_0", "q4_k_m" or "q5_k_m") applied to a BF16/F16/F32 checkpoint while it
 	// loads, tensor by tensor (see quant.Plan for which tensors get which
 	// format); the original pages are released as each tensor is done.
 	Quantize string
+	// KVCacheType is the element type of the attention layers' KV caches:
+	// compute.F32 (zero means F32, exact against the goldens),
+	// compute.BF16 or compute.F16 (half the memory; keys and values are
+	// rounded when stored). The Gated DeltaNet state stays float32.
+	KVCacheType compute.DType
 }
 
 // Model is a loaded Qwen3.5 text model. Its methods are safe for concurrent
@@ -50,17 +56,26 @@ type Options struct {
 type Model struct {
 	cfg       *Config
 	be        compute.Backend
-	ck        *safetensors.Checkpoint
+	file      io.Closer // the checkpoint or GGUF file Open opened, or nil
 	w         *weights
 	maxTokens int
-	invFreq   []float64 // rope inverse frequencies, rotaryDim/2 of them
+	kvDType   compute.DType // KV cache element type; 0 means F32
+	invFreq   []float64     // rope inverse frequencies, rotaryDim/2 of them
 
 	mu sync.Mutex // guards everything below and serialises steps
 	sc *scratch
 }
 
-// Open loads the checkpoint in dir (config.json and safetensors weights).
-func Open(dir string, o Options) (*Model, error) {
+// Open loads the checkpoint at path: a directory of config.json and
+// safetensors weights, or a qwen35 GGUF file (a .gguf file, any part of a
+// split one, or a directory holding one and no config.json).
+func Open(path string, o Options) (*Model, error) {
+	if file, ok, err := locateGGUF(path); err != nil {
+		return nil, err
+	} else if ok {
+		return openGGUF(file, o)
+	}
+	dir := path
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -74,7 +89,7 @@ func Open(dir string, o Options) (*Model, error) {
 		ck.Close()
 		return nil, err
 	}
-	m.ck = ck
+	m.file = ck
 	return m, nil
 }
 
@@ -82,14 +97,27 @@ func Open(dir string, o Options) (*Model, error) {
 // must stay open until the model is closed (the CPU backend reads weights
 // from its memory map); Close does not close it.
 func New(cfg *Config, ck *safetensors.Checkpoint, o Options) (*Model, error) {
+	return newModel(cfg, ckSource{ck}, o)
+}
+
+// newModel builds a model from a config and the source of its weights.
+func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if o.Backend == nil {
 		return nil, errors.New("model: no backend (Options.Backend)")
 	}
-	m := &Model{cfg: cfg, be: o.Backend, maxTokens: o.MaxStepTokens}
+	switch o.KVCacheType {
+	case 0, compute.F32, compute.BF16, compute.F16:
+	default:
+		return nil, fmt.Errorf("model: KV cache type %v is not one of F32, BF16, F16", o.KVCacheType)
+	}
+	if o.KVCacheType.Size() == 2 && (cfg.NumKVHeads*cfg.HeadDim)%2 != 0 {
+		return nil, fmt.Errorf("model: a 16-bit KV cache needs an even KV width, got %d", cfg.NumKVHeads*cfg.HeadDim)
+	}
+	m := &Model{cfg: cfg, be: o.Backend, maxTokens: o.MaxStepTokens, kvDType: o.KVCacheType}
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxStepTokens
 	}
-	w, err := loadWeights(ck, cfg, m.be, o.Quantize, o.Progress)
+	w, err := loadWeights(src, cfg, m.be, o.Quantize, o.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
@@ -105,6 +133,11 @@ func New(cfg *Config, ck *safetensors.Checkpoint, o Options) (*Model, error) {
 // Config returns the model's hyperparameters.
 func (m *Model) Config() *Config { return m.cfg }
 
+// MaxStepTokens returns the most tokens computed in one pass over the
+// weights (Options.MaxStepTokens): a step with more runs in several passes,
+// which cut the inputs wherever a pass fills up.
+func (m *Model) MaxStepTokens() int { return m.maxTokens }
+
 // Backend returns the backend the model runs on.
 func (m *Model) Backend() compute.Backend { return m.be }
 
@@ -118,8 +151,8 @@ func (m *Model) Close() error {
 		m.sc.free(m.be)
 		m.sc = nil
 	}
-	if m.ck != nil {
-		errs = append(errs, m.ck.Close())
+	if m.file != nil {
+		errs = append(errs, m.file.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -21,9 +21,10 @@ import (
 // tokens' delta rule, which the gated norm then blows up, so errors are far
 // above a trained model's (llama.cpp's own Q8_0 and Q4_K_M files measure
 // 0.040 and 0.28 against its BF16 file on testdata/gguf's checkpoint; see
-// TestQuantizedCloserThanLlamaCpp). Measured here: q8_0 0.090, q4_k_m 0.32
-// over the 130-token case, top-1 agreement with BF16 logged.
-var quantGuard = map[string]float64{"q8_0": 0.15, "q4_k_m": 0.5}
+// TestQuantizedCloserThanLlamaCpp). Measured here: q8_0 0.090, q4_k_m 0.32,
+// q5_k_m 0.27 over the 130-token case, top-1 agreement with BF16 logged
+// (119, 86 and 96 of 130).
+var quantGuard = map[string]float64{"q8_0": 0.15, "q4_k_m": 0.5, "q5_k_m": 0.4}
 
 // TestQuantizedSmall checks each quantization mix against the BF16 weights
 // of the small checkpoint: every position's logits within quantGuard, and

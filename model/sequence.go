@@ -19,7 +19,7 @@ type Sequence struct {
 	n        int              // tokens consumed so far
 	conv     []compute.Buffer // per layer: [kernel-1, conv_dim] raw inputs (linear layers)
 	rec      []compute.Buffer // per layer: [value heads, dk, dv] (linear layers)
-	kc, vc   []compute.Buffer // per layer: [capacity, kv_heads*head_dim] (attention layers)
+	kc, vc   []compute.Buffer // per layer: [capacity, kv_heads*head_dim] in the KV cache type (attention layers)
 	capacity int              // KV-cache capacity in tokens
 	closed   bool
 	broken   error // set when a step failed midway
@@ -88,31 +88,38 @@ func (s *Sequence) StateBytes() int64 {
 	return n
 }
 
-// reserve grows the KV caches to hold at least n tokens. The caller holds
-// the model lock.
+// reserve grows the KV caches to hold at least n tokens, doubling their
+// capacity. The caller holds the model lock.
 func (s *Sequence) reserve(n int) error {
 	if n <= s.capacity {
 		return nil
 	}
-	c := s.m.cfg
 	capacity := max(s.capacity, minKVCapacity)
 	for capacity < n {
 		capacity *= 2
 	}
-	capacity = min(capacity, max(c.MaxContext(), n))
-	width := c.NumKVHeads * c.HeadDim
-	be := s.m.be
-	for l, t := range c.LayerTypes {
+	return s.grow(min(capacity, max(s.m.cfg.MaxContext(), n)))
+}
+
+// grow makes the KV caches hold exactly capacity tokens when they hold
+// fewer, keeping their contents. The caller holds the model lock.
+func (s *Sequence) grow(capacity int) error {
+	if capacity <= s.capacity {
+		return nil
+	}
+	m := s.m
+	be := m.be
+	for l, t := range m.cfg.LayerTypes {
 		if t != FullAttention {
 			continue
 		}
 		for _, cache := range []*compute.Buffer{&s.kc[l], &s.vc[l]} {
-			nb, err := be.NewBuffer(capacity * width)
+			nb, err := be.NewBuffer(m.kvSlots(capacity))
 			if err != nil {
 				return fmt.Errorf("model: growing KV cache to %d tokens: %w", capacity, err)
 			}
 			if *cache != nil {
-				be.Copy(nb, 0, *cache, 0, s.n*width)
+				be.Copy(nb, 0, *cache, 0, m.kvSlots(s.n))
 				be.Free(*cache)
 			}
 			*cache = nb

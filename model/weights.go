@@ -41,10 +41,6 @@ type binding struct {
 	dst   *compute.Weight
 }
 
-// textPrefixes are the tensor-name prefixes of the text model, in the order
-// they are tried: the multimodal checkpoint's, then a text-only export's.
-var textPrefixes = [...]string{"model.language_model.", "model."}
-
 // bindings lists every tensor of the text model for config c.
 func bindings(c *Config, prefix string, w *weights) []binding {
 	h := c.HiddenSize
@@ -102,65 +98,36 @@ func checkAgainstWeights(ck *safetensors.Checkpoint, c *Config, prefix string) e
 	return nil
 }
 
-// detectPrefix returns the text-model prefix used by the checkpoint.
-func detectPrefix(ck *safetensors.Checkpoint) (string, error) {
-	for _, p := range textPrefixes {
-		if ck.Has(p + "embed_tokens.weight") {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("no text model: neither %sembed_tokens.weight nor %sembed_tokens.weight is present",
-		textPrefixes[0], textPrefixes[1])
-}
-
-// computeDType maps a safetensors dtype to a weight dtype.
-func computeDType(d safetensors.DType) (compute.DType, bool) {
-	switch d {
-	case safetensors.F32:
-		return compute.F32, true
-	case safetensors.F16:
-		return compute.F16, true
-	case safetensors.BF16:
-		return compute.BF16, true
-	}
-	return 0, false
-}
-
 // loadWeights binds every tensor of the text model and hands it to the
 // backend, quantized to the mix named by mix (quant.Plan) unless mix is
-// empty. progress, when not nil, is called after each tensor.
-func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, mix string, progress func(Progress)) (*weights, error) {
+// empty or the tensor is stored quantized already. progress, when not nil,
+// is called after each tensor.
+func loadWeights(src source, c *Config, be compute.Backend, mix string, progress func(Progress)) (*weights, error) {
 	if mix != "" && !slices.Contains(quant.Mixes(), mix) {
 		return nil, fmt.Errorf("unknown quantization %q (want one of %v)", mix, quant.Mixes())
 	}
-	prefix, err := detectPrefix(ck)
+	prefix, err := src.prefix()
 	if err != nil {
 		return nil, err
 	}
-	if err := checkAgainstWeights(ck, c, prefix); err != nil {
-		return nil, err
+	if cs, ok := src.(ckSource); ok {
+		if err := checkAgainstWeights(cs.ck, c, prefix); err != nil {
+			return nil, err
+		}
 	}
 	w := &weights{}
 	bs := bindings(c, prefix, w)
 	var total int64
 	var errs []error
-	tensors := make([]safetensors.Tensor, len(bs))
+	sizes := make([]int64, len(bs))
 	for i, b := range bs {
-		t, err := ck.Tensor(b.name)
+		n, err := src.check(b)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !slices.Equal(t.Shape, b.shape) {
-			errs = append(errs, fmt.Errorf("tensor %s has shape %v, config.json implies %v", b.name, t.Shape, b.shape))
-			continue
-		}
-		if _, ok := computeDType(t.DType); !ok {
-			errs = append(errs, fmt.Errorf("tensor %s has dtype %s; want F32, F16 or BF16", b.name, t.DType))
-			continue
-		}
-		tensors[i] = t
-		total += int64(len(t.Data))
+		sizes[i] = n
+		total += n
 	}
 	if len(errs) > 0 {
 		if len(errs) > 8 {
@@ -171,24 +138,26 @@ func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, mix 
 	var done int64
 	notes := map[string]bool{}
 	for i, b := range bs {
-		t := tensors[i]
-		dt, _ := computeDType(t.DType)
-		rows, cols := 1, t.Shape[len(t.Shape)-1]
-		for _, d := range t.Shape[:len(t.Shape)-1] {
+		dt, data, inPlace, err := src.load(b)
+		if err != nil {
+			return nil, fmt.Errorf("loading %s: %w", b.name, err)
+		}
+		rows, cols := 1, b.shape[len(b.shape)-1]
+		for _, d := range b.shape[:len(b.shape)-1] {
 			rows *= d
 		}
-		data := t.Data
 		var note string
-		if mix != "" {
+		if mix != "" && dt.Quant() == quant.Keep {
 			qt, reason, err := quant.Plan(mix, b.name, rows, cols, c.NumLayers)
 			if err != nil {
 				return nil, fmt.Errorf("quantizing %s: %w", b.name, err)
 			}
 			if qt != quant.Keep {
-				if data, err = quantizeTensor(qt, t.DType, data, rows, cols); err != nil {
+				if data, err = quantizeTensor(qt, dt, data, rows, cols); err != nil {
 					return nil, fmt.Errorf("quantizing %s to %v: %w", b.name, qt, err)
 				}
 				dt, _ = compute.QuantDType(qt)
+				inPlace = false
 			}
 			// A fallback (a row length no block divides) is said once per
 			// kind of row.
@@ -201,12 +170,12 @@ func loadWeights(ck *safetensors.Checkpoint, c *Config, be compute.Backend, mix 
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}
-		if dt.Quant() != quant.Keep {
-			// Only the quantized copy stays resident.
-			ck.Evict(b.name)
+		if !inPlace {
+			// Only the converted copy stays resident.
+			src.evict(b)
 		}
 		*b.dst = wt
-		done += int64(len(t.Data))
+		done += sizes[i]
 		if progress != nil {
 			progress(Progress{Tensors: i + 1, TotalTensors: len(bs), Bytes: done, TotalBytes: total, Name: b.name,
 				DType: dt.String(), Note: note})
@@ -233,23 +202,10 @@ type Progress struct {
 // quantizeTensor quantizes rows rows of cols values of a BF16, F16 or F32
 // tensor to qt, rows split over the CPUs; each worker widens its rows into
 // one reused float32 row, so quantizing allocates only the result.
-func quantizeTensor(qt quant.Type, st safetensors.DType, data []byte, rows, cols int) ([]byte, error) {
-	var widen func(dst []float32, src []byte) error
-	size := 0
-	switch st {
-	case safetensors.BF16:
-		widen, size = half.DecodeBF16, 2
-	case safetensors.F16:
-		widen, size = half.DecodeF16, 2
-	case safetensors.F32:
-		widen, size = func(dst []float32, src []byte) error {
-			for i := range dst {
-				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
-			}
-			return nil
-		}, 4
-	default:
-		return nil, fmt.Errorf("cannot quantize %s values", st)
+func quantizeTensor(qt quant.Type, dt compute.DType, data []byte, rows, cols int) ([]byte, error) {
+	widen, size := widener(dt)
+	if widen == nil {
+		return nil, fmt.Errorf("cannot quantize %s values", dt)
 	}
 	rb := qt.RowBytes(cols)
 	out := make([]byte, rows*rb)
@@ -272,6 +228,52 @@ func quantizeTensor(qt quant.Type, st safetensors.DType, data []byte, rows, cols
 	wg.Wait()
 	return out, errors.Join(errs...)
 }
+
+// widener returns the decoder of a float dtype's values and their size,
+// nil for other dtypes.
+func widener(dt compute.DType) (func(dst []float32, src []byte) error, int) {
+	switch dt {
+	case compute.BF16:
+		return half.DecodeBF16, 2
+	case compute.F16:
+		return half.DecodeF16, 2
+	case compute.F32:
+		return func(dst []float32, src []byte) error {
+			if len(src) != 4*len(dst) {
+				return fmt.Errorf("%d bytes for %d float32 values", len(src), len(dst))
+			}
+			for i := range dst {
+				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+			}
+			return nil
+		}, 4
+	}
+	return nil, 0
+}
+
+// TensorSpec is one tensor of the text model: its Hugging Face name and
+// the shape the config implies for it.
+type TensorSpec struct {
+	Name  string
+	Shape []int
+}
+
+// TextTensors lists every tensor the text model binds for config c, named
+// under prefix ("model.language_model." or "model."; see TextPrefix), in
+// the order the model loads them. Tied models have no lm_head.weight.
+func TextTensors(c *Config, prefix string) []TensorSpec {
+	bs := bindings(c, prefix, &weights{})
+	out := make([]TensorSpec, len(bs))
+	for i, b := range bs {
+		out[i] = TensorSpec{Name: b.name, Shape: slices.Clone(b.shape)}
+	}
+	return out
+}
+
+// TextPrefix returns the prefix of the text model's tensor names in a
+// checkpoint: the multimodal checkpoints' "model.language_model.", or a
+// text-only export's "model.".
+func TextPrefix(ck *safetensors.Checkpoint) (string, error) { return detectPrefix(ck) }
 
 // all returns every weight once.
 func (w *weights) all() []compute.Weight {

@@ -41,7 +41,8 @@ var dotTypes = []struct {
 }
 
 // randBlocks returns a row of t blocks: quantized random values, except
-// for Q5_K (no quantizer) random bytes with sane fp16 d and dmin.
+// for Q5_K random bytes (every bit pattern of scales and qh) with sane fp16
+// d and dmin.
 func randBlocks(t testing.TB, rng *rand.Rand, typ Type, n int) []byte {
 	if typ != Q5_K {
 		return quantized(t, typ, randRow(rng, n, 0.02))
@@ -105,7 +106,7 @@ func TestDotTwins(t *testing.T) {
 
 func TestMatVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, typ := range []Type{Q8_0, Q4_K, Q6_K} {
+	for _, typ := range []Type{Q8_0, Q4_K, Q5_K, Q6_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			const rows, cols = 5, 512
 			w := quantized(t, typ, randRow(rng, rows*cols, 0.05))

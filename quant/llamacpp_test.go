@@ -8,7 +8,7 @@ import (
 )
 
 // The quantizers against llama.cpp's own files: every quantized tensor of
-// ksmall-{q8_0,q6_k,q4_k_m}.gguf is quantized again here from the same
+// ksmall-{q8_0,q6_k,q4_k_m,q5_k_m}.gguf is quantized again here from the same
 // tensor of ksmall-bf16.gguf (the file llama-quantize read) and compared
 // block by block.
 
@@ -53,7 +53,7 @@ func sqErr(t *testing.T, q Type, x []float32, blocks []byte) float64 {
 
 func TestQuantizersMatchLlamaCpp(t *testing.T) {
 	bf16 := openGGUF(t, "ksmall-bf16.gguf")
-	for _, file := range []string{"ksmall-q8_0.gguf", "ksmall-q6_k.gguf", "ksmall-q4_k_m.gguf"} {
+	for _, file := range []string{"ksmall-q8_0.gguf", "ksmall-q6_k.gguf", "ksmall-q4_k_m.gguf", "ksmall-q5_k_m.gguf"} {
 		t.Run(file, func(t *testing.T) {
 			f := openGGUF(t, file)
 			total := map[Type]*blockStats{}

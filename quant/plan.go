@@ -15,10 +15,13 @@ const (
 	// MixQ4KM is govinfer's own 4-bit mix, named after llama.cpp's Q4_K_M
 	// but not the same; see Plan.
 	MixQ4KM = "q4_k_m"
+	// MixQ5KM is MixQ4KM with Q5_K wherever that has Q4_K (as llama.cpp's
+	// Q5_K_M is its Q4_K_M with Q5_K for Q4_K).
+	MixQ5KM = "q5_k_m"
 )
 
 // Mixes returns the mixes Plan knows.
-func Mixes() []string { return []string{MixQ8_0, MixQ4KM} }
+func Mixes() []string { return []string{MixQ8_0, MixQ4KM, MixQ5KM} }
 
 // tensor roles in a Qwen3.5 text model
 type role int
@@ -143,12 +146,16 @@ const FallbackNote = ", but rows of"
 // For Qwen3.5-9B that is a 6.4 GB file reading 5.6 GB of weights per decoded
 // token (llama.cpp's Q4_K_M: 5.6 GB and about 5.05 GB; Q8_0: 9.5 and 8.4).
 //
+// Mix "q5_k_m" (MixQ5KM) is "q4_k_m" with every Q4_K tensor in Q5_K (the
+// MLP gate/up projections and the down projections outside the
+// use_more_bits layers): 176 bytes per 256 values instead of 144.
+//
 // When a row (cols) is not a whole number of blocks of the chosen format,
-// the plan falls back to the next format that fits, Q4_K or Q6_K to Q8_0 to
+// the plan falls back to the next format that fits, a K-quant to Q8_0 to
 // kept, and the reason says so. Names Plan does not know (the vision tower,
 // the MTP head, anything else) are kept.
 func Plan(mix, tensorName string, rows, cols, layers int) (Type, string, error) {
-	if mix != MixQ8_0 && mix != MixQ4KM {
+	if mix != MixQ8_0 && mix != MixQ4KM && mix != MixQ5KM {
 		return Keep, "", fmt.Errorf("quant: unknown mix %q (known: %s)", mix, strings.Join(Mixes(), ", "))
 	}
 	r, layer := parseName(tensorName)
@@ -192,6 +199,9 @@ func Plan(mix, tensorName string, rows, cols, layers int) (Type, string, error) 
 				t, why = Q4_K, fmt.Sprintf("MLP down projection of layer %d of %d: Q4_K", layer, layers)
 			}
 		}
+	}
+	if mix == MixQ5KM && t == Q4_K {
+		t, why = Q5_K, strings.TrimSuffix(why, "Q4_K")+"Q5_K"
 	}
 	if rows <= 0 || cols <= 0 {
 		return Keep, fmt.Sprintf("%s, but the tensor is empty (%d×%d): kept", why, rows, cols), nil

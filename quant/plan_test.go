@@ -68,10 +68,14 @@ func TestPlan(t *testing.T) {
 		{"model.language_model.language_model.norm.weight", 1, 4096, Keep, Keep, false},
 	}
 	for _, c := range cases {
+		q5km := c.q4km // q5_k_m is q4_k_m with Q5_K for Q4_K
+		if q5km == Q4_K {
+			q5km = Q5_K
+		}
 		for _, m := range []struct {
 			mix  string
 			want Type
-		}{{MixQ8_0, c.q80}, {MixQ4KM, c.q4km}} {
+		}{{MixQ8_0, c.q80}, {MixQ4KM, c.q4km}, {MixQ5KM, q5km}} {
 			t.Run(m.mix+"/"+c.name, func(t *testing.T) {
 				got, why, err := Plan(m.mix, c.name, c.rows, c.cols, L)
 				if err != nil {
@@ -83,7 +87,7 @@ func TestPlan(t *testing.T) {
 				if why == "" {
 					t.Error("no reason given")
 				}
-				if fb := strings.Contains(why, "not whole"); m.mix == MixQ4KM && fb != c.fallback {
+				if fb := strings.Contains(why, "not whole"); m.mix != MixQ8_0 && fb != c.fallback {
 					t.Errorf("reason %q: fallback %v, want %v", why, fb, c.fallback)
 				}
 				if got != Keep && !got.Fits(c.cols) {

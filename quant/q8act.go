@@ -161,6 +161,41 @@ func DotQ4KQ8K(w []byte, a []BlockQ8K) float32 {
 	return sum
 }
 
+// DotQ5KQ8K is ggml's vec_dot_q5_K_q8_K, with DotQ4KQ8K's rules: per
+// super-block the exact int32 S over the eight sub-blocks of 32 (q in 0..31,
+// the fifth bit from qh) and M over the mins, then
+// sum += float32((d_w·a.D)·float32(S)) and sum −= float32((dmin_w·a.D)·
+// float32(M)), in block order, one float32 accumulator. len(w) must be
+// Q5_K.RowBytes(256·len(a)); it panics otherwise.
+func DotQ5KQ8K(w []byte, a []BlockQ8K) float32 {
+	checkDot(Q5_K, w, qkK*len(a))
+	var sum float32
+	for b := range a {
+		blk := w[b*q5KBytes : (b+1)*q5KBytes]
+		y := &a[b]
+		scales, qh, qs := blk[4:16], blk[16:48], blk[48:q5KBytes]
+		var S, M int32
+		for j := 0; j < 8; j++ {
+			sc, m := scaleMinK4(j, scales)
+			g, shift := j/2, uint(4*(j%2))
+			q := qs[32*g : 32*g+32]
+			aq := y.Qs[32*j : 32*j+32]
+			var s int32
+			for l := range q {
+				v := q[l]>>shift&0x0f | (qh[l]>>uint(j)&1)<<4
+				s += int32(v) * int32(aq[l])
+			}
+			S += int32(sc) * s
+			M += int32(m) * (int32(y.Bsums[2*j]) + int32(y.Bsums[2*j+1]))
+		}
+		d := fp16(blk[0:]) * y.D
+		dmin := fp16(blk[2:]) * y.D
+		sum += float32(d * float32(S))
+		sum -= float32(dmin * float32(M))
+	}
+	return sum
+}
+
 // DotQ6KQ8K is ggml's vec_dot_q6_K_q8_K: per super-block the exact int32
 // S = Σ_j sc_j · Σ_{k in sub-block j} (q_k−32)·a_k over the 16 sub-blocks of
 // 16 (sc signed), then sum += float32((d_w·a.D)·float32(S)) in block order,
@@ -202,8 +237,9 @@ func DotQ6KQ8K(w []byte, a []BlockQ8K) float32 {
 }
 
 // MatVecQ8 computes dst = W·x as ggml's CPU backend does: x is quantized
-// once (QuantizeQ8_0 for Q8_0 weights, QuantizeQ8K for Q4_K and Q6_K) and
-// each row is an integer dot product (DotQ8_0Q8_0, DotQ4KQ8K, DotQ6KQ8K).
+// once (QuantizeQ8_0 for Q8_0 weights, QuantizeQ8K for the K-quants) and
+// each row is an integer dot product (DotQ8_0Q8_0, DotQ4KQ8K, DotQ5KQ8K,
+// DotQ6KQ8K).
 // Shapes as MatVec; it panics on a mismatch or another type.
 func MatVecQ8(t Type, dst []float32, w []byte, rows, cols int, x []float32) {
 	if !t.Fits(cols) || len(dst) != rows || len(x) != cols || len(w) != rows*t.RowBytes(cols) {
@@ -217,11 +253,14 @@ func MatVecQ8(t Type, dst []float32, w []byte, rows, cols int, x []float32) {
 		for r := range dst {
 			dst[r] = DotQ8_0Q8_0(w[r*rb:(r+1)*rb], a)
 		}
-	case Q4_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K:
 		a := make([]BlockQ8K, cols/qkK)
 		QuantizeQ8K(a, x)
 		dot := DotQ4KQ8K
-		if t == Q6_K {
+		switch t {
+		case Q5_K:
+			dot = DotQ5KQ8K
+		case Q6_K:
 			dot = DotQ6KQ8K
 		}
 		for r := range dst {

@@ -145,7 +145,7 @@ func TestIntegerDots(t *testing.T) {
 	for _, c := range []struct {
 		t       Type
 		lengths []int
-	}{{Q8_0, []int{32, 96, 4096}}, {Q4_K, []int{256, 1280, 4096, 12288}}, {Q6_K, []int{256, 1280, 4096, 12288}}} {
+	}{{Q8_0, []int{32, 96, 4096}}, {Q4_K, []int{256, 1280, 4096, 12288}}, {Q5_K, []int{256, 1280, 4096, 12288}}, {Q6_K, []int{256, 1280, 4096, 12288}}} {
 		for _, n := range c.lengths {
 			t.Run(fmt.Sprintf("%v/%d", c.t, n), func(t *testing.T) {
 				var worst float64
@@ -171,9 +171,12 @@ func TestIntegerDots(t *testing.T) {
 						for i := range deqA {
 							deqA[i] = float64(a[i/256].D) * float64(a[i/256].Qs[i%256])
 						}
-						if c.t == Q4_K {
+						switch c.t {
+						case Q4_K:
 							got = DotQ4KQ8K(w, a)
-						} else {
+						case Q5_K:
+							got = DotQ5KQ8K(w, a)
+						default:
 							got = DotQ6KQ8K(w, a)
 						}
 					}
@@ -183,7 +186,7 @@ func TestIntegerDots(t *testing.T) {
 						ref += p
 						mag += math.Abs(p)
 					}
-					// Q4_K's weight is (d·sc)·q − dmin·m rounded in float32 by the
+					// Q4_K's (and Q5_K's) weight is (d·sc)·q − dmin·m rounded in float32 by the
 					// dequantizer, while the integer dot scales exactly: allow the
 					// dequantizer's own rounding too (2 ulps per weight).
 					bound := float64(n/c.t.BlockSize()+5+2) * 0x1p-24 * mag
@@ -221,6 +224,23 @@ func TestIntegerDotsExact(t *testing.T) {
 	if got := DotQ4KQ8K(b.pack(), a[:]); got != 1152-896 {
 		t.Errorf("Q4_K·Q8_K = %v, want %v", got, 1152-896)
 	}
+	// Q5_K with d = 1, dmin = 0, sub-block j scale j+1, all q = 17 (low
+	// nibble 1, fifth bit set in every qh bit): Σ_j 32·(j+1)·17 = 19584.
+	q5 := make([]byte, 176)
+	q5[1] = 0x3c // fp16 1.0
+	for j := range 4 {
+		q5[4+j] = uint8(j + 1)
+		q5[4+8+j] = uint8(j + 5) // scales 4..7 (< 16: no top bits), mins 0
+	}
+	for l := range 32 {
+		q5[16+l] = 0xff
+	}
+	for i := 48; i < 176; i++ {
+		q5[i] = 0x11
+	}
+	if got := DotQ5KQ8K(q5, a[:]); got != 19584 {
+		t.Errorf("Q5_K·Q8_K = %v, want 19584", got)
+	}
 	// Q6_K with d = 0.5, scale s = s−8 (signed), all q = 33 (value q−32 = 1);
 	// activations 2 each with D = 0.25: S = Σ_s (s−8)·16·1·2 = −256, times
 	// d·D = 0.125 gives −32.
@@ -242,7 +262,7 @@ func TestIntegerDotsExact(t *testing.T) {
 
 func TestMatVecQ8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
-	for _, typ := range []Type{Q8_0, Q4_K, Q6_K} {
+	for _, typ := range []Type{Q8_0, Q4_K, Q5_K, Q6_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			const rows, cols = 4, 768
 			w := quantized(t, typ, randRow(rng, rows*cols, 0.05))
@@ -271,7 +291,7 @@ func TestMatVecQ8(t *testing.T) {
 					t.Errorf("row %d: 8-bit %v, float %v: difference %.3g > %.3g", r, got[r], ref[r], e, bound)
 				}
 			}
-			if !panics(func() { MatVecQ8(typ, got, w, rows, cols, x[1:]) }) || !panics(func() { MatVecQ8(Q5_K, got, nil, rows, cols, x) }) {
+			if !panics(func() { MatVecQ8(typ, got, w, rows, cols, x[1:]) }) || !panics(func() { MatVecQ8(Keep, got, nil, rows, cols, x) }) {
 				t.Error("bad arguments did not panic")
 			}
 		})

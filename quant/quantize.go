@@ -23,7 +23,6 @@ import (
 // must fit t (Q8_0: a multiple of 32, K-quants: of 256) and len(dst) must be
 // t.RowBytes(len(src)); several rows one after the other are one longer row.
 // Non-finite inputs do not panic, but the blocks they give are unspecified.
-// There is no Q5_K quantizer yet.
 func QuantizeRow(t Type, dst []byte, src []float32) error {
 	if err := checkRow("QuantizeRow", t, len(src), len(dst)); err != nil {
 		return err
@@ -35,6 +34,8 @@ func QuantizeRow(t Type, dst []byte, src []float32) error {
 		quant = quantizeBlockQ8_0
 	case Q4_K:
 		quant = quantizeBlockQ4K
+	case Q5_K:
+		quant = quantizeBlockQ5K
 	case Q6_K:
 		quant = quantizeBlockQ6K
 	default:
@@ -123,15 +124,47 @@ func quantizeBlockQ8_0(y []byte, x []float32) {
 	}
 }
 
-// quantizeBlockQ4K writes one Q4_K block (quantize_row_q4_K_ref): for each
-// sub-block of 32 a weighted least-squares scale and min (makeQKX2 with
-// weights av_x + |x|), then the 8 scales and 8 mins quantized to 6 bits
-// against d = max scale/63 and dmin = max min/63, and the values quantized
-// again with the 6-bit scales (a sub-block whose scale is 0 keeps the values
-// makeQKX2 chose).
+// quantizeBlockQ4K writes one Q4_K block (quantize_row_q4_K_ref): levels
+// 0..15 with a scale and a min per sub-block of 32 (see quantizeKScaleMin),
+// packed 64 values to 32 bytes, low nibbles first.
 func quantizeBlockQ4K(y []byte, x []float32) {
+	var L [qkK]uint8
+	quantizeKScaleMin(y[0:16], &L, x, 15, -1, 20)
+	qs := y[16:q4KBytes]
+	for g := 0; g < 4; g++ {
+		for l := 0; l < 32; l++ {
+			qs[32*g+l] = L[64*g+l] | L[64*g+l+32]<<4
+		}
+	}
+}
+
+// quantizeBlockQ5K writes one Q5_K block (quantize_row_q5_K_ref): levels
+// 0..31 with a scale and a min per sub-block of 32 (see quantizeKScaleMin),
+// their low four bits packed as Q4_K's nibbles and the fifth bit of values
+// 64g+l and 64g+32+l (l < 32) as bits 2g and 2g+1 of qh[l].
+func quantizeBlockQ5K(y []byte, x []float32) {
+	var L [qkK]uint8
+	quantizeKScaleMin(y[0:16], &L, x, 31, -0.5, 15)
+	qh, qs := y[16:48], y[48:q5KBytes]
+	clear(qh)
+	for g := 0; g < 4; g++ {
+		for l := 0; l < 32; l++ {
+			lo, hi := L[64*g+l], L[64*g+l+32]
+			qh[l] |= lo>>4<<(2*g) | hi>>4<<(2*g+1)
+			qs[32*g+l] = lo&0x0f | (hi&0x0f)<<4
+		}
+	}
+}
+
+// quantizeKScaleMin is the part Q4_K's and Q5_K's reference quantizers
+// share: for each sub-block of 32 a weighted least-squares scale and min
+// (makeQKX2 with weights av_x + |x| and the format's nmax, rmin and nstep),
+// then the 8 scales and 8 mins quantized to 6 bits against d = max scale/63
+// and dmin = max min/63 (hdr: fp16 d, fp16 dmin and the 12 packed scale
+// bytes), and the values quantized again with the 6-bit scales into L (a
+// sub-block whose scale is 0 keeps the levels makeQKX2 chose).
+func quantizeKScaleMin(hdr []byte, L *[qkK]uint8, x []float32, nmax int, rmin float32, nstep int) {
 	var (
-		L              [qkK]uint8
 		laux           [32]uint8
 		weights        [32]float32
 		mins, scales   [8]float32
@@ -147,7 +180,7 @@ func quantizeBlockQ4K(y []byte, x []float32) {
 		for l, v := range xs {
 			weights[l] = avX + abs32(v)
 		}
-		scales[j], mins[j] = makeQKX2(xs, weights[:], L[32*j:32*j+32], laux[:], 15, -1, 0.1, 20)
+		scales[j], mins[j] = makeQKX2(xs, weights[:], L[32*j:32*j+32], laux[:], nmax, rmin, 0.1, nstep)
 		if scales[j] > maxScale {
 			maxScale = scales[j]
 		}
@@ -162,7 +195,8 @@ func quantizeBlockQ4K(y []byte, x []float32) {
 	if maxM > 0 {
 		invMin = 63 / maxM
 	}
-	s := y[4:16]
+	s := hdr[4:16]
+	clear(s)
 	for j := 0; j < 8; j++ {
 		ls := min(uint8(nearestInt(invScale*scales[j])), 63)
 		lm := min(uint8(nearestInt(invMin*mins[j])), 63)
@@ -175,9 +209,9 @@ func quantizeBlockQ4K(y []byte, x []float32) {
 			s[j] |= (lm >> 4) << 6
 		}
 	}
-	putF16(y[0:], maxScale/63)
-	putF16(y[2:], maxM/63)
-	dAll, dminAll := fp16(y[0:]), fp16(y[2:])
+	putF16(hdr[0:], maxScale/63)
+	putF16(hdr[2:], maxM/63)
+	dAll, dminAll := fp16(hdr[0:]), fp16(hdr[2:])
 	for j := 0; j < 8; j++ {
 		sc, m := scaleMinK4(j, s)
 		d := dAll * float32(sc)
@@ -187,13 +221,7 @@ func quantizeBlockQ4K(y []byte, x []float32) {
 		dm := float32(dminAll * float32(m))
 		for ii := 0; ii < 32; ii++ {
 			l := nearestInt((x[32*j+ii] + dm) / d)
-			L[32*j+ii] = uint8(max(0, min(15, l)))
-		}
-	}
-	qs := y[16:q4KBytes]
-	for g := 0; g < 4; g++ {
-		for l := 0; l < 32; l++ {
-			qs[32*g+l] = L[64*g+l] | L[64*g+l+32]<<4
+			L[32*j+ii] = uint8(max(0, min(int32(nmax), l)))
 		}
 	}
 }

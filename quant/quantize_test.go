@@ -108,7 +108,7 @@ func TestQuantizeEncodedRows(t *testing.T) {
 	for i, v := range x {
 		binary.LittleEndian.PutUint32(f32[4*i:], math.Float32bits(v))
 	}
-	for _, typ := range []Type{Q8_0, Q4_K, Q6_K} {
+	for _, typ := range []Type{Q8_0, Q4_K, Q5_K, Q6_K} {
 		for _, c := range []struct {
 			name   string
 			quant  func(Type, []byte, []byte) error
@@ -143,7 +143,7 @@ func TestQuantizeRowErrors(t *testing.T) {
 	for _, c := range []struct {
 		t    Type
 		n, b int
-	}{{Q8_0, 33, 34}, {Q8_0, 32, 35}, {Q4_K, 128, 72}, {Q6_K, 256, 209}, {Q5_K, 256, 176}, {Keep, 256, 0}} {
+	}{{Q8_0, 33, 34}, {Q8_0, 32, 35}, {Q4_K, 128, 72}, {Q6_K, 256, 209}, {Q5_K, 256, 175}, {Keep, 256, 0}} {
 		if err := QuantizeRow(c.t, make([]byte, c.b), make([]float32, c.n)); err == nil {
 			t.Errorf("%v: %d values into %d bytes: no error", c.t, c.n, c.b)
 		}
@@ -184,7 +184,7 @@ func specialRows() map[string][]float32 {
 // quantizeAll runs every quantizer, dequantizer and dot on x (a multiple of
 // 256 values); it must not panic.
 func quantizeAll(t testing.TB, x []float32) {
-	for _, typ := range []Type{Q8_0, Q4_K, Q6_K} {
+	for _, typ := range []Type{Q8_0, Q4_K, Q5_K, Q6_K} {
 		w := make([]byte, typ.RowBytes(len(x)))
 		if err := QuantizeRow(typ, w, x); err != nil {
 			t.Fatal(err)
@@ -218,7 +218,7 @@ func TestQuantizeSpecialInputs(t *testing.T) {
 				zero = zero && v == 0
 				amax = max(amax, math.Abs(float64(v)))
 			}
-			for _, typ := range []Type{Q8_0, Q4_K, Q6_K} {
+			for _, typ := range []Type{Q8_0, Q4_K, Q5_K, Q6_K} {
 				w := quantized(t, typ, x)
 				for i, b := range w {
 					if zero && b != 0 {

@@ -38,7 +38,6 @@ const (
 	// with 6-bit scales and mins: x = d·sc·q − dmin·m, q in 0..15.
 	Q4_K
 	// Q5_K is Q4_K with a fifth bit per value (176 bytes per 256 values).
-	// Only its layout and dequantizer are here; there is no quantizer yet.
 	Q5_K
 	// Q6_K is 256 values per 210-byte super-block of 16 sub-blocks of 16
 	// with int8 scales: x = d·sc·(q − 32), q in 0..63.

@@ -23,10 +23,13 @@ const uint BK = 16;  // cache positions per block (WG = RB * BK)
 const uint DMAX = 256;
 
 layout(local_size_x = 128) in;
+// KVDT is the caches' element type: F32, or BF16/F16 packed two per word
+// (as kvstore.comp writes them).
+layout(constant_id = 0) const uint KVDT = DT_F32;
 
 layout(binding = 0) readonly buffer QS { float q[]; };
-layout(binding = 1) readonly buffer KC { float kc[]; };
-layout(binding = 2) readonly buffer VC { float vc[]; };
+layout(binding = 1) readonly buffer KC { uint kc[]; };
+layout(binding = 2) readonly buffer VC { uint vc[]; };
 layout(binding = 3) writeonly buffer OS { float o[]; };
 layout(binding = 4) writeonly buffer PS { float part[]; };
 
@@ -101,7 +104,7 @@ void main() {
 			uint kb = s * width + kvo;
 			float a = 0.0;
 			for (uint i = 0; i < p.dim; i++) {
-				a += qsh[srow][i] * kc[kb + i];
+				a += qsh[srow][i] * WLOAD(kc, KVDT, kb + i);
 			}
 			score = a * p.scale;
 		}
@@ -140,8 +143,8 @@ void main() {
 		}
 		for (uint k = 0; k < cnt; k++) {
 			uint vb = (base + k) * width + kvo;
-			float v0 = d0 < p.dim ? vc[vb + d0] : 0.0;
-			float v1 = d1 < p.dim ? vc[vb + d1] : 0.0;
+			float v0 = d0 < p.dim ? WLOAD(vc, KVDT, vb + d0) : 0.0;
+			float v1 = d1 < p.dim ? WLOAD(vc, KVDT, vb + d1) : 0.0;
 			[[unroll]] for (uint rr = 0; rr < RB; rr++) {
 				float w = sc[rr][k];
 				acc0[rr] += w * v0;

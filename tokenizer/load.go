@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/govinfer/govinfer/gguf"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -255,8 +256,14 @@ func (s *jsonScanner) str() (string, error) {
 // Load reads a checkpoint directory's tokenizer: tokenizer.json, plus
 // tokenizer_config.json (added tokens registered only there, eos/pad/bos,
 // chat template), chat_template.jinja and generation_config.json (eos ids)
-// when present.
+// when present. For a GGUF file (dir a .gguf file or a directory holding
+// one, as gguf.Locate finds it) it reads the file's metadata (LoadGGUF).
 func Load(dir string) (*Tokenizer, error) {
+	if file, ok, err := gguf.Locate(dir); ok {
+		return LoadGGUF(file)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
 	t, err := loadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, err
@@ -316,6 +323,11 @@ func parse(b []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, err
 	}
+	return fromFile(&f)
+}
+
+// fromFile builds a Tokenizer from a decoded tokenizer.json.
+func fromFile(f *fileJSON) (*Tokenizer, error) {
 	t := &Tokenizer{
 		bl:             newByteLevel(),
 		vocab:          f.Model.Vocab,
@@ -326,7 +338,7 @@ func parse(b []byte) (*Tokenizer, error) {
 		bos:            -1,
 	}
 	t.scratch = sync.Pool{New: func() any { return &scratch{} }}
-	if err := t.setModel(&f); err != nil {
+	if err := t.setModel(f); err != nil {
 		return nil, err
 	}
 	var err error
@@ -466,6 +478,7 @@ func parseNormalizer(raw json.RawMessage) ([]norm.Form, error) {
 // preStep is one pre-tokenizer step.
 type preStep struct {
 	prog           *program // split pattern; nil for a ByteLevel step without regex
+	pattern        string   // prog's source
 	literal        string   // split on this string instead, when prog is nil and byteLevel is false
 	remove         bool     // Removed behaviour: drop the matches
 	byteLevel      bool
@@ -516,7 +529,7 @@ func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
 			if err != nil {
 				return nil, err
 			}
-			step.prog = prog
+			step.prog, step.pattern = prog, re
 		} else if s, ok := p.Pattern["String"]; ok && s != "" {
 			step.literal = s
 		} else {
@@ -530,7 +543,7 @@ func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
 			if err != nil {
 				return nil, err
 			}
-			step.prog = prog
+			step.prog, step.pattern = prog, gpt2Pattern
 		}
 		return []preStep{step}, nil
 	}

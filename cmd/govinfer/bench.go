@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	goio "io"
-	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -198,8 +198,8 @@ func printProfile(w goio.Writer, title, what string, rows []profileRow) {
 // runBench implements "govinfer bench": prefill and decode speed, and
 // what the machine can do, measured in the same run.
 func runBench(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--profile] [--quantize q8_0|q4_k_m] [--json]")
-	dir := fs.String("model", "", "`DIR` holding the checkpoint")
+	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--profile] [--quantize q8_0|q4_k_m|q5_k_m] [--json]")
+	dir := fs.String("model", "", "checkpoint `DIR`, or a GGUF file")
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
 	batch := fs.Int("batch", 1, "also decode `N` sequences together (each after prefilling its own prompt) and report the total tokens/s and the speedup over one sequence")
@@ -212,6 +212,10 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	profileOps := fs.Bool("profile", false, "time every operation and print where prefill and decode spend it, matrix products per weight (Vulkan: device timestamps; CPU: wall time of each operation)")
 	quantize := quantizeFlag(fs.FlagSet)
 	memMiB := fs.Int("mem-mib", 0, "size of the memory-read baseline in MiB (0: four times all the L3 caches, 512 to 2048 MiB)")
+	agent := fs.Bool("agent-replay", false, "replay a scripted 10-turn agent conversation (2k-token system prompt with tools, reasoning, tool calls and results) through the engine with the prefix cache and without, and report per turn the prompt and prefilled tokens and the time to first token; --gen is the tokens generated per turn (needs a checkpoint with a tokenizer and chat template)")
+	turns := fs.Int("turns", 10, "--agent-replay: turns to replay")
+	offTurns := fs.String("no-cache-turns", "", "--agent-replay: comma-separated turns also run without the prefix cache (default all; those are full prefills)")
+	kvType := fs.String("kv-cache-dtype", "f32", "--agent-replay: KV cache element type (f32, bf16, f16)")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -229,14 +233,55 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	case *memMiB < 0:
 		return fail(exitUsage, "--mem-mib must not be negative")
 	}
-	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return fail(exitUsage, "--model %s: not a directory", *dir)
+	if err := checkModelPath(*dir); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	var off []int
+	if *agent {
+		if *turns <= 0 {
+			return fail(exitUsage, "--turns must be positive")
+		}
+		for _, f := range strings.FieldsFunc(*offTurns, func(r rune) bool { return r == ',' }) {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > *turns {
+				return fail(exitUsage, "--no-cache-turns: %q is not a turn between 1 and %d", f, *turns)
+			}
+			off = append(off, n)
+		}
+		if *offTurns == "" {
+			off = nil
+		} else if off == nil {
+			off = []int{} // none
+		}
 	}
 	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
 	defer inner.Close()
+	if *agent {
+		nThreads := *threads
+		if nThreads <= 0 {
+			nThreads = runtimeThreads()
+		}
+		res, err := agentReplay(ctx, io, agentOptions{dir: *dir, backend: inner, threads: nThreads, gen: *gen, turns: *turns,
+			offTurns: off, kvType: *kvType, quantize: *quantize})
+		if err != nil {
+			return fail(exitError, "--agent-replay: %v", err)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(io.out)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(res); err != nil {
+				return fail(exitError, "%v", err)
+			}
+			return exitOK
+		}
+		fmt.Fprintf(io.out, "%d turns: %d prompt tokens, %d prefilled with the prefix cache; TTFT %.2fs with it, %.2fs without over %d turns; worst TTFT / fresh %.2f; short prompt: %d of %d cached the second time\n",
+			len(res.Turns), res.PromptTokens, res.PrefilledTokens, res.TTFTCacheSeconds, res.TTFTNoCacheSeconds, res.NoCacheTurns,
+			res.WorstTTFTRatio, res.ShortPromptCachedSecond, res.ShortPromptTokens)
+		return exitOK
+	}
 	backend := inner
 	var prof opProfiler
 	if *profileOps {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -32,7 +31,7 @@ func runDiag(ctx context.Context, io stdio, args []string) int {
 		"written, with status and error).")
 	var (
 		baseURL     = fs.String("base-url", "", "root URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:8000")
-		modelDir    = fs.String("model-dir", "", "serve this checkpoint in-process on a loopback port and exercise it")
+		modelDir    = fs.String("model-dir", "", "serve this checkpoint (a directory or a GGUF file) in-process on a loopback port and exercise it")
 		model       = fs.String("model", "", "model id to request (default: the first one /v1/models lists)")
 		reportPath  = fs.String("report", "diag-report.json", "where to write the JSON report")
 		only        = fs.String("only", "", "comma-separated parts to run: behavior,long_context,decode,isolation (default all)")
@@ -157,8 +156,8 @@ func diagCompare(io stdio, pathA, pathB string) int {
 // loopback port and returns the server's base URL and a function that shuts
 // it down. It is the one place where diag meets govinfer's own server.
 func startInProcessServer(ctx context.Context, dir string, bo backendOptions, io stdio) (baseURL string, stop func(), err error) {
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return "", nil, fmt.Errorf("%s is not a directory", dir)
+	if err := checkModelPath(dir); err != nil {
+		return "", nil, err
 	}
 	be, err := newBackend(bo)
 	if err != nil {

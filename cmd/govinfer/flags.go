@@ -7,6 +7,7 @@ import (
 	goio "io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // flagSet is a subcommand's flags with the synopsis its --help shows.
@@ -49,6 +50,37 @@ func parseFlags(fs *flagSet, io stdio, args []string) (code int, done bool) {
 		return exitUsage, true
 	}
 	return 0, false
+}
+
+// seconds is a duration flag that also takes a plain number of seconds,
+// as vLLM's flags do ("30" or "30s").
+type seconds struct{ d *time.Duration }
+
+func (s seconds) String() string {
+	if s.d == nil {
+		return ""
+	}
+	return s.d.String()
+}
+
+func (s seconds) Set(v string) error {
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		*s.d = time.Duration(n * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is neither a number of seconds nor a duration such as 45s", v)
+	}
+	*s.d = d
+	return nil
+}
+
+// secondsFlag adds a duration flag that takes seconds or a duration.
+func secondsFlag(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
+	d := value
+	fs.Var(seconds{&d}, name, usage)
+	return &d
 }
 
 // parseIDs parses a comma-separated list of token ids.

@@ -4,24 +4,32 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
+	"strings"
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/sample"
+	"github.com/govinfer/govinfer/tokenizer"
 )
 
-// runGenerate implements "govinfer generate": feed token ids, generate.
+// runGenerate implements "govinfer generate": feed token ids or raw text,
+// generate.
 func runGenerate(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "generate", "generate --model DIR --ids 1,2,3 [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m] [--json]")
-	dir := fs.String("model", "", "`DIR` holding the checkpoint (config.json + safetensors)")
+	fs := newFlagSet(io, "generate", "generate --model PATH (--ids 1,2,3 | --prompt TEXT) [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--json]\n\n"+
+		"With --ids it prints the generated ids, comma separated, and generates exactly -n tokens.\n"+
+		"With --prompt the text is raw: it is tokenized as it is with the checkpoint's tokenizer,\n"+
+		"with no chat template around it (as llama-cli -p without its chat mode; \"govinfer chat\"\n"+
+		"renders a conversation); it prints the generated text as it comes, and stops at an\n"+
+		"end-of-sequence token or after -n tokens.")
+	dir := fs.String("model", "", "checkpoint `PATH`: a directory (config.json + safetensors) or a GGUF file")
 	idList := fs.String("ids", "", "prompt token ids, comma separated")
-	n := fs.Int("n", 24, "number of tokens to generate")
+	promptText := fs.String("prompt", "", "prompt `TEXT`, tokenized as raw text (no chat template); the output is text")
+	n := fs.Int("n", 24, "number of tokens to generate (with --prompt: at most)")
 	temp := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
 	topK := fs.Int("top-k", 0, "keep the K most likely tokens (0: all)")
 	topP := fs.Float64("top-p", 1, "nucleus sampling threshold")
 	seed := fs.Uint64("seed", 0, "random seed for sampling")
-	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits")
+	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits (and text, with --prompt)")
 	quantize := quantizeFlag(fs.FlagSet)
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
@@ -37,15 +45,28 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	if *dir == "" {
 		return fail(exitUsage, "--model is required")
 	}
-	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return fail(exitUsage, "--model %s: not a directory", *dir)
+	if err := checkModelPath(*dir); err != nil {
+		return fail(exitUsage, "%v", err)
 	}
 	if err := checkQuantize(*quantize); err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	ids, err := parseIDs(*idList)
-	if err != nil {
-		return fail(exitUsage, "--ids: %v", err)
+	if (*idList == "") == (*promptText == "") {
+		return fail(exitUsage, "give the prompt as --ids or as --prompt (one of them)")
+	}
+	var ids []int
+	var tok *tokenizer.Tokenizer
+	if *promptText != "" {
+		var err error
+		if tok, err = tokenizer.Load(*dir); err != nil {
+			return fail(exitUsage, "--prompt needs the checkpoint's tokenizer: %v", err)
+		}
+		ids = tok.Encode(*promptText)
+	} else {
+		var err error
+		if ids, err = parseIDs(*idList); err != nil {
+			return fail(exitUsage, "--ids: %v", err)
+		}
 	}
 	if *n <= 0 {
 		return fail(exitUsage, "-n must be positive, got %d", *n)
@@ -60,7 +81,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	}
 	for _, id := range ids {
 		if id < 0 || id >= cfg.VocabSize {
-			return fail(exitUsage, "--ids: token %d is outside the vocabulary [0, %d)", id, cfg.VocabSize)
+			return fail(exitUsage, "prompt token %d is outside the vocabulary [0, %d)", id, cfg.VocabSize)
 		}
 	}
 	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: io.err})
@@ -73,8 +94,19 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer m.Close()
-	// The engine's generation loop, with one request.
-	eng, err := engine.New(m, engine.Config{MaxNumSeqs: 1})
+	// The engine's generation loop, with one request. Text stops at an
+	// end-of-sequence token, as llama-cli's does; ids run to -n.
+	var ecfg engine.Config
+	var dec *tokenizer.Decoder
+	if tok != nil {
+		ecfg.EOS = tok.EOSTokens()
+		if len(ecfg.EOS) == 0 {
+			ecfg.EOS = cfg.EOSTokenIDs
+		}
+		dec = tok.NewDecoder(true, nil)
+	}
+	ecfg.MaxNumSeqs = 1
+	eng, err := engine.New(m, ecfg)
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
@@ -85,6 +117,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	}
 	var tokens []int
 	var promptLogits []float32
+	var text strings.Builder
 	for {
 		out, err := st.Next(ctx)
 		if err != nil {
@@ -92,6 +125,13 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		}
 		for _, t := range out.Tokens {
 			tokens = append(tokens, t.ID)
+			if dec != nil {
+				piece, _ := dec.Push(t.ID)
+				text.WriteString(piece)
+				if !*asJSON {
+					fmt.Fprint(io.out, piece)
+				}
+			}
 		}
 		if out.PromptLogits != nil {
 			promptLogits = out.PromptLogits
@@ -103,12 +143,25 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 			break
 		}
 	}
+	if dec != nil {
+		rest := dec.Flush()
+		text.WriteString(rest)
+		if !*asJSON {
+			fmt.Fprintln(io.out, rest)
+			return exitOK
+		}
+	}
 	if *asJSON {
 		out := struct {
 			PromptIDs        []int     `json:"prompt_ids"`
 			IDs              []int     `json:"ids"`
 			PromptLastLogits []float32 `json:"prompt_last_logits"`
-		}{ids, tokens, promptLogits}
+			Text             *string   `json:"text,omitempty"`
+		}{PromptIDs: ids, IDs: tokens, PromptLastLogits: promptLogits}
+		if dec != nil {
+			s := text.String()
+			out.Text = &s
+		}
 		if err := json.NewEncoder(io.out).Encode(out); err != nil {
 			return fail(exitError, "%v", err)
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/govinfer/govinfer/tokenizer"
 )
 
 // run calls the dispatcher as the binary would and returns exit code and
@@ -150,5 +152,61 @@ func TestMakeRandomWithTokenizer(t *testing.T) {
 	}
 	if code, _, _ := run(t, "", "make-random", "--out", t.TempDir(), "--tokenizer", t.TempDir()); code != exitUsage {
 		t.Errorf("missing tokenizer.json: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestGeneratePrompt: --prompt tokenizes raw text, generates the ids --ids
+// would (greedy) and prints their text.
+func TestGeneratePrompt(t *testing.T) {
+	dir := servableCheckpoint(t)
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const text = "The capital of France is"
+	code, out, errOut := run(t, "", "generate", "--model", dir, "--prompt", text, "-n", "8", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res struct {
+		PromptIDs []int   `json:"prompt_ids"`
+		IDs       []int   `json:"ids"`
+		Text      *string `json:"text"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	if want := tok.Encode(text); jsonString(t, res.PromptIDs) != jsonString(t, want) {
+		t.Errorf("prompt_ids %v, want the raw text's %v (no chat template)", res.PromptIDs, want)
+	}
+	if res.Text == nil || *res.Text != tok.Decode(res.IDs, true) || len(res.IDs) == 0 || len(res.IDs) > 8 {
+		t.Errorf("ids %v, text %v: want up to 8 ids and their text", res.IDs, res.Text)
+	}
+	// The same ids through --ids: the same tokens (up to an end of sequence).
+	ids := strings.Trim(jsonString(t, res.PromptIDs), "[]")
+	code, out, errOut = run(t, "", "generate", "--model", dir, "--ids", ids, "-n", "8")
+	if code != exitOK || !strings.HasPrefix(out, strings.Trim(jsonString(t, res.IDs), "[]")) {
+		t.Errorf("--ids %s: exit %d, %q %s; want %v first", ids, code, out, errOut, res.IDs)
+	}
+	// Without --json: the text alone.
+	code, out, errOut = run(t, "", "generate", "--model", dir, "--prompt", text, "-n", "8")
+	if code != exitOK || out != *res.Text+"\n" {
+		t.Errorf("text output: exit %d, %q (%s); want %q", code, out, errOut, *res.Text+"\n")
+	}
+	// --ids output keeps its shape: no text key.
+	code, out, _ = run(t, "", "generate", "--model", dir, "--ids", ids, "-n", "2", "--json")
+	if code != exitOK || strings.Contains(out, `"text"`) {
+		t.Errorf("--ids --json: exit %d, %s", code, out)
+	}
+	tiny := filepath.Join("..", "..", "testdata", "models", "tiny") // no tokenizer
+	for name, args := range map[string][]string{
+		"both":         {"--model", dir, "--ids", "1", "--prompt", "x"},
+		"neither":      {"--model", dir},
+		"no tokenizer": {"--model", tiny, "--prompt", "x"},
+	} {
+		code, _, errOut := run(t, "", append([]string{"generate"}, args...)...)
+		if code != exitUsage || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%s: exit %d, %q; want a one-line usage error", name, code, errOut)
+		}
 	}
 }

@@ -3,20 +3,39 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/govinfer/govinfer/gguf"
 	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/quant"
 )
 
+// checkModelPath checks a --model value: a checkpoint directory, or a GGUF
+// file (a .gguf file or any part of a split one).
+func checkModelPath(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("--model %s: %w", path, err)
+	}
+	if st.IsDir() {
+		return nil
+	}
+	if _, ok, err := gguf.Locate(path); err != nil || !ok {
+		return fmt.Errorf("--model %s: not a checkpoint directory or a GGUF file", path)
+	}
+	return nil
+}
+
 // quantizeFlag adds --quantize to fs.
 func quantizeFlag(fs *flag.FlagSet) *string {
 	return fs.String("quantize", "", "quantize a BF16/F16/F32 checkpoint while loading, tensor by tensor: "+
-		strings.Join(quant.Mixes(), " or ")+" (q8_0: every weight matrix but conv1d in Q8_0, as llama.cpp's Q8_0 files; "+
-		"q4_k_m: govinfer's Qwen3.5 mix of Q4_K, Q6_K and Q8_0; default: weights as stored)")
+		strings.Join(quant.Mixes(), ", ")+" (q8_0: every weight matrix but conv1d in Q8_0, as llama.cpp's Q8_0 files; "+
+		"q4_k_m: govinfer's Qwen3.5 mix of Q4_K, Q6_K and Q8_0; q5_k_m: the same with Q5_K for Q4_K; "+
+		"default: weights as stored)")
 }
 
 // checkQuantize validates a --quantize value.
@@ -53,10 +72,11 @@ func loadProgress(io stdio, dir, mix string) func(model.Progress) {
 	}
 }
 
-// quietProgress is loadProgress when quantizing (a load that takes time)
-// and nil otherwise (a memory map opens at once).
+// quietProgress is loadProgress when quantizing or reading a GGUF file
+// (loads that convert tensors and take time) and nil otherwise (a memory
+// map opens at once).
 func quietProgress(io stdio, dir, mix string) func(model.Progress) {
-	if mix == "" {
+	if _, isGGUF, _ := gguf.Locate(dir); mix == "" && !isGGUF {
 		return nil
 	}
 	return loadProgress(io, dir, mix)

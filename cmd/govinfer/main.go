@@ -1,5 +1,5 @@
-// Command govinfer serves, checks and benchmarks Qwen3.5 models loaded from
-// Hugging Face safetensors checkpoints.
+// Command govinfer chats with, serves, checks and benchmarks Qwen3.5 models
+// loaded from Hugging Face safetensors checkpoints or GGUF files.
 //
 // Usage:
 //
@@ -41,21 +41,37 @@ type command struct {
 // commands lists the subcommands in the order "govinfer help" shows them.
 func commands() []command {
 	return []command{
+		{"chat", "chat with a checkpoint in the terminal, or answer one question", runChat},
 		{"serve", "serve a checkpoint over an OpenAI-compatible HTTP API", runServe},
 		{"bench", "measure prefill and decode speed of a checkpoint", runBench},
 		{"diag", "exercise an OpenAI-compatible server and write a JSON report", runDiag},
 		{"generate", "feed token ids to a checkpoint and generate", runGenerate},
 		{"tokenize", "encode or decode text with a checkpoint's tokenizer", runTokenize},
 		{"render", "render a chat conversation with the checkpoint's chat template", runRender},
+		{"quantize", "write a checkpoint as a GGUF file (bf16, q8_0, q4_k_m) that llama.cpp loads", runQuantize},
 		{"make-random", "write a random Qwen3.5 checkpoint for tests and benchmarks", runMakeRandom},
 	}
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	exitOnSecondSignal()
 	code := dispatch(ctx, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// exitOnSecondSignal makes a second SIGINT or SIGTERM end the process at
+// once: the first cancels the command's context (serve then drains).
+func exitOnSecondSignal() {
+	c := make(chan os.Signal, 2)
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-c
+		<-c
+		fmt.Fprintln(os.Stderr, "govinfer: second signal: exiting at once")
+		os.Exit(exitError)
+	}()
 }
 
 // dispatch runs the subcommand named by args[0] and returns its exit code.
@@ -79,7 +95,7 @@ func dispatch(ctx context.Context, io stdio, args []string) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "govinfer runs Qwen3.5 models from Hugging Face safetensors checkpoints.")
+	fmt.Fprintln(w, "govinfer runs Qwen3.5 models from Hugging Face safetensors checkpoints or GGUF files.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: govinfer <command> [flags]")
 	fmt.Fprintln(w)

@@ -22,7 +22,7 @@ import (
 // without a trailing newline.
 func runRender(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "render", "render (--model DIR | --template FILE) < request.json")
-	model := fs.String("model", "", "checkpoint `directory` (chat_template.jinja or tokenizer_config.json; special tokens from tokenizer_config.json)")
+	model := fs.String("model", "", "checkpoint `directory` (chat_template.jinja or tokenizer_config.json; special tokens from tokenizer_config.json), or a GGUF file (its metadata)")
 	tmplFile := fs.String("template", "", "chat template `file` (Jinja source) to use instead of the checkpoint's")
 	if code, done := parseFlags(fs, io, args); done {
 		return code

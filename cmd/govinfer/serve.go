@@ -10,6 +10,8 @@ import (
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/httpapi"
+	"github.com/govinfer/govinfer/kvevents"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // runServe implements "govinfer serve": it loads a checkpoint and serves it
@@ -18,15 +20,19 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "serve", "serve --model DIR [flags]\n\n"+
 		"Serves a checkpoint over vLLM's OpenAI-compatible API: /v1/chat/completions,\n"+
 		"/v1/completions, /v1/models, /v1/models/{id}, /health, /metrics, /tokenize,\n"+
-		"/detokenize. Request log lines go to standard error (rejected requests too,\n"+
-		"without their prompts). SIGINT or SIGTERM shuts it down.\n\n"+
+		"/detokenize, and /v1/chat/completions/render, /v1/completions/render (the\n"+
+		"prompt's token ids). Request log lines go to standard error (rejected requests\n"+
+		"too, without their prompts). SIGINT or SIGTERM drains it: /health and new\n"+
+		"requests answer 503 while running and queued requests finish, for up to\n"+
+		"--shutdown-timeout; then it aborts the rest and exits 0. A second signal exits\n"+
+		"at once.\n\n"+
 		"Connections: at most --max-connections are open at once (past it a new one\n"+
 		"gets a 503 and is closed); one idle for --idle-timeout is closed, and a\n"+
 		"request must be read, headers and body, within --read-timeout, so slow or\n"+
 		"idle clients cannot hold the server. Running out of file descriptors pauses\n"+
 		"accepting until connections close.")
 	var (
-		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template)")
+		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template), or a GGUF file")
 		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 		port       = fs.Int("port", 8000, "TCP port (0 picks a free one)")
 		name       = fs.String("served-model-name", "", "model id clients use (default: the checkpoint directory's name)")
@@ -45,6 +51,14 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		maxConns   = fs.Int("max-connections", httpapi.DefaultMaxConnections, "most connections open at once; more get a 503 and are closed")
 		idle       = fs.Duration("idle-timeout", httpapi.DefaultIdleTimeout, "close a keep-alive connection idle this long")
 		readTO     = fs.Duration("read-timeout", httpapi.DefaultReadTimeout, "most time to read a request, headers and body (against slow clients)")
+		noCache    = fs.Bool("no-prefix-cache", false, "prefill every prompt whole instead of resuming from the longest cached prefix (which gives the same results, bit for bit)")
+		stateMem   = fs.String("state-memory", "", fmt.Sprintf("memory for all sequence state (KV caches, recurrent states, cached prefixes): bytes with a binary unit (256KiB, 8GiB) or a fraction in (0, 1] of the memory free after loading the weights (default: %v on a GPU, %v of the host's)",
+			llm.DefaultStateMemoryFractionDevice, llm.DefaultStateMemoryFractionHost))
+		kvType   = fs.String("kv-cache-dtype", "f32", "KV cache element type: f32 (exact), bf16 or f16 (half the memory per token)")
+		shutdown = secondsFlag(fs.FlagSet, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running and queued requests may take to finish before they are aborted (`seconds`, or a duration such as 45s; 0 aborts at once)")
+		kvEvents = fs.String("kv-events", "", "publish KV-cache events (vLLM's format, ZeroMQ PUB) on this endpoint, such as "+kvevents.DefaultEndpoint+" (default: off)")
+		kvTopic  = fs.String("kv-events-topic", "", "topic of the KV-cache events (default: kv@<pod-id>@<served model name>)")
+		podID    = fs.String("pod-id", "", "this replica's name in the KV events' topic (default: the host name)")
 	)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -59,12 +73,27 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	case *maxLen < 0 || *maxSeqs < 1 || *maxQueue < 1 || *threads < 0 || *maxBody < 1:
 		fmt.Fprintln(io.err, "govinfer serve: --max-model-len, --threads must be >= 0; --max-num-seqs, --max-queue, --max-body-bytes >= 1")
 		return exitUsage
+	case *shutdown < 0:
+		fmt.Fprintln(io.err, "govinfer serve: --shutdown-timeout must not be negative")
+		return exitUsage
 	case checkQuantize(*quantize) != nil:
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", checkQuantize(*quantize))
 		return exitUsage
 	case *maxConns < 1 || *idle <= 0 || *readTO <= 0:
 		fmt.Fprintln(io.err, "govinfer serve: --max-connections must be >= 1; --idle-timeout and --read-timeout positive")
 		return exitUsage
+	case llm.KVCacheTypes[*kvType] == 0:
+		fmt.Fprintf(io.err, "govinfer serve: --kv-cache-dtype %q: want f32, bf16 or f16\n", *kvType)
+		return exitUsage
+	}
+	var memBytes int64
+	var memFrac float64
+	if *stateMem != "" {
+		var err error
+		if memBytes, memFrac, err = llm.ParseStateMemory(*stateMem); err != nil {
+			fmt.Fprintf(io.err, "govinfer serve: --state-memory: %v\n", err)
+			return exitUsage
+		}
 	}
 	var templateArgs map[string]any
 	if *kwargs != "" {
@@ -82,12 +111,15 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 
 	start := time.Now()
 	progress := loadProgress(io, *dir, *quantize)
-	srv, err := httpapi.Start(ctx, httpapi.Config{
+	// The server outlives ctx (the first signal), which starts its drain.
+	srv, err := httpapi.Start(context.Background(), httpapi.Config{
 		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
 		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
 		Quantize: *quantize, DefaultTemplateArgs: templateArgs,
 		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
+		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
+		KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
@@ -104,12 +136,38 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	}
 	cfg := srv.Engine().Model().Config()
 	fmt.Fprintf(io.err, "loaded in %.1fs on %s: %d layers, vocab %d\n", time.Since(start).Seconds(), backend.Name(), cfg.NumLayers, cfg.VocabSize)
+	if sm, ok := srv.StateMemory(); ok {
+		fmt.Fprintln(io.err, sm)
+	}
 	fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
+	if p := srv.Events(); p != nil {
+		fmt.Fprintf(io.err, "govinfer serve: KV events on tcp://%s, topic %s\n", p.Addr(), p.Topic())
+	}
 	<-ctx.Done()
-	fmt.Fprintln(io.err, "govinfer serve: shutting down")
+	return drain(io, srv, *shutdown)
+}
+
+// drain shuts the server down gracefully: it refuses new requests while
+// those running or queued finish, for up to timeout, then aborts the rest
+// and closes. It logs one line per phase.
+func drain(io stdio, srv *httpapi.Server, timeout time.Duration) int {
+	start := time.Now()
+	running, waiting, _ := srv.InFlight()
+	fmt.Fprintf(io.err, "govinfer serve: shutting down: draining (/health and new requests answer 503) with %d running and %d queued requests, for up to %s\n",
+		running, waiting, timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := srv.Drain(ctx); err != nil {
+		running, waiting, requests := srv.InFlight()
+		fmt.Fprintf(io.err, "govinfer serve: shutdown timeout after %.1fs: aborting %d running and %d queued requests (%d responses open)\n",
+			time.Since(start).Seconds(), running, waiting, requests)
+	} else {
+		fmt.Fprintf(io.err, "govinfer serve: drained in %.1fs\n", time.Since(start).Seconds())
+	}
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: shutdown: %v\n", err)
 		return exitError
 	}
+	fmt.Fprintf(io.err, "govinfer serve: stopped after %.1fs\n", time.Since(start).Seconds())
 	return exitOK
 }

@@ -59,6 +59,9 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--model", "x", "--default-chat-template-kwargs", "[1]"}, exitUsage, "must be a JSON object"},
 		{[]string{"--model", "x", "--max-connections", "0"}, exitUsage, "max-connections"},
 		{[]string{"--model", "x", "--read-timeout", "0s"}, exitUsage, "read-timeout"},
+		{[]string{"--model", "x", "--state-memory", "8GB"}, exitUsage, "--state-memory"},
+		{[]string{"--model", "x", "--state-memory", "1.5"}, exitUsage, "fraction"},
+		{[]string{"--model", "x", "--kv-cache-dtype", "fp8"}, exitUsage, "--kv-cache-dtype"},
 		{[]string{"--model", filepath.Join(t.TempDir(), "missing"), "--port", "0"}, exitError, "govinfer serve:"},
 	}
 	for _, c := range cases {
@@ -113,7 +116,8 @@ func TestServeEndToEnd(t *testing.T) {
 	var out, errOut syncBuffer
 	go func() {
 		code := runServe(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errOut},
-			[]string{"--model", dir, "--port", "0", "--served-model-name", "m", "--max-model-len", "1024", "--threads", "1"})
+			[]string{"--model", dir, "--port", "0", "--served-model-name", "m", "--max-model-len", "1024", "--threads", "1",
+				"--state-memory", "8MiB", "--kv-cache-dtype", "bf16"})
 		done <- result{code, &out, &errOut}
 	}()
 	var url string
@@ -129,6 +133,9 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "loading ") {
 		t.Errorf("no loading progress in %q", errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "state memory 8.0 MiB holds ") || !strings.Contains(errOut.String(), "bf16 KV cache") {
+		t.Errorf("no state memory line in %q", errOut.String())
 	}
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"temperature":0}`))

@@ -27,7 +27,7 @@ func runTokenize(ctx context.Context, io stdio, args []string) int {
 		"skip_special_tokens drops special added tokens (<|im_end|>, not <think>); ids that\n"+
 		"name no token are skipped, ids outside the vocabulary are an error. Blank lines are\n"+
 		"ignored. The first bad line stops the run with exit status 1.")
-	model := fs.String("model", "", "checkpoint `directory` (tokenizer.json, with tokenizer_config.json when present)")
+	model := fs.String("model", "", "checkpoint `directory` (tokenizer.json, with tokenizer_config.json when present), or a GGUF file (its metadata: a vocabulary-only file serves)")
 	file := fs.String("tokenizer", "", "a tokenizer.json `file` to use instead of a checkpoint directory")
 	decode := fs.Bool("decode", false, "decode {\"ids\"} lines instead of encoding {\"text\"} lines")
 	if code, done := parseFlags(fs, io, args); done {

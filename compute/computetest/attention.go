@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/internal/half"
 )
 
 // attnCase is one attention configuration: the shape, the sequence's
@@ -27,7 +28,7 @@ func testAttention(e *Env) error {
 		{3, 1, 16, 0, 65, 0, 65},
 	}
 	for _, c := range cases {
-		if err := e.attnBatch([]attnCase{c}); err != nil {
+		if err := e.attnBatch([]attnCase{c}, compute.F32); err != nil {
 			return err
 		}
 	}
@@ -39,8 +40,71 @@ func testAttention(e *Env) error {
 		{{4, 1, 32, 300, 1, 0, 301}, {4, 1, 32, 17, 1, 1, 18}, {4, 1, 32, 9, 16, 2, 25}},
 	}
 	for _, b := range batches {
-		if err := e.attnBatch(b); err != nil {
+		if err := e.attnBatch(b, compute.F32); err != nil {
 			return err
+		}
+	}
+	// Caches of 16-bit elements, two per slot: new keys and values are
+	// rounded to nearest even, then attended over as stored.
+	for _, dt := range []compute.DType{compute.BF16, compute.F16} {
+		for _, b := range [][]attnCase{
+			{{4, 2, 64, 5, 1, 0, 9}},
+			{{8, 2, 64, 0, 20, 2, 20}, {8, 2, 64, 300, 1, 0, 301}, {8, 2, 64, 40, 3, 22, 50}},
+			{{3, 1, 16, 0, 65, 0, 66}},
+		} {
+			if err := e.attnBatch(b, dt); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// halfVals returns n float32 slots packing 2n random 16-bit elements of
+// type dt, of about unit magnitude.
+func (e *Env) halfVals(n int, dt compute.DType) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		var w uint32
+		for j := range 2 {
+			x := float32(e.Rng.NormFloat64())
+			h := half.F32ToF16(x)
+			if dt == compute.BF16 {
+				h = half.F32ToBF16(x)
+			}
+			w |= uint32(h) << (16 * j)
+		}
+		out[i] = math.Float32frombits(w)
+	}
+	return out
+}
+
+// unpackHalves widens a packed 16-bit cache to float64-ready float32s.
+func unpackHalves(slots []float32, dt compute.DType) []float32 {
+	out := make([]float32, 2*len(slots))
+	for i, s := range slots {
+		w := math.Float32bits(s)
+		for j := range 2 {
+			h := uint16(w >> (16 * j))
+			if dt == compute.BF16 {
+				out[2*i+j] = half.BF16ToF32(h)
+			} else {
+				out[2*i+j] = half.F16ToF32(h)
+			}
+		}
+	}
+	return out
+}
+
+// sameCacheBits compares a cache on both backends bit for bit.
+func (e *Env) sameCacheBits(what string, p pair) error {
+	ref, dut, err := e.download(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for i := range ref {
+		if math.Float32bits(ref[i]) != math.Float32bits(dut[i]) {
+			return fmt.Errorf("%s: slot %d is %#08x, reference %#08x", what, i, math.Float32bits(dut[i]), math.Float32bits(ref[i]))
 		}
 	}
 	return nil
@@ -50,8 +114,8 @@ func testAttention(e *Env) error {
 // their q, k and v rows one after another in shared buffers, each with its
 // own caches, outputs at their OutRow of a shared buffer; checks the results
 // against the reference; and checks that calling the backend under test once
-// per sequence gives the same bits.
-func (e *Env) attnBatch(cs []attnCase) error {
+// per sequence gives the same bits. dt is the caches' element type.
+func (e *Env) attnBatch(cs []attnCase, dt compute.DType) error {
 	c0 := cs[0]
 	// Fused q/gate rows for q, separate k and v with padding, as in the model.
 	q := compute.Heads{Off: 2, RowStride: 2*c0.heads*c0.dim + 1, HeadStride: 2 * c0.dim, Count: c0.heads, Dim: c0.dim}
@@ -82,12 +146,22 @@ func (e *Env) attnBatch(cs []attnCase) error {
 	// op must neither read nor write.
 	kcs, vcs := make([]pair, len(cs)), make([]pair, len(cs))
 	soloKC, soloVC := make([]compute.Buffer, len(cs)), make([]compute.Buffer, len(cs))
+	packed := dt == compute.BF16 || dt == compute.F16
 	for i, c := range cs {
-		if kcs[i], err = e.randBuf(c.capacity*width, 1); err != nil {
-			return err
-		}
-		if vcs[i], err = e.randBuf(c.capacity*width, 1); err != nil {
-			return err
+		if packed {
+			if kcs[i], err = e.buf(e.halfVals(c.capacity*width/2, dt)); err != nil {
+				return err
+			}
+			if vcs[i], err = e.buf(e.halfVals(c.capacity*width/2, dt)); err != nil {
+				return err
+			}
+		} else {
+			if kcs[i], err = e.randBuf(c.capacity*width, 1); err != nil {
+				return err
+			}
+			if vcs[i], err = e.randBuf(c.capacity*width, 1); err != nil {
+				return err
+			}
 		}
 		if soloKC[i], err = e.dutBuf(kcs[i].vals); err != nil {
 			return err
@@ -108,7 +182,7 @@ func (e *Env) attnBatch(cs []attnCase) error {
 	arg := func(i int, dut bool, kc, vc, o compute.Buffer) compute.Attention {
 		c := cs[i]
 		return compute.Attention{Q: q.Rows(base[i]), QBuf: qb.pick(dut), K: k.Rows(base[i]), KBuf: kb.pick(dut), V: v.Rows(base[i]), VBuf: vb.pick(dut),
-			KCache: kc, VCache: vc, Out: o, OutRow: c.outRow, Pos: c.pos, N: c.n, Scale: scale}
+			KCache: kc, VCache: vc, CacheType: dt, Out: o, OutRow: c.outRow, Pos: c.pos, N: c.n, Scale: scale}
 	}
 	var refArgs, dutArgs []compute.Attention
 	for i := range cs {
@@ -124,10 +198,10 @@ func (e *Env) attnBatch(cs []attnCase) error {
 	m := map[int]float64{}
 	group := c0.heads / c0.kvHeads
 	for i, c := range cs {
-		if err := e.check(fmt.Sprintf("%s kcache %d", what, i), kcs[i], nil); err != nil {
+		if err := e.sameCacheBits(fmt.Sprintf("%s kcache %d", what, i), kcs[i]); err != nil {
 			return err
 		}
-		if err := e.check(fmt.Sprintf("%s vcache %d", what, i), vcs[i], nil); err != nil {
+		if err := e.sameCacheBits(fmt.Sprintf("%s vcache %d", what, i), vcs[i]); err != nil {
 			return err
 		}
 		kcv, _, err := e.download(kcs[i])
@@ -137,6 +211,9 @@ func (e *Env) attnBatch(cs []attnCase) error {
 		vcv, _, err := e.download(vcs[i])
 		if err != nil {
 			return err
+		}
+		if packed {
+			kcv, vcv = unpackHalves(kcv, dt), unpackHalves(vcv, dt)
 		}
 		for t := 0; t < c.n; t++ {
 			for h := 0; h < c.heads; h++ {

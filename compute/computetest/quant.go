@@ -66,15 +66,14 @@ func fp16Fields(t quant.Type) []int {
 
 // quantWeight makes a [rows, cols] weight of block format dt on both
 // backends: the blocks on the backend under test, their dequantized values
-// as F32 on the reference. With random set (and always for Q5_K, which has
-// no quantizer), the blocks are random bytes with finite scales of about
-// scale/64, covering every bit of the scale and high-bit fields; otherwise
-// they quantize normal values times scale.
+// as F32 on the reference. With random set, the blocks are random bytes
+// with finite scales of about scale/64, covering every bit of the scale and
+// high-bit fields; otherwise they quantize normal values times scale.
 func (e *Env) quantWeight(name string, dt compute.DType, rows, cols int, scale float64, random bool) (wpair, error) {
 	t := dt.Quant()
 	w := wpair{vals: make([]float64, rows*cols)}
 	data := make([]byte, rows*dt.RowBytes(cols))
-	if random || t == quant.Q5_K {
+	if random {
 		for i := range data {
 			data[i] = byte(e.Rng.Uint32())
 		}

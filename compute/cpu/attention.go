@@ -47,11 +47,22 @@ const (
 // whose partial softmaxes are merged afterwards; that choice depends only
 // on the sequence and the number of workers, so a sequence's results do
 // not depend on the other sequences of the call. The jobs of all sequences
-// form one list, longest first, shared by the workers.
+// form one list, longest first, shared by the workers. Caches of 16-bit
+// elements are expanded to float32 first (see attention16).
 func (b *Backend) CausalAttention(ps []compute.Attention) {
+	if len(ps) > 0 && ps[0].CacheType.Size() == 2 {
+		b.attention16(ps)
+		return
+	}
 	for i := range ps {
 		storeKV(&ps[i])
 	}
+	b.attend(ps)
+}
+
+// attend runs CausalAttention for sequences whose float32 caches hold their
+// new keys and values already.
+func (b *Backend) attend(ps []compute.Attention) {
 	jobs, seqs, vts := b.attnJobs[:0], b.attnSeqs[:0], b.attnVTs[:0]
 	vtSize := 0
 	var total int64

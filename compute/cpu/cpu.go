@@ -42,6 +42,7 @@ type Backend struct {
 	attnO      []float32 // per split job and head: partial output
 	attnVTs    []attnVT  // the sequences whose values attnVT holds transposed
 	attnVT     []float32 // transposed value caches of blocked attention
+	kv16       []float32 // float32 keys and values of a 16-bit cache (attention16)
 	convJobs   []convJob
 	xq         []byte // the inputs of a quantized MatMul, quantized
 }

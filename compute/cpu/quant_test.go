@@ -17,7 +17,7 @@ func TestQuantizedWeights(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
 	for _, threads := range []int{1, 3} {
 		b := New(Options{Threads: threads})
-		for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_K, compute.Q6_K} {
+		for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_K, compute.Q5_K, compute.Q6_K} {
 			qt := dt.Quant()
 			const rows, cols = 37, 512
 			rb := dt.RowBytes(cols)
@@ -77,7 +77,7 @@ func TestQuantizedWeights(t *testing.T) {
 		}{
 			{compute.Q4_K, 100, 2 * 144},      // not whole blocks
 			{compute.Q8_0, 64, 2*68 - 1},      // short data
-			{compute.Q5_K, 256, 2 * 176},      // no kernels for Q5_K
+			{compute.Q5_K, 256, 2*176 - 1},    // short data
 			{compute.DType(99), 256, 2 * 256}, // unknown
 		} {
 			if _, err := b.LoadWeight("bad", c.dt, 2, c.cols, make([]byte, c.n)); err == nil {

@@ -37,12 +37,107 @@ func TestAttentionLongContext(t *testing.T) {
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("pos%d_n%d_target%d_split%d", c.pos, c.n, c.target, c.splitLen), func(t *testing.T) {
 			b.attnTarget, b.attnSplitLen = c.target, c.splitLen
-			if _, nsplit := b.attnSplits(compute.Attention{Pos: c.pos, N: c.n, Q: compute.DenseHeads(heads, dim)}, kvHeads*((c.n*heads/kvHeads+attnRows-1)/attnRows)); nsplit < 2 && c.target == attnTargetGPU {
+			split := b.attnSplit(c.pos + c.n)
+			if nsplit := (c.pos + c.n + split - 1) / split; nsplit < 2 && c.target == attnTargetGPU {
 				t.Fatalf("expected the cache to be split, got %d split", nsplit)
 			}
 			checkAttention(t, b, rand.New(rand.NewPCG(uint64(c.pos), uint64(c.n))), heads, kvHeads, dim, c.pos, c.n)
 		})
 	}
+}
+
+// TestAttentionCutsExact checks that attention over a prompt's rows is
+// bitwise independent of where the prompt is cut into calls and of the
+// split of the cache length: rows computed in one call, in calls cut at
+// multiples of 64, or in batches of rows forced by a small binding limit,
+// give the same bits, with the GPU's splits, a forced split length and
+// none.
+func TestAttentionCutsExact(t *testing.T) {
+	b := newTestBackend(t, Options{})
+	defer b.Close()
+	const heads, kvHeads, dim, pos, n = 4, 2, 64, 200, 330
+	maxBinding := b.maxBinding
+	for _, c := range []struct {
+		name             string
+		target, splitLen int
+		maxBinding       uint64
+	}{
+		{"gpu", attnTargetGPU, 0, 0},
+		{"split48", attnTargetGPU, 48, 0},
+		{"split48-batched", attnTargetGPU, 48, 400 << 10}, // rows in batches of 31
+		{"cpu", attnTargetCPU, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b.attnTarget, b.attnSplitLen, b.maxBinding = c.target, c.splitLen, maxBinding
+			want := runAttentionCuts(t, b, heads, kvHeads, dim, pos, n, nil)
+			if c.maxBinding > 0 {
+				b.maxBinding = c.maxBinding
+			}
+			for _, cuts := range [][]int{{256}, {256, 320, 448}} {
+				got := runAttentionCuts(t, b, heads, kvHeads, dim, pos, n, cuts)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("cut at %v: output %d is %v, %v in one call", cuts, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+	b.maxBinding = maxBinding
+}
+
+// runAttentionCuts runs attention for tokens [pos, pos+n) of one sequence
+// in calls ending at the absolute positions cuts (and pos+n), with random
+// inputs from a generator seeded the same way each time, and returns the
+// outputs of every row.
+func runAttentionCuts(t *testing.T, b *Backend, heads, kvHeads, dim, pos, n int, cuts []int) []float32 {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(11, 12))
+	width := kvHeads * dim
+	randv := func(k int) []float32 {
+		v := make([]float32, k)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	qv, kv, vv := randv(n*heads*dim), randv(n*width), randv(n*width)
+	kcv, vcv := randv((pos+n)*width), randv((pos+n)*width)
+	up := func(v []float32) compute.Buffer {
+		buf, err := b.NewBuffer(len(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Upload(buf, 0, v); err != nil {
+			t.Fatal(err)
+		}
+		return buf
+	}
+	qb, kb, vb, kc, vc := up(qv), up(kv), up(vv), up(kcv), up(vcv)
+	out := up(make([]float32, n*heads*dim))
+	defer func() {
+		for _, x := range []compute.Buffer{qb, kb, vb, kc, vc, out} {
+			b.Free(x)
+		}
+	}()
+	start := pos
+	for _, c := range append(cuts, pos+n) {
+		r := start - pos
+		b.CausalAttention([]compute.Attention{{
+			Q: compute.DenseHeads(heads, dim).Rows(r), QBuf: qb, K: compute.DenseHeads(kvHeads, dim).Rows(r), KBuf: kb,
+			V: compute.DenseHeads(kvHeads, dim).Rows(r), VBuf: vb, KCache: kc, VCache: vc, Out: out, OutRow: r,
+			Pos: start, N: c - start, Scale: 0.125}})
+		start = c
+		// The engine's steps wait for each other; so do these calls.
+		if err := b.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]float32, n*heads*dim)
+	if err := b.Download(context.Background(), got, out, 0); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // checkAttention runs one CausalAttention with random queries, keys,

@@ -18,9 +18,10 @@ import (
 const validationLayer = "VK_LAYER_KHRONOS_validation"
 
 // Attention workgroups that keep a device busy: a few per multiprocessor on
-// a big GPU (Vulkan does not report their number), and one on a CPU device
-// (lavapipe), whose threads are few and where splitting only adds a merge
-// pass: it splits nothing.
+// a big GPU (Vulkan does not report their number), which splits the cache
+// length (see attnSplit), and one on a CPU device (lavapipe), whose
+// threads are few and where splitting only adds a merge pass: it splits
+// nothing.
 const (
 	attnTargetGPU = 512
 	attnTargetCPU = 1
@@ -65,8 +66,8 @@ type Backend struct {
 	// coopmatQShader is its variant for quantized weights (matmulcmq16
 	// or matmulcmq8).
 	coopmatQShader string
-	// attnTarget is how many attention workgroups fill the device: the
-	// cache length is split until that many run. attnSplitLen, when
+	// attnTarget is how many attention workgroups fill the device; above
+	// one the cache length is split (attnSplit). attnSplitLen, when
 	// positive (tests), fixes the split length instead.
 	attnTarget   int
 	attnSplitLen int

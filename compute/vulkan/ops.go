@@ -491,12 +491,15 @@ func (b *Backend) GDNGates(g, beta, a, bb compute.Buffer, aLog, dtBias compute.W
 		pushWords(&gatesPush{u32(n), u32(heads)}), gx, gy, 1)
 }
 
-// GatedDeltaRule implements compute.Backend, sequence by sequence: the
-// recurrent form (one deltarule.comp dispatch, parallel over heads and
-// state columns, sequential over the tokens) for short sequences, the
-// chunked form (deltachunk.comp, parallel over chunks of 64 tokens) for
-// sequences of at least b.deltaChunkMin tokens. The choice depends only on
-// the sequence, so its results do not depend on the others of the call.
+// GatedDeltaRule implements compute.Backend, sequence by sequence. A
+// sequence's tokens are cut into chunks of 64 from its first token; chunks
+// of at least b.deltaChunkMin tokens run the chunked form (deltachunk.comp,
+// parallel over chunks), the others (decode, a prompt's last partial chunk)
+// the recurrent form (one deltarule.comp dispatch, parallel over heads and
+// state columns, sequential over the tokens). Each token's form thus
+// depends only on its chunk, so a prompt fed in passes cut at multiples of
+// 64 gives the results of one pass bit for bit, and a sequence's results do
+// not depend on the others of the call.
 func (b *Backend) GatedDeltaRule(ps []compute.DeltaRule) {
 	for i := range ps {
 		b.deltaRule(&ps[i])
@@ -527,17 +530,33 @@ func (b *Backend) deltaRule(p *compute.DeltaRule) {
 		!b.span(op, "out", out, p.OutRow*p.Nv*p.Dv, p.N*p.Nv*p.Dv) || !b.span(op, "state", st, 0, p.Nv*p.Dk*p.Dv) {
 		return
 	}
-	if b.useChunked(p) {
-		b.deltaChunked(p, qkv, g, beta, out, st)
+	// The chunked form takes the leading chunks; a last partial chunk
+	// shorter than b.deltaChunkMin runs token by token after them.
+	head := p.N
+	if tail := p.N % deltaChunk; tail > 0 && tail < b.deltaChunkMin {
+		head -= tail
+	}
+	hp := *p
+	hp.N = head
+	if head > 0 && b.deltaChunkMin <= deltaChunk && b.useChunked(&hp) {
+		b.deltaChunked(&hp, qkv, g, beta, out, st)
+	} else {
+		head = 0
+	}
+	if head == p.N {
 		return
 	}
-	// This sequence's rows of q, k, v, the gates and the output.
-	spans := []span{headsSpan(p.N, p.Q, p.K, p.V), floats(p.GateRow*p.Nv, p.N*p.Nv), floats(p.GateRow*p.Nv, p.N*p.Nv),
-		floats(p.OutRow*p.Nv*p.Dv, p.N*p.Nv*p.Dv)}
-	b.dispatchSpans("deltarule", []uint32{wgDelta, u32(p.Dk)}, []*rawBuf{qkv.raw, g.raw, beta.raw, out.raw, st.raw}, spans,
-		pushWords(&deltarulePush{headsOf(p.Q), headsOf(p.K), headsOf(p.V),
-			u32(p.GateRow), u32(p.OutRow), u32(p.N), p.QScale, u32(p.Nk), u32(p.Nv), u32(p.Dv)}),
-		u32((p.Dv+wgDelta-1)/wgDelta), u32(p.Nv), 1)
+	// The rest token by token: this sequence's rows of q, k, v, the gates
+	// and the output from row head on.
+	rp := *p
+	rp.Q, rp.K, rp.V = p.Q.Rows(head), p.K.Rows(head), p.V.Rows(head)
+	rp.GateRow, rp.OutRow, rp.N = p.GateRow+head, p.OutRow+head, p.N-head
+	spans := []span{headsSpan(rp.N, rp.Q, rp.K, rp.V), floats(rp.GateRow*rp.Nv, rp.N*rp.Nv), floats(rp.GateRow*rp.Nv, rp.N*rp.Nv),
+		floats(rp.OutRow*rp.Nv*rp.Dv, rp.N*rp.Nv*rp.Dv)}
+	b.dispatchSpans("deltarule", []uint32{wgDelta, u32(rp.Dk)}, []*rawBuf{qkv.raw, g.raw, beta.raw, out.raw, st.raw}, spans,
+		pushWords(&deltarulePush{headsOf(rp.Q), headsOf(rp.K), headsOf(rp.V),
+			u32(rp.GateRow), u32(rp.OutRow), u32(rp.N), rp.QScale, u32(rp.Nk), u32(rp.Nv), u32(rp.Dv)}),
+		u32((rp.Dv+wgDelta-1)/wgDelta), u32(rp.Nv), 1)
 }
 
 // CausalAttention implements compute.Backend, sequence by sequence:
@@ -570,58 +589,100 @@ func (b *Backend) causalAttention(p *compute.Attention) {
 		return
 	}
 	width := nkv * dim
+	dt := cacheType(p.CacheType)
+	if dt == 0 || (dt != compute.F32 && width%2 != 0) {
+		b.failf("CausalAttention: cache type %v with %d elements per position", p.CacheType, width)
+		return
+	}
+	slots := func(positions int) int { return positions * width * dt.Size() / 4 } // cache words
 	if !b.heads(op, "q", q, p.Q, p.N) || !b.heads(op, "k", kb, p.K, p.N) || !b.heads(op, "v", vb, p.V, p.N) ||
-		!b.span(op, "kcache", kc, 0, (p.Pos+p.N)*width) || !b.span(op, "vcache", vc, 0, (p.Pos+p.N)*width) ||
+		!b.span(op, "kcache", kc, 0, slots(p.Pos+p.N)) || !b.span(op, "vcache", vc, 0, slots(p.Pos+p.N)) ||
 		!b.span(op, "out", out, p.OutRow*nh*dim, p.N*nh*dim) {
 		return
 	}
-	gx, gy := grid((p.N*width + wgElem - 1) / wgElem)
-	b.dispatchSpans("kvstore", []uint32{wgElem}, []*rawBuf{kb.raw, vb.raw, kc.raw, vc.raw},
-		[]span{headsSpan(p.N, p.K), headsSpan(p.N, p.V), floats(p.Pos*width, p.N*width), floats(p.Pos*width, p.N*width)},
+	gx, gy := grid((slots(p.N) + wgElem - 1) / wgElem)
+	b.dispatchSpans("kvstore", []uint32{wgElem, uint32(dt)}, []*rawBuf{kb.raw, vb.raw, kc.raw, vc.raw},
+		[]span{headsSpan(p.N, p.K), headsSpan(p.N, p.V), floats(slots(p.Pos), slots(p.N)), floats(slots(p.Pos), slots(p.N))},
 		pushWords(&kvstorePush{headsOf(p.K), headsOf(p.V), u32(p.N), u32(nkv), u32(dim), u32(p.Pos)}), gx, gy, 1)
 	b.attend(*p, q, kc, vc, out)
+}
+
+// cacheType returns the element type of a compute.Attention cache (zero
+// meaning F32), or 0 for an unsupported one.
+func cacheType(dt compute.DType) compute.DType {
+	switch dt {
+	case 0, compute.F32:
+		return compute.F32
+	case compute.BF16, compute.F16:
+		return dt
+	}
+	return 0
 }
 
 // Tiling of attention.comp (its RB and BK).
 const (
 	attnRows  = 8  // query rows per workgroup
 	attnBlock = 16 // cache positions per block; split lengths are multiples
-	// attnMinSplit is the fewest cache positions a split covers when the
-	// backend chooses the split count itself.
+	// attnMinSplit is the cache positions of one split on devices that
+	// split the cache length (GPUs).
 	attnMinSplit = 256
+	// attnPartCap bounds the partial results of one attention dispatch;
+	// rows beyond it run in further dispatches.
+	attnPartCap = 64 << 20
 )
 
-// attnSplits chooses how many splits of how many cache positions the
-// attention of p runs in: enough workgroups to fill the device
-// (b.attnTarget), splits of at least attnMinSplit positions, and a
-// partial-result buffer that fits one binding. b.attnSplitLen, when set
-// (tests), fixes the split length instead.
-func (b *Backend) attnSplits(p compute.Attention, groups int) (splitLen, nsplit int) {
-	limit := p.Pos + p.N // the longest row's cache length
-	roundUp := func(v int) int { return (v + attnBlock - 1) / attnBlock * attnBlock }
-	if b.attnSplitLen > 0 {
-		splitLen = roundUp(b.attnSplitLen)
-	} else {
-		nsplit = min((b.attnTarget+groups-1)/groups, (limit+attnMinSplit-1)/attnMinSplit)
-		splitLen = roundUp((limit + max(nsplit, 1) - 1) / max(nsplit, 1))
+// attnSplit returns the cache positions per split of an attention whose
+// longest row attends over limit positions. It never depends on the rows
+// of the call: every query row reduces over the same absolute splits of
+// the cache, and within them the same blocks of attnBlock positions,
+// whichever piece of a prompt it is computed in and whatever rows share
+// the dispatch, so prefill cut at any multiple of attnBlock gives the
+// results of one pass bit for bit (a row with one split writes the same
+// bits as the merge of one split). GPUs (b.attnTarget > 1) split at
+// attnMinSplit positions so that decode on a long context fills the
+// device; CPU devices never split. b.attnSplitLen, when set (tests),
+// fixes the length instead.
+func (b *Backend) attnSplit(limit int) int {
+	roundUp := func(v int) int { return (max(v, 1) + attnBlock - 1) / attnBlock * attnBlock }
+	switch {
+	case b.attnSplitLen > 0:
+		return roundUp(b.attnSplitLen)
+	case b.attnTarget > 1:
+		return attnMinSplit
 	}
-	nsplit = (limit + splitLen - 1) / splitLen
-	// The partials take N*heads*nsplit*(dim+2) floats.
-	per := uint64(p.N*p.Q.Count*(p.Q.Dim+2)) * 4
-	for nsplit > 1 && uint64(nsplit)*per > b.maxBinding {
-		splitLen = roundUp(2 * splitLen)
-		nsplit = (limit + splitLen - 1) / splitLen
-	}
-	return splitLen, nsplit
+	return roundUp(limit)
 }
 
 // attend records attention.comp (and attnmerge.comp when the cache length
-// is split) for p, whose caches already hold the new keys and values.
+// is split) for p, whose caches already hold the new keys and values. When
+// the partial results of all of p's rows would exceed attnPartCap (or one
+// binding), the rows run in batches of tokens, each with its own
+// dispatches (a row's arithmetic does not depend on the rows beside it).
 func (b *Backend) attend(p compute.Attention, q, kc, vc, out *buffer) {
+	nh, dim := p.Q.Count, p.Q.Dim
+	splitLen := b.attnSplit(p.Pos + p.N)
+	nsplit := (p.Pos + p.N + splitLen - 1) / splitLen
+	batch := p.N
+	if nsplit > 1 {
+		per := uint64(nh*nsplit*(dim+2)) * 4 // partial bytes per token
+		batch = max(1, min(p.N, int(min(b.maxBinding, attnPartCap)/per)))
+	}
+	for t0 := 0; t0 < p.N; t0 += batch {
+		sub := p
+		sub.N = min(batch, p.N-t0)
+		sub.Pos = p.Pos + t0
+		sub.Q = p.Q.Rows(t0)
+		sub.OutRow = p.OutRow + t0
+		b.attendRows(sub, q, kc, vc, out, splitLen)
+	}
+}
+
+// attendRows records the dispatches of attend for one batch of rows.
+func (b *Backend) attendRows(p compute.Attention, q, kc, vc, out *buffer, splitLen int) {
 	nkv, dim, nh := p.K.Count, p.K.Dim, p.Q.Count
 	rowBlocks := (p.N*(nh/nkv) + attnRows - 1) / attnRows
 	groups := nkv * rowBlocks
-	splitLen, nsplit := b.attnSplits(p, groups)
+	nsplit := (p.Pos + p.N + splitLen - 1) / splitLen
 	part := b.dummy
 	partML := 0
 	if nsplit > 1 {
@@ -650,8 +711,9 @@ func (b *Backend) attend(p compute.Attention, q, kc, vc, out *buffer) {
 	}
 	gx, gy := grid(groups)
 	outRows := floats(p.OutRow*nh*dim, p.N*nh*dim)
-	cache := floats(0, (p.Pos+p.N)*nkv*dim)
-	b.dispatchSpans("attention", nil, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw, part},
+	dt := cacheType(p.CacheType)
+	cache := floats(0, (p.Pos+p.N)*nkv*dim*dt.Size()/4)
+	b.dispatchSpans("attention", []uint32{uint32(dt)}, []*rawBuf{q.raw, kc.raw, vc.raw, out.raw, part},
 		[]span{headsSpan(p.N, p.Q), cache, cache, outRows},
 		pushWords(&attentionPush{headsOf(p.Q), u32(nh), u32(nkv), u32(dim), u32(p.Pos), u32(p.OutRow), p.Scale,
 			u32(p.N), u32(splitLen), u32(nsplit), u32(rowBlocks), u32(partML)}),

@@ -22,3 +22,6 @@ func New(Options) (*Backend, error) { return nil, errNoCgo }
 
 // Devices reports that the Vulkan backend is unavailable without cgo.
 func Devices() ([]string, error) { return nil, errNoCgo }
+
+// FreeMemory reports nothing without cgo.
+func (b *Backend) FreeMemory() int64 { return 0 }

@@ -134,12 +134,22 @@ func armQDotQ8_0(g *gen, dp bool) {
 // Σ m·(Bsums pairs) in V5, V6, V18, V19. The input's d is in V7, its Bsums
 // pair sums in V24, V25; the rows' d and dmin in V26, V27; the nibbles in
 // V8..V11, split into V12..V15; input values in V16, V17; 0x0f bytes in V31.
-func armQDotQ4K(g *gen, dp bool) {
-	name := "qdotQ4KNEON"
+//
+// With five set it emits the Q5_K×Q8_K kernel: the row's 32 bytes of fifth
+// bits (qh, between the scales and the nibbles) go to V22, V23 once the
+// mins are used, and before each sub-block's dot product its bit (bit j of
+// qh[l] for sub-block j) is moved to bit 4 of each byte in V4 (USHR by j,
+// SHL by 7, USHR by 3: byte lanes, so nothing crosses a byte) and ORed into
+// the nibbles.
+func armQDotQ4K(g *gen, dp, five bool) {
+	name, what := "qdotQ4KNEON", "Q4_K×Q8_K"
+	if five {
+		name, what = "qdotQ5KNEON", "Q5_K×Q8_K"
+	}
 	if dp {
 		name += "DP"
 	}
-	armQProlog(g, name, "Q4_K×Q8_K", dp)
+	armQProlog(g, name, what, dp)
 	mreg := [4]int{5, 6, 18, 19}
 	g.l("VMOVI $15, V31.B16")
 	g.label("block")
@@ -191,6 +201,9 @@ func armQDotQ4K(g *gen, dp bool) {
 		// M of the row: mins times the Bsums pair sums.
 		word(g, rrr(0x4EA09C00, mreg[r], 22, 24), "MUL V%d.4S, V22.4S, V24.4S", mreg[r])
 		word(g, rrr(0x4EA09400, mreg[r], 23, 25), "MLA V%d.4S, V23.4S, V25.4S", mreg[r])
+		if five {
+			g.l("VLD1.P 32(%s), [V22.B16, V23.B16]", p)
+		}
 		// S of the row.
 		armZero(g, r)
 		g.l("ADD $4, R5, R10")
@@ -205,6 +218,19 @@ func armQDotQ4K(g *gen, dp bool) {
 				g.l("VUSHR $4, V%d.B16, V15.B16", hi)
 				for h, q := range [][2]int{{12, 13}, {14, 15}} {
 					sub := 4*gi + 2*half + h
+					for k, qh := range []int{22, 23} {
+						if !five {
+							break
+						}
+						if sub > 0 {
+							g.l("VUSHR $%d, V%d.B16, V4.B16", sub, qh)
+							g.l("VSHL $7, V4.B16, V4.B16")
+						} else {
+							g.l("VSHL $7, V%d.B16, V4.B16", qh)
+						}
+						g.l("VUSHR $3, V4.B16, V4.B16")
+						g.l("VORR V4.B16, V%d.B16, V%d.B16", q[k], q[k])
+					}
 					g.l("VLD1.P 32(R10), [V16.B16, V17.B16]")
 					armDot16(g, dp, 4, q[0], 16, true)
 					armDot16(g, dp, 4, q[1], 17, false)
@@ -304,7 +330,8 @@ func armQDotQ6K(g *gen, dp bool) {
 func armQuant(g *gen) {
 	for _, dp := range []bool{false, true} {
 		armQDotQ8_0(g, dp)
-		armQDotQ4K(g, dp)
+		armQDotQ4K(g, dp, false)
+		armQDotQ4K(g, dp, true)
 		armQDotQ6K(g, dp)
 	}
 }

@@ -195,15 +195,26 @@ const (
 // Registers: accumulator of row r, input j in Y(r+4j); nibbles in Y8, Y9;
 // products in Y10; a spread scale in Y11; the row's scales in Y12; 0x0f
 // bytes in Y13.
-func x86QDotQ4K(g *gen, nb int) {
-	name := fmt.Sprintf("qdotQ4KAVX2x%d", nb)
-	g.text(name, fmt.Sprintf("$%d-56", qFrame), qDoc(name, "Q4_K×Q8_K", nb))
+//
+// With five set it emits the Q5_K×Q8_K kernel instead: a Q5_K block is 176
+// bytes, Q4_K's with 32 bytes of fifth bits (qh) between the scales and the
+// nibbles. Value 64g+l (l < 32) takes bit 2g of qh[l] and value 64g+32+l
+// bit 2g+1 as its bit 4: a word shift brings that bit to bit 4 of each byte
+// (it never crosses a byte for bits 0..7 shifted to 4), a mask of 0x10 bytes
+// keeps it and VPOR adds it to the nibbles. The values are then 0..31, so
+// VPMADDUBSW's pair sums (≤ 2·31·127) stay exact in int16 as for Q4_K.
+func x86QDotQ4K(g *gen, nb int, five bool) {
+	name, what, wBytes, qsOff := fmt.Sprintf("qdotQ4KAVX2x%d", nb), "Q4_K×Q8_K", 144, 16
+	if five {
+		name, what, wBytes, qsOff = fmt.Sprintf("qdotQ5KAVX2x%d", nb), "Q5_K×Q8_K", 176, 48
+	}
+	g.text(name, fmt.Sprintf("$%d-56", qFrame), qDoc(name, what, nb))
 	qProlog(g, nb)
 	g.l("MOVL $0x0f0f0f0f, AX")
 	g.l("VMOVD AX, X13")
 	g.l("VPBROADCASTD X13, Y13")
 	g.label("block")
-	qPrefetch(g, 144)
+	qPrefetch(g, wBytes)
 	// ggml's unpacking of the 12 bytes u0, u1, u2 of scales and mins, two
 	// rows per vector (a row per 128-bit lane):
 	//	scales 0..3 = u0&0x3f3f3f3f, mins 0..3 = u1&0x3f3f3f3f
@@ -231,10 +242,24 @@ func x86QDotQ4K(g *gen, nb int) {
 		g.l("VPSHUFB q4kc<>+0(SB), Y12, Y11")
 		g.l("VMOVDQU Y11, %d(SP)", qMins+32*r)
 		for gi := range 4 {
-			g.l("VMOVDQU %d(%s), Y9", 16+32*gi, p)
+			g.l("VMOVDQU %d(%s), Y9", qsOff+32*gi, p)
 			g.l("VPAND Y13, Y9, Y8")
 			g.l("VPSRLW $4, Y9, Y9")
 			g.l("VPAND Y13, Y9, Y9")
+			for h, q := range []int{8, 9} {
+				if !five {
+					break
+				}
+				g.l("VMOVDQU 16(%s), Y10", p)
+				switch bit := 2*gi + h; {
+				case bit < 4:
+					g.l("VPSLLW $%d, Y10, Y10", 4-bit)
+				case bit > 4:
+					g.l("VPSRLW $%d, Y10, Y10", bit-4)
+				}
+				g.l("VPAND q4kc<>+128(SB), Y10, Y10")
+				g.l("VPOR Y10, Y%d, Y%d", q, q)
+			}
 			for h, q := range []int{8, 9} {
 				sub := 2*gi + h
 				g.l("VPSHUFB q4kbcast<>+%d(SB), Y12, Y11", 32*sub)
@@ -277,7 +302,7 @@ func x86QDotQ4K(g *gen, nb int) {
 		g.l("VMULPS X10, X2, X11")
 		qSum(g, j, 9, 11, true)
 	}
-	qEpilog(g, nb, 144, 292)
+	qEpilog(g, nb, wBytes, 292)
 }
 
 // x86QDotQ6K emits the Q6_K×Q8_K kernel. A Q6_K block is 210 bytes (128
@@ -372,9 +397,9 @@ func q6kTable(g *gen) {
 // q4kConst emits q4kc: at 0 the VPSHUFB mask that spreads a lane's mins
 // (its high quadword) to words m0, m0, m1, m1, ... (lane 0: m0..m3, lane 1:
 // m4..m7), at 32 the shift counts 0, 4, 0, 0 per lane, at 64 0x3f bytes,
-// at 96 0x30 bytes.
+// at 96 0x30 bytes, at 128 0x10 bytes (Q5_K's fifth bit).
 func q4kConst(g *gen) {
-	var b [128]byte
+	var b [160]byte
 	for lane := range 2 {
 		for w := range 8 {
 			b[16*lane+2*w] = byte(8 + 4*lane + w/2)
@@ -383,7 +408,7 @@ func q4kConst(g *gen) {
 		b[32+16*lane+4] = 4
 	}
 	for i := range 32 {
-		b[64+i], b[96+i] = 0x3f, 0x30
+		b[64+i], b[96+i], b[128+i] = 0x3f, 0x30, 0x10
 	}
 	for i := 0; i < len(b); i += 8 {
 		var v uint64
@@ -416,7 +441,8 @@ func x86Quant(g *gen) {
 	x86QuantQ8_0(g)
 	for _, nb := range []int{1, 2} {
 		x86QDotQ8_0(g, nb)
-		x86QDotQ4K(g, nb)
+		x86QDotQ4K(g, nb, false)
+		x86QDotQ4K(g, nb, true)
 		x86QDotQ6K(g, nb)
 	}
 }

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	goio "io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/govinfer/govinfer/llm"
+)
+
+const chatSynopsis = `chat --model PATH [flags] ["question"]
+
+Talks with a checkpoint in the terminal. Without a question, and with standard
+input and output on a terminal, it is an interactive chat: the answer streams
+as it is generated, the model's reasoning dimmed (--hide-thinking hides it),
+the conversation is kept from turn to turn, and /help lists the commands
+(/set temperature 0.7, /think off, /clear, /bye, ...). Ctrl-C stops an answer
+(or clears the line you are typing), Ctrl-D on an empty line leaves.
+
+Multi-line input: end a line with \ to go on to the next, or open a block
+with """ and close it with """; pasted text keeps its line breaks. Lines edit
+with the arrows, Home/End, Backspace/Delete, Ctrl-A/E/W/U/K; up and down go
+through what you typed before.
+
+One-shot: with a question as arguments, or (without one) the question on
+standard input when it is not a terminal, it prints only the answer, without
+colours, prompts or reasoning (--show-thinking writes the reasoning to
+standard error), and exits non-zero if the answer fails.`
+
+// runChat implements "govinfer chat".
+func runChat(ctx context.Context, io stdio, args []string) int {
+	fs := newFlagSet(io, "chat", chatSynopsis)
+	var o chatOptions
+	dir := fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template)")
+	quantize := quantizeFlag(fs.FlagSet)
+	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
+	threads := fs.Int("threads", 0, "CPU worker threads (0: all cores)")
+	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
+	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
+	maxLen := fs.Int("max-model-len", 0, fmt.Sprintf("most tokens of the conversation plus an answer (default: the model's context, at most %d)", llm.DefaultMaxModelLen))
+	fs.BoolVar(&o.hideThinking, "hide-thinking", false, "do not show the model's reasoning (it still reasons; /think off or --think off stops that)")
+	fs.BoolVar(&o.showThinking, "show-thinking", false, "one-shot mode: write the reasoning to standard error")
+	fs.BoolVar(&o.verbose, "verbose", false, "print prompt and answer tokens per second after each answer (one-shot: on standard error), and the loading progress")
+	fs.Func("think", "on or off: let the model reason before it answers (default: the chat template's, on for Qwen3.5)", func(v string) error {
+		b, err := parseOnOff(v)
+		if err != nil {
+			return err
+		}
+		o.think = &b
+		return nil
+	})
+	for _, s := range chatSettings() {
+		if s.name == "verbose" {
+			continue
+		}
+		name := strings.ReplaceAll(s.name, "_", "-")
+		fs.Func(name, s.help+"; /set "+s.name+" in the chat", func(v string) error { return s.set(&o, v) })
+	}
+	question, code, done := parseChatFlags(fs, io, args)
+	if done {
+		return code
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(io.err, "govinfer chat: "+format+"\n", a...)
+		return code
+	}
+	switch {
+	case *dir == "":
+		return fail(exitUsage, "--model is required (see govinfer chat --help)")
+	case *maxLen < 0 || *threads < 0:
+		return fail(exitUsage, "--max-model-len and --threads must not be negative")
+	case checkQuantize(*quantize) != nil:
+		return fail(exitUsage, "%v", checkQuantize(*quantize))
+	}
+	if _, err := os.Stat(*dir); err != nil {
+		return fail(exitUsage, "--model %s: %v", *dir, errors.Unwrap(err))
+	}
+	inFile, inTerm := terminal(io.in)
+	outFile, outTerm := terminal(io.out)
+	interactive := question == "" && inTerm
+	if interactive && !outTerm {
+		return fail(exitUsage, "standard output is not a terminal: give the question as an argument or on standard input")
+	}
+	if !interactive && question == "" {
+		data, err := goio.ReadAll(io.in)
+		if err != nil {
+			return fail(exitError, "reading the question from standard input: %v", err)
+		}
+		question = strings.TrimRight(string(data), "\r\n")
+	}
+	if !interactive && strings.TrimSpace(question) == "" {
+		return fail(exitUsage, "no question: give it as an argument or on standard input")
+	}
+	var log goio.Writer
+	if interactive || o.verbose {
+		log = io.err
+	}
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: log})
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer backend.Close()
+	start := time.Now()
+	var progress func(llm.Progress)
+	if log != nil {
+		progress = loadProgress(io, *dir, *quantize)
+	}
+	m, err := llm.Open(*dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize})
+	if err != nil {
+		return fail(exitError, "%v", err)
+	}
+	defer m.Close()
+	if _, err := m.Template(); err != nil {
+		return fail(exitError, "%s has no chat template: %v", *dir, err)
+	}
+	if ctx.Err() != nil {
+		return fail(exitError, "interrupted while loading")
+	}
+	if log != nil {
+		cfg := m.Config()
+		fmt.Fprintf(log, "loaded in %.1fs on %s: %d layers, vocab %d, context %d tokens\n",
+			time.Since(start).Seconds(), backend.Name(), cfg.NumLayers, cfg.VocabSize, m.MaxModelLen())
+	}
+	s := &chatSession{m: m, opts: &o}
+	if !interactive {
+		return s.oneShot(ctx, io, question)
+	}
+	return s.interactive(ctx, io, inFile, outFile)
+}
+
+// parseChatFlags parses flags and arguments in any order (a question may
+// come before flags; "--" ends the flags) and returns the arguments joined
+// as the question.
+func parseChatFlags(fs *flagSet, io stdio, args []string) (question string, code int, done bool) {
+	var words []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.usage()
+				return "", exitOK, true
+			}
+			fmt.Fprintf(io.err, "govinfer chat: %v (see govinfer chat --help)\n", err)
+			return "", exitUsage, true
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			words = append(words, rest...) // after "--": all question
+			break
+		}
+		words = append(words, rest[0])
+		args = rest[1:]
+	}
+	return strings.Join(words, " "), 0, false
+}
+
+// terminal returns f as a file and whether it is a terminal.
+func terminal(f any) (*os.File, bool) {
+	file, ok := f.(*os.File)
+	if !ok {
+		return nil, false
+	}
+	return file, term.IsTerminal(int(file.Fd()))
+}

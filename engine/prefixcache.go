@@ -1,0 +1,411 @@
+package engine
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"slices"
+
+	"github.com/govinfer/govinfer/model"
+)
+
+// PrefixBlock is the granularity of prefix reuse, in tokens: the delta
+// rule's chunk. The prefix cache keeps state only at multiples of it, and
+// the engine cuts prefill there, so a request resumed from the cache runs
+// the very pieces a cold run does and gets its results bit for bit (prefill
+// is bitwise independent of cuts at multiples of 64; see model's
+// TestPrefillCutsExact).
+const PrefixBlock = 64
+
+// BlockHashes returns the chained hashes of the whole PrefixBlock-token
+// blocks of tokens: hash i covers tokens [0, (i+1)*PrefixBlock), computed as
+// FNV-1a 64 over the previous hash and the block's tokens (little-endian
+// uint32s). They are stable across runs and machines, so they can name
+// blocks outside the process (KV events).
+func BlockHashes(tokens []int) []uint64 {
+	n := len(tokens) / PrefixBlock
+	out := make([]uint64, n)
+	var prev uint64
+	buf := make([]byte, 8+4*PrefixBlock)
+	for i := range n {
+		binary.LittleEndian.PutUint64(buf, prev)
+		for j, t := range tokens[i*PrefixBlock : (i+1)*PrefixBlock] {
+			binary.LittleEndian.PutUint32(buf[8+4*j:], uint32(t))
+		}
+		h := fnv.New64a()
+		h.Write(buf)
+		prev = h.Sum64()
+		out[i] = prev
+	}
+	return out
+}
+
+// PrefixSpan describes blocks of a cached prefix, for a PrefixObserver:
+// positions [Start, End) of a prompt, whose blocks are named by their
+// chained hashes (BlockHashes).
+type PrefixSpan struct {
+	// ParentHash is the hash of the block that ends at Start, 0 when Start
+	// is 0.
+	ParentHash uint64
+	// BlockHashes are the hashes of the blocks of [Start, End), in order:
+	// (End-Start)/PrefixBlock of them. Empty when only a kept point's
+	// recurrent state changed.
+	BlockHashes []uint64
+	// Tokens are the span's tokens (stored spans only).
+	Tokens     []int
+	Start, End int
+	// Point says that End is a kept point: resuming there is possible, as
+	// the cache holds (or, when removed, held) the Gated DeltaNet state at
+	// End and the KV of every position before it.
+	Point bool
+	// Bytes is the memory the span's blocks and state take (or took).
+	Bytes int64
+}
+
+// PrefixObserver is told what the prefix cache stores and evicts, for
+// publishing KV-cache events or usage. Its methods run on the engine's
+// scheduling goroutine between steps: they must return quickly and must not
+// call the Engine. Nothing is reported when the engine closes and drops the
+// whole cache.
+type PrefixObserver interface {
+	// PrefixStored reports blocks (and possibly a kept point) added.
+	PrefixStored(PrefixSpan)
+	// PrefixRemoved reports blocks (and possibly a kept point) evicted.
+	PrefixRemoved(PrefixSpan)
+}
+
+// prefixNode is one block of a cached prefix: the keys and values of its
+// PrefixBlock positions, and, at a kept point, the recurrent state at its
+// end. A node without state exists only while some descendant has state
+// (or while it is pinned).
+type prefixNode struct {
+	parent   *prefixNode
+	children map[uint64]*prefixNode
+	hash     uint64 // chained hash of the prefix ending with this block
+	tokens   []int  // the block's tokens, to verify a hash match
+	end      int    // position after the block
+	kv       *model.KVBlock
+	state    *model.RecurrentState // at end, or nil
+	lastUse  uint64                // tick of the last hit or store of state
+	pins     int
+}
+
+// prefixCache is a tree of PrefixBlock-token blocks keyed by token prefix.
+// Each kept point (a node with recurrent state) shares the KV blocks of
+// its ancestors with every other point of the same prefix. It is used by
+// the engine goroutine only.
+type prefixCache struct {
+	m     *model.Model
+	root  prefixNode
+	bytes int64 // KV blocks and states held
+	tick  uint64
+	obs   PrefixObserver
+}
+
+func newPrefixCache(m *model.Model, obs PrefixObserver) *prefixCache {
+	return &prefixCache{m: m, obs: obs, root: prefixNode{children: map[uint64]*prefixNode{}}}
+}
+
+// maxResume returns the furthest position a prompt of n tokens can resume
+// at: the last multiple of PrefixBlock before its last token, which must
+// be fed to get its logits.
+func maxResume(n int) int { return (n - 1) / PrefixBlock * PrefixBlock }
+
+// lookup returns the path of nodes from the first block to the deepest
+// kept point of tokens (hashes its BlockHashes) at or before
+// maxResume(len(tokens)), or nil.
+func (c *prefixCache) lookup(tokens []int, hashes []uint64) []*prefixNode {
+	var path []*prefixNode
+	best := 0
+	n := &c.root
+	for i := 0; (i+1)*PrefixBlock <= maxResume(len(tokens)); i++ {
+		ch := n.children[hashes[i]]
+		if ch == nil || !slices.Equal(ch.tokens, tokens[i*PrefixBlock:(i+1)*PrefixBlock]) {
+			break
+		}
+		path = append(path, ch)
+		if ch.state != nil {
+			best = len(path)
+		}
+		n = ch
+	}
+	return path[:best]
+}
+
+// touch marks the kept point at the end of path as just used.
+func (c *prefixCache) touch(path []*prefixNode) {
+	if len(path) > 0 {
+		c.tick++
+		path[len(path)-1].lastUse = c.tick
+	}
+}
+
+func pin(path []*prefixNode, d int) {
+	for _, n := range path {
+		n.pins += d
+	}
+}
+
+// blocks returns the KV blocks of path.
+func blocks(path []*prefixNode) []*model.KVBlock {
+	out := make([]*model.KVBlock, len(path))
+	for i, n := range path {
+		out[i] = n.kv
+	}
+	return out
+}
+
+// storeCost returns the bytes storing a kept point at position pos of
+// tokens would add (the blocks not cached yet and the recurrent state; 0
+// when the point is cached already) and the nodes of its path that exist,
+// for pinning. It returns -1 on a hash collision with a cached block, which
+// makes the point unstorable.
+func (c *prefixCache) storeCost(tokens []int, hashes []uint64, pos int) (int64, []*prefixNode) {
+	n := &c.root
+	var path []*prefixNode
+	for i := 0; i < pos/PrefixBlock; i++ {
+		ch := n.children[hashes[i]]
+		if ch == nil {
+			missing := pos/PrefixBlock - i
+			return int64(missing*PrefixBlock)*c.m.KVBytesPerToken() + c.m.RecurrentBytes(), path
+		}
+		if !slices.Equal(ch.tokens, tokens[i*PrefixBlock:(i+1)*PrefixBlock]) {
+			return -1, nil
+		}
+		path = append(path, ch)
+		n = ch
+	}
+	if n.state != nil {
+		return 0, path
+	}
+	return c.m.RecurrentBytes(), path
+}
+
+// store keeps the state of seq, which has consumed exactly tokens[:pos]
+// (pos a multiple of PrefixBlock), as a kept point: it copies the KV of the
+// blocks not cached yet and the recurrent state. The caller has made room
+// for storeCost bytes.
+func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, pos int) error {
+	n := &c.root
+	var added []*prefixNode
+	var err error
+	for i := 0; i < pos/PrefixBlock; i++ {
+		ch := n.children[hashes[i]]
+		if ch == nil {
+			ch = &prefixNode{parent: n, children: map[uint64]*prefixNode{}, hash: hashes[i],
+				tokens: slices.Clone(tokens[i*PrefixBlock : (i+1)*PrefixBlock]), end: (i + 1) * PrefixBlock}
+			if ch.kv, err = seq.SaveKV(i*PrefixBlock, PrefixBlock); err != nil {
+				break
+			}
+			n.children[ch.hash] = ch
+			c.bytes += ch.kv.Bytes()
+			added = append(added, ch)
+		}
+		n = ch
+	}
+	stored := false
+	if err == nil && n != &c.root && n.state == nil {
+		if n.state, err = seq.SaveRecurrent(); err == nil {
+			c.bytes += n.state.Bytes()
+			stored = true
+		}
+	}
+	if err == nil {
+		c.tick++
+		n.lastUse = c.tick
+	}
+	if err != nil {
+		// Undo the blocks that no kept point needs.
+		if len(added) > 0 {
+			c.prune(added[len(added)-1], false)
+		}
+		return err
+	}
+	if c.obs != nil && (stored || len(added) > 0) {
+		sp := PrefixSpan{Start: pos, End: pos, Point: stored}
+		if stored {
+			sp.Bytes = n.state.Bytes()
+		}
+		if len(added) > 0 {
+			sp.Start = added[0].end - PrefixBlock
+			sp.ParentHash = added[0].parent.hash
+			sp.Tokens = slices.Clone(tokens[sp.Start:pos])
+			for _, a := range added {
+				sp.BlockHashes = append(sp.BlockHashes, a.hash)
+				sp.Bytes += a.kv.Bytes()
+			}
+		} else {
+			sp.ParentHash = n.hash
+		}
+		c.obs.PrefixStored(sp)
+	}
+	return nil
+}
+
+// evictOne frees the least recently used kept point that is not pinned,
+// with the blocks that no other point needs, and returns the bytes freed
+// (0 when nothing can be evicted).
+func (c *prefixCache) evictOne() int64 {
+	var victim *prefixNode
+	var walk func(n *prefixNode)
+	walk = func(n *prefixNode) {
+		for _, ch := range n.children {
+			if ch.state != nil && ch.pins == 0 && (victim == nil || ch.lastUse < victim.lastUse) {
+				victim = ch
+			}
+			walk(ch)
+		}
+	}
+	walk(&c.root)
+	if victim == nil {
+		return 0
+	}
+	before := c.bytes
+	freed := victim.state.Bytes()
+	victim.state.Free()
+	victim.state = nil
+	c.bytes -= freed
+	sp := c.prune(victim, true)
+	sp.Point = true
+	sp.Bytes += freed
+	if sp.End == 0 {
+		sp.Start, sp.End, sp.ParentHash = victim.end, victim.end, victim.hash
+	}
+	if c.obs != nil {
+		c.obs.PrefixRemoved(sp)
+	}
+	return before - c.bytes
+}
+
+// prune removes n and its ancestors while they hold no state, have no
+// children and are not pinned, and returns the span of blocks removed
+// (End 0 when none). With report false it returns nothing.
+func (c *prefixCache) prune(n *prefixNode, report bool) PrefixSpan {
+	var sp PrefixSpan
+	for n != &c.root && n.state == nil && len(n.children) == 0 && n.pins == 0 {
+		if sp.End == 0 {
+			sp.End = n.end
+		}
+		sp.Start = n.end - PrefixBlock
+		sp.ParentHash = n.parent.hash
+		if report {
+			sp.BlockHashes = append(sp.BlockHashes, n.hash)
+		}
+		sp.Bytes += n.kv.Bytes()
+		c.bytes -= n.kv.Bytes()
+		n.kv.Free()
+		delete(n.parent.children, n.hash)
+		n = n.parent
+	}
+	slices.Reverse(sp.BlockHashes)
+	return sp
+}
+
+// points returns the number of kept points cached.
+func (c *prefixCache) points() int {
+	count := 0
+	var walk func(n *prefixNode)
+	walk = func(n *prefixNode) {
+		for _, ch := range n.children {
+			if ch.state != nil {
+				count++
+			}
+			walk(ch)
+		}
+	}
+	walk(&c.root)
+	return count
+}
+
+// clear frees everything, without reporting it.
+func (c *prefixCache) clear() {
+	var walk func(n *prefixNode)
+	walk = func(n *prefixNode) {
+		for _, ch := range n.children {
+			walk(ch)
+			if ch.state != nil {
+				ch.state.Free()
+			}
+			ch.kv.Free()
+		}
+		clear(n.children)
+	}
+	walk(&c.root)
+	c.bytes = 0
+}
+
+// keepPoints returns the positions of a prompt of n tokens whose state the
+// cache keeps, ascending, beyond a resume position hit: the last multiple
+// of PrefixBlock at or before each hint, and maxResume(n), where a request
+// repeating the prompt (another choice of it, or a retry) resumes.
+func keepPoints(n int, hints []int, hit int) []int {
+	last := maxResume(n)
+	var pts []int
+	for _, h := range append(slices.Clone(hints), last) {
+		if p := min(h, last) / PrefixBlock * PrefixBlock; p > hit && p > 0 {
+			pts = append(pts, p)
+		}
+	}
+	slices.Sort(pts)
+	return slices.Compact(pts)
+}
+
+// keepState stores r's state at its current position, a kept point, in
+// the prefix cache when room can be made for it within the budget.
+func (e *Engine) keepState(r *running) {
+	pos := r.fed
+	cost, path := e.cache.storeCost(r.s.req.Prompt, r.s.hashes, pos)
+	if cost <= 0 {
+		if cost == 0 {
+			e.cache.touch(path)
+		}
+		return
+	}
+	pin(path, 1)
+	defer pin(path, -1)
+	if !e.makeRoom(cost) {
+		return
+	}
+	// On failure (out of device memory) the point is simply not kept.
+	_ = e.cache.store(r.seq, r.s.req.Prompt, r.s.hashes, pos)
+	e.noteCache()
+}
+
+// makeRoom evicts cached prefixes, least recently used first, until n
+// more bytes fit the budget, and reports whether they do.
+func (e *Engine) makeRoom(n int64) bool {
+	for !e.budget.fits(n) {
+		if e.cache == nil || e.cache.evictOne() == 0 {
+			return false
+		}
+		e.noteCache()
+	}
+	return true
+}
+
+// noteCache publishes the cache's size to the budget and the metrics.
+func (e *Engine) noteCache() {
+	e.budget.cached.Store(e.cache.bytes)
+	e.budget.points.Store(int64(e.cache.points()))
+	e.budget.note()
+}
+
+// awaitsPrefix reports whether s should wait for a running request that is
+// prefilling a prefix of s's prompt and will store state beyond what the
+// cache holds for s now (the other choices of an n > 1 request, or
+// requests that share a long system prompt, arriving together): s then
+// resumes from that state instead of computing the same tokens beside it.
+func (e *Engine) awaitsPrefix(s *Stream, run []*running) bool {
+	if e.cache == nil {
+		return false
+	}
+	have := len(e.cache.lookup(s.req.Prompt, s.hashes)) * PrefixBlock
+	limit := maxResume(len(s.req.Prompt))
+	for _, r := range run {
+		for _, q := range r.keep {
+			if q > have && q <= limit && r.s.hashes[q/PrefixBlock-1] == s.hashes[q/PrefixBlock-1] {
+				return true
+			}
+		}
+	}
+	return false
+}

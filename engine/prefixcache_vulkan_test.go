@@ -1,0 +1,32 @@
+//go:build cgo
+
+package engine
+
+import (
+	"os"
+	"testing"
+
+	"github.com/govinfer/govinfer/compute/vulkan"
+	"github.com/govinfer/govinfer/model"
+)
+
+// TestPrefixCacheVulkan replays random conversations on the Vulkan backend
+// (lavapipe in CI), with the prefix cache and without: bit for bit the
+// same tokens, logprobs and prompt logits. It skips without a Vulkan
+// device unless GOVINFER_REQUIRE_VULKAN=1.
+func TestPrefixCacheVulkan(t *testing.T) {
+	be, err := vulkan.New(vulkan.Options{})
+	if err != nil {
+		if os.Getenv("GOVINFER_REQUIRE_VULKAN") == "1" {
+			t.Fatalf("GOVINFER_REQUIRE_VULKAN=1 but no Vulkan backend: %v", err)
+		}
+		t.Skipf("no Vulkan device: %v", err)
+	}
+	t.Cleanup(func() { be.Close() }) // cleanups run last first: engines, model, backend
+	m, err := model.Open("../testdata/models/tiny", model.Options{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	checkConversations(t, m, 2, 3)
+}

@@ -1,0 +1,80 @@
+// Package kvevents publishes which token prefixes the engine can resume
+// from, in vLLM's KV-cache event format, so that a prefix-aware router (the
+// llm-d router's precise prefix scorer, or anything that reads vLLM's
+// events) can send a request to the replica that already holds most of its
+// prompt.
+//
+// # Wire format
+//
+// A ZeroMQ PUB socket (pure Go: github.com/go-zeromq/zmq4) sends one
+// message per batch of events, in three frames: the topic
+// ("kv@<pod-id>@<model>"; routers subscribe to the prefix "kv@"), a
+// sequence number (uint64 big-endian, from 0, one per batch sent) and a
+// msgpack payload (github.com/vmihailenco/msgpack/v5) of positional arrays,
+// as vLLM's msgspec structs with array_like=True encode them:
+//
+//	EventBatch       = [ts float64, events, data_parallel_rank nil]
+//	BlockStored      = ["BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size]
+//	BlockRemoved     = ["BlockRemoved", block_hashes]
+//	AllBlocksCleared = ["AllBlocksCleared"]
+//
+// vLLM's optional trailing fields (lora_id, medium, lora_name, extra_keys,
+// group_idx, kv_cache_spec_kind, sliding_window) are left out: govinfer
+// serves one model without adapters, and a BlockStored without group_idx is
+// what a router indexes as ordinary full-attention blocks.
+//
+// Block hashes are uint64s computed as the llm-d router computes its own
+// block keys (BlockKeys): FNV-64a over the canonical CBOR encoding of
+// [parent, tokens, nil], chained from a root that hashes the model name.
+// The router recomputes its keys from token_ids and uses the engine's
+// hashes only as opaque ids, but with the same hash seed, model name and
+// block size the two agree, which makes the events easy to check.
+//
+// # What an event means for a hybrid model
+//
+// Qwen3.5 interleaves Gated DeltaNet layers, whose state at a position is
+// one fixed-size snapshot, with attention layers, whose state is the KV of
+// every earlier token. A prefix of a prompt can be skipped only where both
+// are held: the attention KV up to a position and the recurrent state at
+// exactly that position. An engine that caches the recurrent state only at
+// some points can resume only at those points, however much KV it holds.
+// vLLM therefore turns its hybrid cache manager off when events are on;
+// no engine publishes correct events for Qwen3.5.
+//
+// The Publisher is driven by span, not by block: the prefix cache calls
+// SpanStored for the tokens between two consecutive snapshot points it
+// keeps (both multiples of the block size C), naming the span that ends
+// at the earlier point as the parent, and SpanRemoved when a point's
+// snapshot is evicted. So every BlockStored ends at a point the engine
+// can resume from, and the chain of whole spans a router can match is the
+// prefix the engine will actually skip. A router credits blocks inside a
+// span too; that is harmless, since it only ranks replicas, and the engine
+// then resumes at the last kept point before them.
+//
+// The contract with the prefix cache, so that the announced chains stay
+// exactly the resumable prefixes:
+//
+//   - when a snapshot point at position b is kept, call
+//     SpanStored(span of the previous kept point a on the same path, or
+//     the zero Span, tokens[a:b]) and keep the returned Span with the point;
+//   - when the point's snapshot is evicted and no later kept point extends
+//     it, call SpanRemoved(its span);
+//   - when it is evicted but a later kept point c extends it, the two spans
+//     become one: SpanRemoved(span of b), SpanRemoved(span of c), then
+//     SpanStored(span of a, tokens[a:c]) for c (the block hashes are the
+//     same, so a router's index keeps its blocks and loses only the end
+//     at b);
+//   - when the cache is emptied, call AllCleared.
+//
+// # Never blocking the engine
+//
+// SpanStored, SpanRemoved and AllCleared encode the event on the caller's
+// goroutine (microseconds: a hash per block of tokens) and append it to a
+// bounded pending batch; a goroutine of the Publisher sends what is
+// pending as one batch whenever the socket is free. If the socket is stuck
+// (a subscriber that does not read) and the pending batch reaches
+// Config.MaxPending events, it is dropped whole and counted
+// (Stats.DroppedBatches), and the next batch sent starts with
+// AllBlocksCleared, so that a router forgets what it can no longer trust
+// rather than keep blocks whose removal it missed.
+package kvevents

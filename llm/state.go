@@ -1,0 +1,175 @@
+package llm
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/model"
+)
+
+// Defaults of the state memory budget (Options.StateMemoryFraction): the
+// share of the memory free once the weights are loaded. Host memory is
+// shared with everything else the machine runs; a device's is the
+// engine's own.
+const (
+	DefaultStateMemoryFractionHost   = 0.5
+	DefaultStateMemoryFractionDevice = 0.8
+	// DefaultStateMemoryBytes is the budget where the host's available
+	// memory cannot be read (no /proc/meminfo) and none is given.
+	DefaultStateMemoryBytes = 4 << 30
+)
+
+// KVCacheTypes maps the names Options.KVCacheType accepts to element types.
+var KVCacheTypes = map[string]compute.DType{"f32": compute.F32, "bf16": compute.BF16, "f16": compute.F16}
+
+// ParseStateMemory reads a state memory size as `serve --state-memory`
+// takes it: bytes with a binary unit ("256KiB", "8GiB", "1.5TiB"; "B" or no
+// unit for plain bytes), or a fraction in (0, 1] ("0.8") of the memory
+// free after loading the weights. Exactly one of bytes and fraction is
+// set.
+func ParseStateMemory(s string) (bytes int64, fraction float64, err error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}}
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+			if err != nil || v <= 0 || v*u.mult >= 1<<62 || v*u.mult < 1 {
+				return 0, 0, fmt.Errorf("state memory %q: want a positive size such as 256KiB or 8GiB", s)
+			}
+			return int64(v * u.mult), 0, nil
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil:
+		return 0, 0, fmt.Errorf("state memory %q: want a size with a binary unit (256KiB, 8GiB) or a fraction in (0, 1]", s)
+	case v > 0 && v <= 1:
+		return 0, v, nil
+	case v > 1 && v == float64(int64(v)):
+		return int64(v), 0, nil // plain bytes
+	}
+	return 0, 0, fmt.Errorf("state memory %q: a fraction must be in (0, 1]", s)
+}
+
+// stateBudget returns the state memory budget of o for m on be: o's
+// bytes, or a fraction of the memory free now that the weights are
+// loaded (the device's, or the host's available memory less the weights
+// when they are memory-mapped from the checkpoint rather than copied).
+func stateBudget(o Options, m *model.Model, be compute.Backend) (int64, error) {
+	if o.StateMemory < 0 || o.StateMemoryFraction < 0 || o.StateMemoryFraction > 1 {
+		return 0, fmt.Errorf("llm: state memory %d bytes or fraction %v out of range", o.StateMemory, o.StateMemoryFraction)
+	}
+	if o.StateMemory > 0 {
+		return o.StateMemory, nil
+	}
+	frac := o.StateMemoryFraction
+	var free int64
+	if mr, ok := be.(compute.MemoryReporter); ok {
+		free = mr.FreeMemory()
+		if frac == 0 {
+			frac = DefaultStateMemoryFractionDevice
+		}
+	} else {
+		avail, err := hostAvailable()
+		if err != nil {
+			if o.StateMemoryFraction > 0 {
+				return 0, fmt.Errorf("llm: a state memory fraction needs the available memory: %w", err)
+			}
+			return DefaultStateMemoryBytes, nil
+		}
+		free = avail
+		if o.Quantize == "" {
+			free -= m.WeightBytes() // mapped, counted as reclaimable cache
+		}
+		if frac == 0 {
+			frac = DefaultStateMemoryFractionHost
+		}
+	}
+	b := int64(float64(free) * frac)
+	if b < m.SequenceBytes(1) {
+		return 0, fmt.Errorf("llm: %s of free memory leave no room for sequence state (one sequence needs %s); set the state memory explicitly",
+			formatBytes(max(free, 0)), formatBytes(m.SequenceBytes(1)))
+	}
+	return b, nil
+}
+
+// hostAvailable returns /proc/meminfo's MemAvailable in bytes.
+func hostAvailable() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("reading MemAvailable: %w", err)
+			}
+			return kb << 10, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("no MemAvailable in /proc/meminfo")
+}
+
+func formatBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, u := float64(n)/1024, 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, units[u])
+}
+
+// StateMemory describes the state memory budget of a Model.
+type StateMemory struct {
+	// Budget bounds all sequence state: KV caches, recurrent states and
+	// cached prefixes.
+	Budget int64
+	// PerToken is the KV cache of one token (all attention layers);
+	// PerSequence the recurrent state every sequence has whatever its
+	// length.
+	PerToken, PerSequence int64
+	// Tokens is how many tokens of state the budget holds in one sequence.
+	Tokens int64
+	// KVCacheType is the KV cache's element type.
+	KVCacheType compute.DType
+	// PrefixCache says whether prompt prefixes are reused.
+	PrefixCache bool
+}
+
+// String describes the budget in one line, for a start-up log.
+func (s StateMemory) String() string {
+	cache := "prefix cache on"
+	if !s.PrefixCache {
+		cache = "prefix cache off"
+	}
+	return fmt.Sprintf("state memory %s holds %d tokens of state (%s KV cache, %s per token, plus %s of recurrent state per sequence); %s",
+		formatBytes(s.Budget), s.Tokens, strings.ToLower(s.KVCacheType.String()), formatBytes(s.PerToken), formatBytes(s.PerSequence), cache)
+}
+
+// StateMemory returns the model's state memory budget.
+func (lm *Model) StateMemory() StateMemory {
+	s := StateMemory{Budget: lm.stateMemory, PerToken: lm.m.KVBytesPerToken(), PerSequence: lm.m.RecurrentBytes(),
+		KVCacheType: lm.m.KVCacheType(), PrefixCache: lm.prefixCache}
+	if s.PerToken > 0 {
+		s.Tokens = max(0, s.Budget-s.PerSequence) / s.PerToken
+	}
+	return s
+}
