@@ -49,6 +49,7 @@ func main() {
 		bin      = flag.String("govinfer", "bin/govinfer", "with --spawn: the govinfer binary")
 		modelDir = flag.String("model", "", "with --spawn: the checkpoint directory")
 		threads  = flag.Int("threads", 1, "with --spawn: CPU threads per server")
+		stateMem = flag.String("state-memory", "", "with --spawn: each server's --state-memory (default: the server's); a budget smaller than all conversations' state shows routing under cache pressure")
 		name     = flag.String("served-model-name", "", "the served model name (default: what the first server's /v1/models lists)")
 		policy   = flag.String("policy", "both", "round-robin, events or both")
 		convs    = flag.Int("conversations", 20, "conversations replayed")
@@ -62,7 +63,7 @@ func main() {
 	)
 	flag.Parse()
 	if err := run(options{
-		servers: split(*servers), events: split(*events), spawn: *spawn, bin: *bin, modelDir: *modelDir, threads: *threads,
+		servers: split(*servers), events: split(*events), spawn: *spawn, bin: *bin, modelDir: *modelDir, threads: *threads, stateMem: *stateMem,
 		name: *name, policy: *policy, block: *block, convs: *convs, turns: *turns, maxTok: *maxTok, seed: *seed,
 		settle: *settle, jsonOut: *jsonOut, verbose: *verbose,
 	}); err != nil {
@@ -75,6 +76,7 @@ type options struct {
 	servers, events             []string
 	spawn                       int
 	bin, modelDir, name, policy string
+	stateMem                    string
 	threads, block              int
 	convs, turns, maxTok        int
 	seed                        uint64
@@ -224,6 +226,9 @@ func start(o options) ([]kvroute.Server, func(), error) {
 			"--pod-id", fmt.Sprintf("replay-%d", i), "--shutdown-timeout", "0"}
 		if o.name != "" {
 			args = append(args, "--served-model-name", o.name)
+		}
+		if o.stateMem != "" {
+			args = append(args, "--state-memory", o.stateMem)
 		}
 		c := exec.Command(o.bin, args...)
 		if o.verbose {
