@@ -63,7 +63,8 @@ type Config struct {
 	// StepTokens is the token budget of one step: decoding sequences take
 	// one token each, prefill chunks fill the rest (at least one chunk is
 	// always scheduled so prefill makes progress). Zero means
-	// DefaultStepTokens.
+	// DefaultStepTokens while sequences decode and the model's whole pass
+	// (model.Model.MaxStepTokens) for steps that only prefill.
 	StepTokens int
 	// EOS lists the end-of-sequence ids every request stops on unless it
 	// sets IgnoreEOS (generation_config.json's eos_token_id).
@@ -269,6 +270,7 @@ type Engine struct {
 	eos        map[int]bool
 	metrics    *metrics
 	stepTokens int          // tokens of a step, at most a model pass
+	fillTokens int          // tokens of a step without decoding sequences
 	cache      *prefixCache // nil without Config.PrefixCache
 	budget     budget
 
@@ -311,6 +313,10 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 	// prompt chunk where the pass fills up: every chunk starts and ends
 	// where it would alone, and results do not depend on the batch.
 	pass := m.MaxStepTokens()
+	fill := pass
+	if cfg.StepTokens != 0 {
+		fill = min(cfg.StepTokens, pass)
+	}
 	if cfg.StepTokens == 0 {
 		cfg.StepTokens = min(max(DefaultStepTokens, cfg.MaxNumSeqs+cfg.ChunkTokens), pass)
 	}
@@ -324,6 +330,7 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 		eos:        map[int]bool{},
 		metrics:    newMetrics(),
 		stepTokens: min(cfg.StepTokens, pass),
+		fillTokens: fill,
 		budget:     budget{limit: cfg.StateMemory},
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
@@ -650,13 +657,26 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			budget--
 		}
 	}
+	// While sequences decode, each prefill takes one chunk per step, so
+	// that their next tokens are not held up by long passes. Without
+	// them, a prefill takes as many whole chunks as the step holds: fewer
+	// passes over the weights for the same tokens, cut at the same
+	// multiples of the chunk, so the results are the same.
+	decoding := len(inputs) > 0
+	if !decoding {
+		budget = e.fillTokens
+	}
 	prefilled := false
 	for _, r := range run {
 		p := r.s.req.Prompt
 		if r.fed == len(p) {
 			continue
 		}
-		n := min(e.cfg.ChunkTokens, len(p)-r.fed)
+		chunk := e.cfg.ChunkTokens
+		if !decoding {
+			chunk = max(chunk, budget/chunk*chunk)
+		}
+		n := min(chunk, len(p)-r.fed)
 		if len(r.keep) > 0 {
 			n = min(n, r.keep[0]-r.fed) // stop where the cache keeps state
 		}

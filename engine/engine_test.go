@@ -136,6 +136,62 @@ func TestSoloMatchesDirectGeneration(t *testing.T) {
 	}
 }
 
+// A prompt alone fills each step with whole chunks (here the model's pass
+// of 256 tokens: 300 tokens in two steps, not five of 64); beside a decoding
+// sequence it goes one chunk per step. Tokens are the same either way.
+func TestPrefillFillsStepWhenAlone(t *testing.T) {
+	m := openModel(t, "small")
+	if m.MaxStepTokens() != 256 {
+		t.Fatalf("the test model's pass holds %d tokens, the test assumes 256", m.MaxStepTokens())
+	}
+	e := newEngine(t, m, Config{ChunkTokens: 64})
+	r := rand.New(rand.NewPCG(5, 6))
+	prompt := randomPrompt(r, 300, m.Config().VocabSize)
+	want := directGreedy(t, m, prompt, 4)
+	before := e.Stats().Steps
+	s, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 4, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _, err := collect(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids(toks), want) {
+		t.Errorf("alone: engine %v, direct %v", ids(toks), want)
+	}
+	// 2 prefill steps (the second gives the first token), 3 decode steps.
+	if steps := e.Stats().Steps - before; steps != 5 {
+		t.Errorf("alone: %d steps for a 300-token prompt and 4 tokens, want 5", steps)
+	}
+
+	// Beside a sequence that decodes, the prompt goes 64 tokens a step.
+	lctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	long, err := e.Submit(lctx, Request{Prompt: []int{1, 2, 3}, MaxTokens: 200, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := long.Next(lctx); err != nil { // decoding now
+		t.Fatal(err)
+	}
+	before = e.Stats().Steps
+	s, err = e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 4, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _, err = collect(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids(toks), want) {
+		t.Errorf("beside a decoding sequence: engine %v, direct %v", ids(toks), want)
+	}
+	if steps := e.Stats().Steps - before; steps < 8 {
+		t.Errorf("beside a decoding sequence: %d steps for a 300-token prompt and 4 tokens, want at least 8 (5 chunks, 3 decodes)", steps)
+	}
+}
+
 // PromptLogits delivers the last prompt position's logits, those of a plain
 // model step, with the first token (their argmax under greedy decoding).
 func TestPromptLogits(t *testing.T) {
