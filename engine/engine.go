@@ -673,10 +673,13 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			continue
 		}
 		chunk := e.cfg.ChunkTokens
-		if !decoding {
-			chunk = max(chunk, budget/chunk*chunk)
-		}
 		n := min(chunk, len(p)-r.fed)
+		if last := (len(p) - 1) / chunk * chunk; !decoding && r.fed < last {
+			// Whole chunks, but never the prompt's last piece with them:
+			// that runs alone, as in a run resumed from the cache (on
+			// GPUs a product of a few rows runs on another shader).
+			n = min(max(chunk, budget/chunk*chunk), last-r.fed)
+		}
 		if len(r.keep) > 0 {
 			n = min(n, r.keep[0]-r.fed) // stop where the cache keeps state
 		}
