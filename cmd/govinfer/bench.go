@@ -506,6 +506,12 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opP
 		return 0, 0, err
 	}
 	defer seq.Close()
+	// Room for every token up front, as the engine reserves a request's
+	// prompt plus max_tokens: otherwise the first decode step would double
+	// the KV caches, copying them, and count that as decoding.
+	if err := seq.Reserve(min(len(ids)+gen, m.Config().MaxContext())); err != nil {
+		return 0, 0, err
+	}
 	if prof != nil {
 		prof.take()
 	}
@@ -558,6 +564,9 @@ func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int) (float6
 			return 0, err
 		}
 		defer s.Close()
+		if err := s.Reserve(min(prompt+gen, m.Config().MaxContext())); err != nil {
+			return 0, err
+		}
 		seqs[i] = s
 	}
 	in := make([]model.Input, n)
