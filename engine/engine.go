@@ -314,11 +314,10 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 	// where it would alone, and results do not depend on the batch.
 	pass := m.MaxStepTokens()
 	fill := pass
-	if cfg.StepTokens != 0 {
-		fill = min(cfg.StepTokens, pass)
-	}
 	if cfg.StepTokens == 0 {
 		cfg.StepTokens = min(max(DefaultStepTokens, cfg.MaxNumSeqs+cfg.ChunkTokens), pass)
+	} else {
+		fill = min(cfg.StepTokens, pass)
 	}
 	if cfg.MaxNumSeqs-1+cfg.ChunkTokens > min(cfg.StepTokens, pass) {
 		return nil, fmt.Errorf("engine: max_num_seqs %d and chunk_tokens %d do not fit a step of %d tokens (the model's passes hold %d)",
