@@ -59,7 +59,7 @@ func TestMatMulBatchInvariant(t *testing.T) {
 					t.Fatal(err)
 				}
 				// Runs [i, j) of the inputs, including single inputs.
-				for _, run := range [][2]int{{0, 1}, {5, 6}, {n - 1, n}, {1, 4}, {2, 9}, {3, n}, {7, 15}} {
+				for _, run := range [][2]int{{0, 1}, {5, 6}, {n - 1, n}, {1, 4}, {2, 9}, {0, 8}, {9, 13}, {12, 18}, {3, n}, {7, 15}} {
 					i, j := run[0], run[1]
 					got := make([]float32, (j-i)*s.rows)
 					if err := p.mm(got, x[i*s.cols:j*s.cols], j-i); err != nil {
@@ -169,5 +169,22 @@ func TestInputBlockChangesNothing(t *testing.T) {
 	}
 	if a, b := inputBlock(0), inputBlock(64<<20); a != 30 || b != 120 {
 		t.Errorf("inputBlock(unknown) = %d, inputBlock(64 MiB) = %d, want 30 and 120", a, b)
+	}
+}
+
+// TestTileInputs checks the split of a block's inputs into tiles: the
+// fewest tiles of at most maxN inputs, as even as can be.
+func TestTileInputs(t *testing.T) {
+	tl := &tiler[uint16, float32]{maxN: 6}
+	for left, want := range map[int][]int{1: {1}, 6: {6}, 7: {4, 3}, 8: {4, 4}, 13: {5, 4, 4}, 30: {6, 6, 6, 6, 6}} {
+		var got []int
+		for l := left; l > 0; {
+			nb := tl.tileInputs(l)
+			got = append(got, nb)
+			l -= nb
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%d inputs: tiles %v, want %v", left, got, want)
+		}
 	}
 }

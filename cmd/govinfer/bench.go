@@ -47,6 +47,9 @@ type benchResult struct {
 	// wall time of each (synchronous) operation on the CPU.
 	PrefillProfile []profileRow `json:"prefill_profile,omitempty"`
 	DecodeProfile  []profileRow `json:"decode_profile,omitempty"`
+	// BatchDecodeProfile (--profile with --batch > 1) is the same per step
+	// of the batch, all its sequences together.
+	BatchDecodeProfile []profileRow `json:"batch_decode_profile,omitempty"`
 	// Vulkan: what a decode step records, averaged over the steps.
 	DecodeDispatchesPerToken  float64 `json:"decode_dispatches_per_token,omitempty"`
 	DecodeBarriersPerToken    float64 `json:"decode_barriers_per_token,omitempty"`
@@ -109,7 +112,7 @@ const benchJSONKeys = "print one JSON object instead of a table. Keys: model, ba
 	"fma_f32_gflops_1_thread, fma_f32_gflops, fma_probe, dot_bf16_gflops_1_thread, dot_bf16_gflops (AVX512_BF16 only), machine_probe_seconds, " +
 	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32 or dot_bf16), prefill_peak_fraction, decode_read_fraction, " +
 	"batch, batch_decode_tokens_per_second, batch_decode_speedup (--batch > 1), " +
-	"prefill_profile, decode_profile (--profile: rows of op, count and ms per prompt or token), " +
+	"prefill_profile, decode_profile, batch_decode_profile (--profile: rows of op, count and ms per prompt, token or batch step), " +
 	"decode_dispatches_per_token, decode_barriers_per_token, decode_submissions_per_token (Vulkan)"
 
 // recordStats is a backend that counts what it records (Vulkan).
@@ -309,7 +312,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		Repeat: *repeat, DecodeBytesPerToken: m.DecodeBytes(), Batch: *batch}
 	ids := benchPrompt(m.Config(), *prompt, 0)
 	var prefill, decode, batched []float64
-	var prefillProf, decodeProf []opTime
+	var prefillProf, decodeProf, batchProf []opTime
 	var decodeStats vulkan.Stats
 	for r := 0; r < *repeat; r++ {
 		p, d, err := benchOnce(ctx, m, ids, *gen, prof, &prefillProf, &decodeProf, &decodeStats)
@@ -319,7 +322,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		prefill, decode = append(prefill, p), append(decode, d)
 		line := fmt.Sprintf("run %d/%d: prefill %.2f tokens/s, decode %.2f tokens/s", r+1, *repeat, p, d)
 		if *batch > 1 {
-			b, err := benchBatch(ctx, m, *batch, *prompt, *gen)
+			b, err := benchBatch(ctx, m, *batch, *prompt, *gen, prof, &batchProf)
 			if err != nil {
 				return fail(exitError, "batch of %d: %v", *batch, err)
 			}
@@ -338,6 +341,9 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	if prof != nil {
 		res.PrefillProfile = profileRows(prefillProf, *repeat)
 		res.DecodeProfile = profileRows(decodeProf, *repeat**gen)
+		if *batch > 1 {
+			res.BatchDecodeProfile = profileRows(batchProf, *repeat**gen)
+		}
 	}
 	res.PrefillTokensPerSecond = median(prefill)
 	res.DecodeTokensPerSecond = median(decode)
@@ -377,6 +383,9 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	if prof != nil {
 		printProfile(io.out, fmt.Sprintf("prefill profile (per %d-token prompt)", *prompt), prof.what(), res.PrefillProfile)
 		printProfile(io.out, "decode profile (per token)", prof.what(), res.DecodeProfile)
+		if res.BatchDecodeProfile != nil {
+			printProfile(io.out, fmt.Sprintf("batch decode profile (per step of %d sequences)", *batch), prof.what(), res.BatchDecodeProfile)
+		}
 	}
 	return exitOK
 }
@@ -555,8 +564,9 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opP
 // benchBatch prefills a different prompt of the given length into each of
 // n new sequences (one step each), then decodes gen tokens greedily for
 // all of them together, one step per token, and returns the decode rate in
-// tokens of all sequences per second.
-func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int) (float64, error) {
+// tokens of all sequences per second. With prof, it adds the decode steps'
+// operations to batchProf.
+func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int, prof opProfiler, batchProf *[]opTime) (float64, error) {
 	seqs := make([]*model.Sequence, n)
 	for i := range seqs {
 		s, err := m.NewSequence()
@@ -577,6 +587,9 @@ func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int) (float6
 		}
 		in[i] = model.Input{Seq: s, Tokens: []int{compute.Argmax(out[0].Logits)}, Logits: model.LastArgmax}
 	}
+	if prof != nil {
+		prof.take()
+	}
 	start := time.Now()
 	for range gen {
 		out, err := m.Step(ctx, in)
@@ -587,7 +600,11 @@ func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int) (float6
 			in[i].Tokens = []int{out[i].Argmax}
 		}
 	}
-	return float64(n*gen) / time.Since(start).Seconds(), nil
+	rate := float64(n*gen) / time.Since(start).Seconds()
+	if prof != nil {
+		*batchProf = addProfile(*batchProf, prof.take())
+	}
+	return rate, nil
 }
 
 // addProfile adds the entries of b to those of a with the same Op, keeping
