@@ -188,3 +188,51 @@ func TestTileInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmBF16BatchInvariant checks GemmBF16 as TestMatMulBatchInvariant
+// checks MatMulBF16: one input's results, bit for bit, whichever inputs
+// and weight rows share the call (one input runs a prefetching tile of
+// its own on AVX512_BF16).
+func TestGemmBF16BatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	const n = 19
+	for _, k := range kernelSets(t) {
+		for _, s := range []struct{ rows, cols int }{{1, 8}, {5, 64}, {13, 100}, {12, kBlock}, {7, 2*kBlock + 40}} {
+			w := randU16(r, kinds[0], s.rows*s.cols)
+			x := make([]uint16, n*s.cols)
+			F32ToBF16Slice(x, randF32(r, n*s.cols))
+			all := make([]float32, n*s.rows)
+			if err := k.GemmBF16(all, s.rows, w, s.rows, s.cols, x, n); err != nil {
+				t.Fatal(err)
+			}
+			what := fmt.Sprintf("%s GemmBF16 %dx%d", k.Name(), s.rows, s.cols)
+			for _, run := range [][2]int{{0, 1}, {5, 6}, {n - 1, n}, {1, 4}, {0, 8}, {3, n}} {
+				i, j := run[0], run[1]
+				got := make([]float32, (j-i)*s.rows)
+				if err := k.GemmBF16(got, s.rows, w, s.rows, s.cols, x[i*s.cols:j*s.cols], j-i); err != nil {
+					t.Fatal(err)
+				}
+				for q := i; q < j; q++ {
+					sameBits(t, fmt.Sprintf("%s inputs [%d,%d)", what, i, j), q,
+						got[(q-i)*s.rows:(q-i+1)*s.rows], all[q*s.rows:(q+1)*s.rows])
+				}
+			}
+			for _, run := range [][2]int{{0, 1}, {s.rows - 1, s.rows}, {1, s.rows}} {
+				a, b := run[0], run[1]
+				if a >= b {
+					continue
+				}
+				for _, m := range []int{1, n} {
+					got := make([]float32, m*s.rows)
+					if err := k.GemmBF16(got[a:], s.rows, w[a*s.cols:b*s.cols], b-a, s.cols, x, m); err != nil {
+						t.Fatal(err)
+					}
+					for q := range m {
+						sameBits(t, fmt.Sprintf("%s rows [%d,%d) of %d inputs", what, a, b, m), q,
+							got[q*s.rows+a:q*s.rows+b], all[q*s.rows+a:q*s.rows+b])
+					}
+				}
+			}
+		}
+	}
+}

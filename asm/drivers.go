@@ -88,22 +88,32 @@ type tiler[W, X any] struct {
 	// (a variant that differs in speed only, not in any result).
 	small  func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int)
 	smallN int
+	// kBlock is the columns of a segment (see matMul): the package's
+	// kBlock, or twice it for 2-byte inputs (newTilerK).
+	kBlock int
 	// pool holds the *tileScratch[X] of matMul calls.
 	pool *sync.Pool
 }
 
 // tileScratch is the memory of one matMul call.
 type tileScratch[X any] struct {
-	x   []X // (nBlock+maxN)*(kBlock+pad) elements: the repacked input block
+	x   []X // (nBlock+maxN)*(t.kBlock+pad) elements: the repacked input block
 	out [4 * maxTileN]float32
 }
 
-// newTiler returns a tiler of blocks of nBlock inputs with its scratch pool.
+// newTiler returns a tiler of blocks of nBlock inputs, segments of kBlock
+// columns, with its scratch pool.
 func newTiler[W, X any](tile func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int),
 	maxN, align int, dot func([]W, []X) float32, pad, nBlock int) *tiler[W, X] {
+	return newTilerK(tile, maxN, align, dot, pad, nBlock, kBlock)
+}
+
+// newTilerK is newTiler with segments of kb columns (a multiple of align).
+func newTilerK[W, X any](tile func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int),
+	maxN, align int, dot func([]W, []X) float32, pad, nBlock, kb int) *tiler[W, X] {
 	nBlock = max(maxN, nBlock-nBlock%maxN)
-	size := (nBlock + maxN) * (kBlock + pad)
-	return &tiler[W, X]{tile: tile, maxN: maxN, align: align, dot: dot, pad: pad, nBlock: nBlock,
+	size := (nBlock + maxN) * (kb + pad)
+	return &tiler[W, X]{tile: tile, maxN: maxN, align: align, dot: dot, pad: pad, nBlock: nBlock, kBlock: kb,
 		pool: &sync.Pool{New: func() any { return &tileScratch[X]{x: make([]X, size)} }}}
 }
 
@@ -154,9 +164,9 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int,
 	if m > 0 {
 		sc := t.pool.Get().(*tileScratch[X])
 		buf := sc.x
-		ldx := kBlock + t.pad
-		for k0 := 0; k0 < m; k0 += kBlock {
-			kb := min(kBlock, m-k0)
+		ldx := t.kBlock + t.pad
+		for k0 := 0; k0 < m; k0 += t.kBlock {
+			kb := min(t.kBlock, m-k0)
 			for i0 := 0; i0 < n; i0 += nb {
 				i1 := min(i0+nb, n)
 				for i := i0; i < i1; i++ {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	goio "io"
 	"runtime"
@@ -19,6 +20,9 @@ type backendOptions struct {
 	noCoopmat bool
 	// profile times every Vulkan operation with device timestamps.
 	profile bool
+	// bf16Inputs rounds the CPU's bf16 products' inputs to bf16
+	// (cpu.Options.BF16Inputs).
+	bf16Inputs bool
 	// log, when set, receives one line describing the backend and device.
 	log goio.Writer
 }
@@ -31,11 +35,14 @@ func newBackend(o backendOptions) (compute.Backend, error) {
 	var be compute.Backend
 	switch o.name {
 	case "cpu", "":
-		be = cpu.New(cpu.Options{Threads: o.threads})
+		be = cpu.New(cpu.Options{Threads: o.threads, BF16Inputs: o.bf16Inputs})
 		if o.log != nil {
 			fmt.Fprintf(o.log, "backend: %s\n", be.Name())
 		}
 	case "vulkan":
+		if o.bf16Inputs {
+			return nil, fmt.Errorf("--bf16-inputs applies to --backend cpu only")
+		}
 		vk, err := vulkan.New(vulkan.Options{Device: o.device, NoCooperativeMatrix: o.noCoopmat, Profile: o.profile})
 		if err != nil {
 			return nil, fmt.Errorf("--backend vulkan cannot start: %w", err)
@@ -48,6 +55,14 @@ func newBackend(o backendOptions) (compute.Backend, error) {
 		return nil, fmt.Errorf("unknown backend %q (want %s)", o.name, backendNames)
 	}
 	return be, nil
+}
+
+// bf16InputsFlag defines --bf16-inputs.
+func bf16InputsFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("bf16-inputs", false, "CPU: round the inputs of products with bf16 weights to bf16, as llama.cpp does, "+
+		"to run them on VDPBF16PS where the CPU has AVX512_BF16 (about 1.6x the prefill and batched-decode rate there, "+
+		"no faster elsewhere); logits move by about 1e-2 relative on the random test models against 1e-5 for the "+
+		"default exact float32 products; results stay reproducible across batches and prompt cuts")
 }
 
 // runtimeThreads is the default number of CPU worker threads.

@@ -88,9 +88,9 @@ type benchResult struct {
 	PrefillFLOPs  float64 `json:"prefill_flops"`
 	PrefillGFLOPS float64 `json:"prefill_gflops"`
 	// CPU backend: PrefillPeak names the peak the prefill kernels can reach
-	// ("dot_bf16" with the avx512bf16 kernels, whose prefill products of
-	// bf16 weights run on VDPBF16PS; else "fma_f32"), PrefillPeakFraction is PrefillGFLOPS over it at the
-	// bench's threads.
+	// ("dot_bf16" with --bf16-inputs on the avx512bf16 kernels, whose
+	// products of bf16 weights then run on VDPBF16PS; else "fma_f32"),
+	// PrefillPeakFraction is PrefillGFLOPS over it at the bench's threads.
 	PrefillPeak         string  `json:"prefill_peak,omitempty"`
 	PrefillPeakFraction float64 `json:"prefill_peak_fraction,omitempty"`
 	// DecodeReadFraction is DecodeGBPerSecond / ReadGBPerSecond (CPU).
@@ -209,6 +209,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
+	bf16In := bf16InputsFlag(fs.FlagSet)
 	repeat := fs.Int("repeat", 5, "runs; medians are reported")
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, benchJSONKeys)
@@ -257,7 +258,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			off = []int{} // none
 		}
 	}
-	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, log: io.err})
+	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, bf16Inputs: *bf16In, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -366,7 +367,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	} else {
 		kernels := backendKernels(inner)
 		rep := machine.Measure(machine.Options{Threads: nThreads, ReadBytes: *memMiB << 20})
-		res.setMachine(rep, kernels)
+		res.setMachine(rep, kernels, *bf16In)
 	}
 	if res.MemoryReadGBPerSecond > 0 {
 		res.DecodeBandwidthFraction = res.DecodeGBPerSecond / res.MemoryReadGBPerSecond
@@ -392,7 +393,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 
 // setMachine fills in the host measurements of rep and what follows from
 // them for a CPU backend running kernels.
-func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels) {
+func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels, bf16Inputs bool) {
 	res.Kernels = kernels.Name()
 	res.ReadGBPerSecond1Thread, res.ReadGBPerSecond, res.ReadProbe = rep.ReadOne.Value, rep.Read.Value, rep.Read.Probe
 	res.MemoryReadGBPerSecond = rep.Read.Value
@@ -404,7 +405,7 @@ func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels) {
 	res.MachineProbeSeconds = rep.Elapsed.Seconds()
 	peak := res.FMAF32GFLOPS
 	res.PrefillPeak = "fma_f32"
-	if kernels.Features().AVX512BF16 && rep.BF16 {
+	if bf16Inputs && kernels.Features().AVX512BF16 && rep.BF16 {
 		peak, res.PrefillPeak = res.DotBF16GFLOPS, "dot_bf16"
 	}
 	if peak > 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/internal/machine"
 	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/safetensors"
@@ -172,4 +173,43 @@ func mustConfig(t *testing.T) *model.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// TestBenchBF16Inputs checks the peak prefill is measured against: the
+// f32 FMA rate for the exact products, the VDPBF16PS rate with
+// --bf16-inputs where the CPU has it; and that --bf16-inputs refuses the
+// Vulkan backend.
+func TestBenchBF16Inputs(t *testing.T) {
+	res, _ := benchJSON(t)
+	if res.PrefillPeak != "fma_f32" {
+		t.Errorf("exact products: prefill_peak %q, want fma_f32", res.PrefillPeak)
+	}
+	res, _ = benchJSON(t, "--bf16-inputs")
+	want := "fma_f32"
+	if machine.HasDotBF16() && asm.Detect().Features().AVX512BF16 {
+		want = "dot_bf16"
+	}
+	if res.PrefillPeak != want || res.PrefillPeakFraction <= 0 {
+		t.Errorf("--bf16-inputs: prefill_peak %q (fraction %v), want %q", res.PrefillPeak, res.PrefillPeakFraction, want)
+	}
+	code, _, errOut := run(t, "", "bench", "--model", tinyModel, "--backend", "vulkan", "--bf16-inputs")
+	if code != exitUsage || !strings.Contains(errOut, "--bf16-inputs applies to --backend cpu only") {
+		t.Errorf("--backend vulkan --bf16-inputs: exit %d, %q", code, errOut)
+	}
+}
+
+// TestBenchBatchProfile checks that --profile with --batch reports where a
+// batch step spends its time.
+func TestBenchBatchProfile(t *testing.T) {
+	res, keys := benchJSON(t, "--batch", "2", "--profile")
+	if _, ok := keys["batch_decode_profile"]; !ok || len(res.BatchDecodeProfile) == 0 {
+		t.Fatalf("no batch_decode_profile: %v", keys)
+	}
+	var matmul bool
+	for _, r := range res.BatchDecodeProfile {
+		matmul = matmul || strings.HasPrefix(r.Op, "matmul ")
+	}
+	if !matmul {
+		t.Errorf("batch_decode_profile has no matmul rows: %+v", res.BatchDecodeProfile)
+	}
 }

@@ -35,6 +35,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
+	bf16In := bf16InputsFlag(fs.FlagSet)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -84,7 +85,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 			return fail(exitUsage, "prompt token %d is outside the vocabulary [0, %d)", id, cfg.VocabSize)
 		}
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, log: io.err})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

@@ -24,6 +24,23 @@ func matmulTol(x []float32, w []float64, n, rows, cols int) []float64 {
 	return t
 }
 
+// bf16InputTol adds to t the error of inputs rounded to bf16 (a backend
+// that QuantizesInputs(BF16)): an input x moves by at most half a bf16
+// step, 2^-8·|x|, and one below the normal range (flushed to zero by
+// VDPBF16PS) by at most 2^-126; each output moves by the sum of those
+// times the weights' magnitudes.
+func bf16InputTol(t []float64, x []float32, w []float64, n, rows, cols int) {
+	for i := 0; i < n; i++ {
+		for r := 0; r < rows; r++ {
+			var s float64
+			for c := 0; c < cols; c++ {
+				s += math.Abs(w[r*cols+c]) * (0x1p-8*math.Abs(float64(x[i*cols+c])) + 0x1p-126)
+			}
+			t[i*rows+r] += s
+		}
+	}
+}
+
 // MatMulShapes lists the [n, rows, cols] shapes the MatMul case runs.
 var matmulShapes = [][3]int{
 	{1, 1, 1}, {1, 7, 5}, {1, 65, 129}, {1, 130, 256}, {1, 33, 1000},
@@ -59,6 +76,9 @@ func (e *Env) matmulOne(dt compute.DType, n, rows, cols int) error {
 	e.Ref.MatMul(dst.ref, x.ref, w.ref, n)
 	e.DUT.MatMul(dst.dut, x.dut, w.dut, n)
 	t := matmulTol(x.vals, w.vals, n, rows, cols)
+	if iq, ok := e.DUT.(InputQuantizer); ok && dt == compute.BF16 && iq.QuantizesInputs(dt) {
+		bf16InputTol(t, x.vals, w.vals, n, rows, cols)
+	}
 	err = e.check(fmt.Sprintf("MatMul %v n=%d [%d, %d]", dt, n, rows, cols), dst, func(i int) float64 {
 		if i < len(t) {
 			return t[i]

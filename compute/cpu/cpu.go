@@ -44,7 +44,9 @@ type Backend struct {
 	attnVT     []float32 // transposed value caches of blocked attention
 	kv16       []float32 // float32 keys and values of a 16-bit cache (attention16)
 	convJobs   []convJob
-	xq         []byte // the inputs of a quantized MatMul, quantized
+	xq         []byte   // the inputs of a quantized MatMul, quantized
+	xb         []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
+	bf16In     bool     // Options.BF16Inputs
 }
 
 // Options configures a CPU backend.
@@ -54,6 +56,17 @@ type Options struct {
 	// Kernels are the inner loops to use; nil means the best set the CPU
 	// supports (asm.Detect).
 	Kernels *asm.Kernels
+	// BF16Inputs rounds the inputs of products with bf16 weights to bf16
+	// (round to nearest even), as llama.cpp does, so that they run on
+	// VDPBF16PS where the CPU has AVX512_BF16 (asm.Kernels.GemmBF16): about
+	// 1.6 times the f32 FMA rate for prefill and batched decode. Each input
+	// keeps 8 significant bits instead of 24, so outputs move by up to
+	// 2^-9 of the sum of |w·x|, and the model's logits drift from the
+	// float64 reference by about 1e-3 relative instead of 1e-5. Results
+	// stay reproducible: any batch and any prompt cut at multiples of 64
+	// give the same bits. Off by default; on CPUs without AVX512_BF16 it
+	// rounds the same way and runs no faster.
+	BF16Inputs bool
 }
 
 // New returns a CPU backend.
@@ -66,8 +79,12 @@ func New(o Options) *Backend {
 	if k == nil {
 		k = asm.Detect()
 	}
-	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n)}
+	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs}
 }
+
+// BF16Inputs reports whether products with bf16 weights round their inputs
+// to bf16 (Options.BF16Inputs).
+func (b *Backend) BF16Inputs() bool { return b.bf16In }
 
 // Name implements compute.Backend.
 func (b *Backend) Name() string {
@@ -76,8 +93,11 @@ func (b *Backend) Name() string {
 
 // QuantizesInputs reports that MatMul quantizes its inputs to 8-bit blocks
 // for weights of a block format (see asm.MatMulQ), as GGML's CPU code does
-// (computetest.InputQuantizer).
-func (b *Backend) QuantizesInputs(dt compute.DType) bool { return dt.Quant() != quant.Keep }
+// (computetest.InputQuantizer), and, with Options.BF16Inputs, rounds them
+// to bf16 for bf16 weights.
+func (b *Backend) QuantizesInputs(dt compute.DType) bool {
+	return dt.Quant() != quant.Keep || dt == compute.BF16 && b.bf16In
+}
 
 // Kernels returns the kernel set the backend runs.
 func (b *Backend) Kernels() *asm.Kernels { return b.k }
@@ -261,6 +281,10 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 		b.matMulQ(d, xs, w, n)
 		return
 	}
+	if w.dt == compute.BF16 && b.bf16In {
+		b.matMulBF16Inputs(d, xs, w, n)
+		return
+	}
 	block := matMulBlock(rows, cols*w.dt.Size(), n, b.pool.workers)
 	run := func(lo, hi int) {
 		var err error
@@ -302,6 +326,24 @@ func (b *Backend) matMulQ(d, xs []float32, w *weight, n int) {
 		}
 	}
 	b.rowBlocks(rows, block, run)
+}
+
+// matMulBF16Inputs is MatMul with bf16 weights and Options.BF16Inputs:
+// the inputs are rounded to bf16 once (rows split over the workers), then
+// the weight rows are cut into blocks as for float weights.
+func (b *Backend) matMulBF16Inputs(d, xs []float32, w *weight, n int) {
+	rows, cols := w.rows, w.cols
+	b.xb = grow(b.xb, n*cols)
+	xb := b.xb
+	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
+		asm.F32ToBF16Slice(xb[lo*cols:hi*cols], xs[lo*cols:hi*cols])
+	})
+	block := matMulBlock(rows, cols*2, n, b.pool.workers)
+	b.rowBlocks(rows, block, func(lo, hi int) {
+		if err := b.k.GemmBF16(d[lo:], rows, w.u16[lo*cols:hi*cols], hi-lo, cols, xb, n); err != nil {
+			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
+		}
+	})
 }
 
 // rowBlocks calls run on the blocks [j*block, (j+1)*block) covering

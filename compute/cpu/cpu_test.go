@@ -30,4 +30,15 @@ func TestConformance(t *testing.T) {
 			})
 		}
 	}
+	// Products of bf16 weights on bf16-rounded inputs (VDPBF16PS where
+	// the CPU has it); the suite allows for the inputs' rounding.
+	for name, k := range map[string]*asm.Kernels{"generic": asm.Generic(), "best": asm.Detect()} {
+		t.Run(name+"/bf16-inputs", func(t *testing.T) {
+			computetest.Run(t, func(t *testing.T) compute.Backend {
+				b := cpu.New(cpu.Options{Threads: 3, Kernels: k, BF16Inputs: true})
+				t.Cleanup(func() { b.Close() })
+				return b
+			})
+		})
+	}
 }

@@ -80,7 +80,7 @@ func files() map[string]string {
 			add(fmt.Sprintf("%s_%s_amd64.s", k.file, sfx), func(g *gen) { x86Act(g, isa, k) })
 		}
 	}
-	add("tile_bf16bf16_avx512bf16_amd64.s", x86TileDPBF16)
+	add("tile_bf16bf16_avx512bf16_amd64.s", func(g *gen) { x86TileDPBF16(g, false); x86TileDPBF16(g, true) })
 	add("tile_bf16u_avx2_amd64.s", func(g *gen) { x86TileU(g, false); x86TileU(g, true) })
 	add("matvec_bf16u_avx2_amd64.s", x86MatVecU)
 	add("axpy_avx2_amd64.s", x86Axpy)
@@ -408,12 +408,34 @@ func dpbf16ps(dst, src1, src2 int) []byte {
 	return []byte{0x62, p0, p1, p2, 0x52, modrm}
 }
 
-func x86TileDPBF16(g *gen) {
+// x86TileDPBF16 emits the bf16×bf16 tile on VDPBF16PS. With one set it
+// emits tileBF16BF16AVX512BF16P1, the same tile for a single input (decode)
+// that also prefetches the same columns of the next four weight rows (the
+// driver's next tile) into L2, a line per row per step, as
+// tileBF16AVX2UP does: one input's tile is memory-bound.
+func x86TileDPBF16(g *gen, one bool) {
 	a := avx512
 	name := "tileBF16BF16AVX512BF16"
 	maxN, acc, wr, xr, tmp := tileShape(a, bf16)
-	g.text(name, "$0-64", tileDoc(name, bf16, bf16, maxN, 32)+"\nUses VDPBF16PS (AVX512_BF16), hand-encoded.")
+	doc := tileDoc(name, bf16, bf16, maxN, 32)
+	if one {
+		name += "P1"
+		maxN = 1
+		doc = tileDoc(name, bf16, bf16, maxN, 32)
+	}
+	g.text(name, "$0-64", doc+"\nUses VDPBF16PS (AVX512_BF16), hand-encoded.")
 	wrows, xrows := tileProlog(g, bf16, bf16, maxN)
+	next := []string{"R13", "R14", "R15", "R8"}
+	if one {
+		// The input pointers past the first are free: the next rows.
+		g.l("MOVQ ldw+24(FP), R9")
+		g.l("SHLQ $1, R9")
+		prev := "R12"
+		for _, r := range next {
+			g.l("LEAQ (%s)(R9*1), %s", prev, r)
+			prev = r
+		}
+	}
 	for r := range 4 {
 		for j := range maxN {
 			a.zero(g, a.r(acc(r, j)))
@@ -424,6 +446,9 @@ func x86TileDPBF16(g *gen) {
 	g.l("CMPQ AX, CX")
 	g.l("JAE reduce")
 	for r, p := range wrows {
+		if one {
+			g.l("PREFETCHT1 (%s)(AX*2)", next[r])
+		}
 		g.l("VMOVDQU16 (%s)(AX*2), %s", p, a.r(wr(r)))
 	}
 	for j := range maxN {
