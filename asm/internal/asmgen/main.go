@@ -73,9 +73,14 @@ func files() map[string]string {
 			lower := strings.ToLower(e.name)
 			add(fmt.Sprintf("dot_%s_%s_amd64.s", lower, sfx), func(g *gen) { x86Dot(g, isa, e) })
 			add(fmt.Sprintf("matvec_%s_%s_amd64.s", lower, sfx), func(g *gen) { x86MatVec4(g, isa, e) })
-			add(fmt.Sprintf("tile_%s_%s_amd64.s", lower, sfx), func(g *gen) { x86Tile(g, isa, e, f32) })
+			add(fmt.Sprintf("tile_%s_%s_amd64.s", lower, sfx), func(g *gen) {
+				x86Tile(g, isa, e, f32, false)
+				if isa == avx512 && e != f32 {
+					x86Tile(g, isa, e, f32, true)
+				}
+			})
 		}
-		add(fmt.Sprintf("tile_bf16bf16_%s_amd64.s", sfx), func(g *gen) { x86Tile(g, isa, bf16, bf16) })
+		add(fmt.Sprintf("tile_bf16bf16_%s_amd64.s", sfx), func(g *gen) { x86Tile(g, isa, bf16, bf16, false) })
 		for _, k := range acts {
 			add(fmt.Sprintf("%s_%s_amd64.s", k.file, sfx), func(g *gen) { x86Act(g, isa, k) })
 		}
@@ -354,15 +359,29 @@ func tileDoc(name string, we, xe elem, maxN, align int) string {
 		"Requires k a positive multiple of %d and 1 <= nb <= %d.", name, goType(we), goType(xe), align, maxN)
 }
 
-func x86Tile(g *gen, a x86, we, xe elem) {
+// x86Tile emits the 4×maxN tile. With prefetch set it emits the same tile
+// (name suffix P) that also prefetches the same columns of the next four
+// weight rows (the driver's next tile) into L2 while it computes, as
+// tileBF16AVX2UP does: for a few inputs each weight tile is used only a
+// few times, and fetching the next one overlaps the memory stream with the
+// arithmetic. The loop then keeps 4·ldw in BX and a row's address in DX
+// (dst and its stride are loaded again for the epilog).
+func x86Tile(g *gen, a x86, we, xe elem, prefetch bool) {
 	name := "tile" + we.name
 	if xe != f32 {
 		name += xe.name
 	}
 	name += a.name
+	if prefetch {
+		name += "P"
+	}
 	maxN, acc, wr, xr, tmp := tileShape(a, xe)
 	g.text(name, "$0-64", tileDoc(name, we, xe, maxN, a.lanes))
 	wrows, xrows := tileProlog(g, we, xe, maxN)
+	if prefetch {
+		g.l("MOVQ ldw+24(FP), BX")
+		g.l("SHLQ $%d, BX", we.shift+2)
+	}
 	for r := range 4 {
 		for j := range maxN {
 			a.zero(g, a.r(acc(r, j)))
@@ -373,6 +392,10 @@ func x86Tile(g *gen, a x86, we, xe elem) {
 	g.l("CMPQ AX, CX")
 	g.l("JAE reduce")
 	for r, p := range wrows {
+		if prefetch {
+			g.l("LEAQ (%s)(AX*%d), DX", p, we.size)
+			g.l("PREFETCHT1 (DX)(BX*1)")
+		}
 		a.load(g, we, fmt.Sprintf("(%s)(AX*%d)", p, we.size), a.r(wr(r)))
 	}
 	for j := range maxN {
@@ -393,6 +416,14 @@ func x86Tile(g *gen, a x86, we, xe elem) {
 	g.label("next")
 	g.l("ADDQ $%d, AX", a.lanes)
 	g.l("JMP loop")
+	if prefetch {
+		// The epilog's label comes first: reload dst and its stride there.
+		var e gen
+		tileEpilog(&e, a, maxN, acc, tmp)
+		body := strings.Replace(e.b.String(), "reduce:\n", "reduce:\n\tMOVQ dst+0(FP), BX\n\tMOVQ ldd+8(FP), DX\n\tSHLQ $2, DX\n", 1)
+		g.b.WriteString(body)
+		return
+	}
 	tileEpilog(g, a, maxN, acc, tmp)
 }
 
