@@ -67,10 +67,10 @@ func tileF32AVX2(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int
 func tileBF16BF16AVX2(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
 
 //go:noescape
-func tileBF16AVX512(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+func tileBF16AVX512P(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
 
 //go:noescape
-func tileF16AVX512(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
+func tileF16AVX512P(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
 
 //go:noescape
 func tileF32AVX512(dst *float32, ldd int, w *float32, ldw int, x *float32, ldx int, k, nb int)
@@ -83,12 +83,6 @@ func tileBF16BF16AVX512BF16(dst *float32, ldd int, w *uint16, ldw int, x *uint16
 
 //go:noescape
 func tileBF16BF16AVX512BF16P1(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
-
-//go:noescape
-func tileBF16AVX512P(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
-
-//go:noescape
-func tileF16AVX512P(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
 
 //go:noescape
 func tileBF16AVX2U(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
@@ -185,7 +179,7 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 	case f.AVX512:
 		s = simd{16, dotBF16AVX512, dotF16AVX512, dotF32AVX512,
 			matVec4BF16AVX512, matVec4F16AVX512, matVec4F32AVX512,
-			tileBF16AVX512, tileF16AVX512, tileF32AVX512, tileBF16BF16AVX512, 6, 6, 16, false, false}
+			tileBF16AVX512P, tileF16AVX512P, tileF32AVX512, tileBF16BF16AVX512, 6, 6, 16, false, false}
 		k.name = "avx512"
 		if f.AVX512BF16 {
 			s.tileBB, s.alignBB, s.bf16Dot = tileBF16BF16AVX512BF16, 32, true
@@ -283,9 +277,6 @@ func install(k *impl, s simd, nBlock int) {
 		tBF16.pack = swapQuads
 		tBF16.small, tBF16.smallN = tileBF16AVX2UP, 8
 	}
-	if s.lanes == 16 {
-		tBF16.small, tBF16.smallN = tileBF16AVX512P, 8
-	}
 	k.matVecF16 = func(dst []float32, w []uint16, rows, cols int, x []float32) {
 		matVec4(s.mvF16, L, k.dotF16, dst, w, cols, rows, cols, x)
 	}
@@ -293,9 +284,6 @@ func install(k *impl, s simd, nBlock int) {
 		matVec4(s.mvF32, L, k.dotF32, dst, w, cols, rows, cols, x)
 	}
 	tF16 := newTiler(s.tileF16, s.maxN, L, k.dotF16, 16, nBlock)
-	if s.lanes == 16 {
-		tF16.small, tF16.smallN = tileF16AVX512P, 8
-	}
 	tF32 := newTiler(s.tileF32, s.maxN, L, k.dotF32, 16, nBlock)
 	// bf16 inputs take half the bytes of float32 ones: segments and blocks
 	// twice as long fill the caches alike, and halve the reductions (one
