@@ -161,7 +161,9 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int,
 	if t.small != nil && n <= t.smallN {
 		tile = t.small
 	}
-	if m > 0 {
+	if m > 0 && n <= rowsOuterN {
+		t.rowsOuter(tile, dst, ldd, w, ldw, rows, cols, m, x, n)
+	} else if m > 0 {
 		sc := t.pool.Get().(*tileScratch[X])
 		buf := sc.x
 		ldx := t.kBlock + t.pad
@@ -185,7 +187,7 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int,
 				for r := rows4; r < rows; r++ {
 					for i, nb := i0, 0; i < i1; i += nb {
 						nb = t.tileInputs(i1 - i)
-						t.rowTile(&sc.out, dst[i*ldd+r:], ldd, &w[r*ldw+k0], &buf[(i-i0)*ldx], ldx, kb, nb)
+						rowTile(tile, &sc.out, dst[i*ldd+r:], ldd, &w[r*ldw+k0], &buf[(i-i0)*ldx], ldx, kb, nb)
 					}
 				}
 			}
@@ -212,17 +214,68 @@ func (t *tiler[W, X]) tileInputs(left int) int {
 	return (left + tiles - 1) / tiles
 }
 
+// rowsOuterN is the most inputs for which matMul walks the weights row
+// group by row group, each over all its segments, rather than segment by
+// segment: with a few inputs (decode, batched decode) the whole inputs stay
+// in cache, and reading each weight row from start to end streams memory
+// faster than reading the first kBlock columns of every row, then the next
+// (model decode at the 9B widths, 2 threads, Zen 4, alternating runs:
+// 29.5-31.3 GB/s against 26.1-28.6).
+const rowsOuterN = 8
+
+// rowsOuter is matMul's aligned part (m columns) for at most rowsOuterN
+// inputs: the inputs are packed whole, rows m+pad apart, and every row
+// group runs its segments in order, so each element is summed exactly as
+// the segment-outer walk sums it.
+func (t *tiler[W, X]) rowsOuter(tile func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int),
+	dst []float32, ldd int, w []W, ldw, rows, cols, m int, x []X, n int) {
+	sc := t.pool.Get().(*tileScratch[X])
+	ldx := m + t.pad
+	if len(sc.x) < n*ldx {
+		sc.x = make([]X, n*ldx)
+	}
+	buf := sc.x
+	for i := range n {
+		if t.pack != nil {
+			t.pack(buf[i*ldx:i*ldx+m], x[i*cols:i*cols+m])
+		} else {
+			copy(buf[i*ldx:i*ldx+m], x[i*cols:i*cols+m])
+		}
+	}
+	rows4 := rows - rows%4
+	for r := 0; r < rows4; r += 4 {
+		for k0 := 0; k0 < m; k0 += t.kBlock {
+			kb := min(t.kBlock, m-k0)
+			for i, nb := 0, 0; i < n; i += nb {
+				nb = t.tileInputs(n - i)
+				tile(&dst[i*ldd+r], ldd, &w[r*ldw+k0], ldw, &buf[i*ldx+k0], ldx, kb, nb)
+			}
+		}
+	}
+	for r := rows4; r < rows; r++ {
+		for k0 := 0; k0 < m; k0 += t.kBlock {
+			kb := min(t.kBlock, m-k0)
+			for i, nb := 0, 0; i < n; i += nb {
+				nb = t.tileInputs(n - i)
+				rowTile(tile, &sc.out, dst[i*ldd+r:], ldd, &w[r*ldw+k0], &buf[i*ldx+k0], ldx, kb, nb)
+			}
+		}
+	}
+	t.pool.Put(sc)
+}
+
 // maxTileN bounds the inputs of every tile kernel.
 const maxTileN = 8
 
 // rowTile adds one weight row's products with nb inputs to dst[j*ldd],
-// running the tile on four copies of the row so the sums are those of any
+// running tile on four copies of the row so the sums are those of any
 // row of a full tile. out is scratch.
-func (t *tiler[W, X]) rowTile(out *[4 * maxTileN]float32, dst []float32, ldd int, w *W, x *X, ldx, k, nb int) {
+func rowTile[W, X any](tile func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int),
+	out *[4 * maxTileN]float32, dst []float32, ldd int, w *W, x *X, ldx, k, nb int) {
 	for j := range nb {
 		out[4*j] = dst[j*ldd]
 	}
-	t.tile(&out[0], 4, w, 0, x, ldx, k, nb)
+	tile(&out[0], 4, w, 0, x, ldx, k, nb)
 	for j := range nb {
 		dst[j*ldd] = out[4*j]
 	}
