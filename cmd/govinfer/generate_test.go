@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,5 +209,35 @@ func TestGeneratePrompt(t *testing.T) {
 		if code != exitUsage || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 			t.Errorf("%s: exit %d, %q; want a one-line usage error", name, code, errOut)
 		}
+	}
+}
+
+// TestGenerateBF16Inputs checks that --bf16-inputs reaches the backend:
+// the prompt's last logits move off the exact ones, by about bf16's
+// rounding of the products' inputs (model.TestBF16InputsSmall bounds it).
+func TestGenerateBF16Inputs(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "models", "tiny")
+	logits := func(extra ...string) []float32 {
+		args := append([]string{"generate", "--model", dir, "--ids", "1,2,3,4,5,6,7,8", "-n", "1", "--json"}, extra...)
+		code, out, errOut := run(t, "", args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
+		}
+		var res struct {
+			PromptLastLogits []float32 `json:"prompt_last_logits"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.PromptLastLogits
+	}
+	exact, rounded := logits(), logits("--bf16-inputs")
+	var diff, mag float64
+	for i := range exact {
+		diff = max(diff, math.Abs(float64(rounded[i]-exact[i])))
+		mag = max(mag, math.Abs(float64(exact[i])))
+	}
+	if rel := diff / mag; rel == 0 || rel > 0.03 {
+		t.Errorf("--bf16-inputs moved the logits by %.3g of their largest, want between 0 and 0.03", rel)
 	}
 }
