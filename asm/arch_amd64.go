@@ -85,6 +85,9 @@ func tileBF16BF16AVX512BF16(dst *float32, ldd int, w *uint16, ldw int, x *uint16
 func tileBF16BF16AVX512BF16P1(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
 
 //go:noescape
+func tileBF16BF16AVX512BF16P(dst *float32, ldd int, w *uint16, ldw int, x *uint16, ldx int, k, nb int)
+
+//go:noescape
 func tileBF16AVX2U(dst *float32, ldd int, w *uint16, ldw int, x *float32, ldx int, k, nb int)
 
 //go:noescape
@@ -290,7 +293,7 @@ func install(k *impl, s simd, nBlock int) {
 	// thread, 4096x4096, 512 inputs, AVX512_BF16: 133-142 to 154-159 GFLOP/s).
 	tBB := newTilerK(s.tileBB, s.maxNBB, s.alignBB, dotBF16BF16Go, 32, 2*nBlock, 2*kBlock)
 	if s.bf16Dot {
-		tBB.small, tBB.smallN = tileBF16BF16AVX512BF16P1, 1
+		tBB.small, tBB.smallN, tBB.one = tileBF16BF16AVX512BF16P, rowsOuterN, tileBF16BF16AVX512BF16P1
 	}
 	// One input on AVX-512 runs the prefetching tile too: its prefetch of
 	// the next rows into L2 streams weights faster than the matrix-vector

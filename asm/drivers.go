@@ -88,6 +88,8 @@ type tiler[W, X any] struct {
 	// (a variant that differs in speed only, not in any result).
 	small  func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int)
 	smallN int
+	// one, when set, replaces tile and small in products of one input.
+	one func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int)
 	// kBlock is the columns of a segment (see matMul): the package's
 	// kBlock, or twice it for 2-byte inputs (newTilerK).
 	kBlock int
@@ -160,6 +162,9 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int,
 	tile := t.tile
 	if t.small != nil && n <= t.smallN {
 		tile = t.small
+	}
+	if t.one != nil && n == 1 {
+		tile = t.one
 	}
 	if m > 0 && n <= rowsOuterN {
 		t.rowsOuter(tile, dst, ldd, w, ldw, rows, cols, m, x, n)

@@ -83,7 +83,11 @@ func files() map[string]string {
 			add(fmt.Sprintf("%s_%s_amd64.s", k.file, sfx), func(g *gen) { x86Act(g, isa, k) })
 		}
 	}
-	add("tile_bf16bf16_avx512bf16_amd64.s", func(g *gen) { x86TileDPBF16(g, false); x86TileDPBF16(g, true) })
+	add("tile_bf16bf16_avx512bf16_amd64.s", func(g *gen) {
+		x86TileDPBF16(g, false)
+		x86TileDPBF16(g, true)
+		x86TileDPBF16One(g)
+	})
 	add("tile_bf16u_avx2_amd64.s", func(g *gen) { x86TileU(g, false); x86TileU(g, true) })
 	add("matvec_bf16u_avx2_amd64.s", x86MatVecU)
 	add("axpy_avx2_amd64.s", x86Axpy)
@@ -414,15 +418,7 @@ func x86Tile(g *gen, a x86, we, xe elem, prefetch bool) {
 	g.label("next")
 	g.l("ADDQ $%d, AX", a.lanes)
 	g.l("JMP loop")
-	if prefetch {
-		// The epilog's label comes first: reload dst and its stride there.
-		var e gen
-		tileEpilog(&e, a, maxN, acc, tmp)
-		body := strings.Replace(e.b.String(), "reduce:\n", "reduce:\n\tMOVQ dst+0(FP), BX\n\tMOVQ ldd+8(FP), DX\n\tSHLQ $2, DX\n", 1)
-		g.b.WriteString(body)
-		return
-	}
-	tileEpilog(g, a, maxN, acc, tmp)
+	tilePrefetchEpilog(g, a, maxN, acc, tmp, prefetch)
 }
 
 // dpbf16ps returns the bytes of VDPBF16PS zmm<src2>, zmm<src1>, zmm<dst> in Go
@@ -437,35 +433,24 @@ func dpbf16ps(dst, src1, src2 int) []byte {
 	return []byte{0x62, p0, p1, p2, 0x52, modrm}
 }
 
-// x86TileDPBF16 emits the bf16×bf16 tile on VDPBF16PS. With one set it
-// emits tileBF16BF16AVX512BF16P1, the same tile for a single input (decode)
-// that also prefetches the same columns of the next four weight rows (the
-// driver's next tile) into L2, a line per row per step, as
-// tileBF16AVX2UP does: one input's tile is memory-bound. (The 4×6 tile
-// with x86Tile's prefetch ran slower: one thread, 4096x4096, 512 inputs:
-// 164-176 GFLOP/s against 187-189.)
-func x86TileDPBF16(g *gen, one bool) {
+// x86TileDPBF16 emits the bf16×bf16 tile on VDPBF16PS. With prefetch set
+// it emits tileBF16BF16AVX512BF16P, the same tile that also prefetches the
+// same columns of the next four weight rows into L2, as x86Tile's prefetch
+// does, for products of a few inputs, which are memory-bound. (For many
+// inputs it ran slower: one thread, 4096x4096, 512 inputs: 164-176 GFLOP/s
+// against 187-189.)
+func x86TileDPBF16(g *gen, prefetch bool) {
 	a := avx512
 	name := "tileBF16BF16AVX512BF16"
-	maxN, acc, wr, xr, tmp := tileShape(a, bf16)
-	doc := tileDoc(name, bf16, bf16, maxN, 32)
-	if one {
-		name += "P1"
-		maxN = 1
-		doc = tileDoc(name, bf16, bf16, maxN, 32)
+	if prefetch {
+		name += "P"
 	}
-	g.text(name, "$0-64", doc+"\nUses VDPBF16PS (AVX512_BF16), hand-encoded.")
+	maxN, acc, wr, xr, tmp := tileShape(a, bf16)
+	g.text(name, "$0-64", tileDoc(name, bf16, bf16, maxN, 32)+"\nUses VDPBF16PS (AVX512_BF16), hand-encoded.")
 	wrows, xrows := tileProlog(g, bf16, bf16, maxN)
-	next := []string{"R13", "R14", "R15", "R8"}
-	if one {
-		// The input pointers past the first are free: the next rows.
-		g.l("MOVQ ldw+24(FP), R9")
-		g.l("SHLQ $1, R9")
-		prev := "R12"
-		for _, r := range next {
-			g.l("LEAQ (%s)(R9*1), %s", prev, r)
-			prev = r
-		}
+	if prefetch {
+		g.l("MOVQ ldw+24(FP), BX")
+		g.l("SHLQ $3, BX")
 	}
 	for r := range 4 {
 		for j := range maxN {
@@ -477,8 +462,9 @@ func x86TileDPBF16(g *gen, one bool) {
 	g.l("CMPQ AX, CX")
 	g.l("JAE reduce")
 	for r, p := range wrows {
-		if one {
-			g.l("PREFETCHT1 (%s)(AX*2)", next[r])
+		if prefetch {
+			g.l("LEAQ (%s)(AX*2), DX", p)
+			g.l("PREFETCHT1 (DX)(BX*1)")
 		}
 		g.l("VMOVDQU16 (%s)(AX*2), %s", p, a.r(wr(r)))
 	}
@@ -499,7 +485,62 @@ func x86TileDPBF16(g *gen, one bool) {
 	g.label("next")
 	g.l("ADDQ $32, AX")
 	g.l("JMP loop")
-	tileEpilog(g, a, maxN, acc, tmp)
+	tilePrefetchEpilog(g, a, maxN, acc, tmp, prefetch)
+}
+
+// x86TileDPBF16One emits tileBF16BF16AVX512BF16P1, the VDPBF16PS tile of
+// one input (decode): no branch per input, and the next four rows'
+// addresses kept in the input pointers it does not need, so the prefetch
+// costs no address arithmetic (model decode at the 9B widths with
+// --bf16-inputs: 7.5-8.4 tok/s, against 6.2-6.8 on the prefetching 4×6 tile).
+func x86TileDPBF16One(g *gen) {
+	a := avx512
+	const name = "tileBF16BF16AVX512BF16P1"
+	_, acc, wr, xr, tmp := tileShape(a, bf16)
+	g.text(name, "$0-64", tileDoc(name, bf16, bf16, 1, 32)+"\nUses VDPBF16PS (AVX512_BF16), hand-encoded.")
+	wrows, xrows := tileProlog(g, bf16, bf16, 1)
+	next := []string{"R13", "R14", "R15", "R8"}
+	g.l("MOVQ ldw+24(FP), R9")
+	g.l("SHLQ $1, R9")
+	prev := "R12"
+	for _, r := range next {
+		g.l("LEAQ (%s)(R9*1), %s", prev, r)
+		prev = r
+	}
+	for r := range 4 {
+		a.zero(g, a.r(acc(r, 0)))
+	}
+	g.l("XORQ AX, AX")
+	g.label("loop")
+	g.l("CMPQ AX, CX")
+	g.l("JAE reduce")
+	for r, p := range wrows {
+		g.l("PREFETCHT1 (%s)(AX*2)", next[r])
+		g.l("VMOVDQU16 (%s)(AX*2), %s", p, a.r(wr(r)))
+	}
+	g.l("VMOVDQU16 (%s)(AX*2), %s", xrows[0], a.r(xr))
+	for r := range 4 {
+		var parts []string
+		for _, b := range dpbf16ps(acc(r, 0), wr(r), xr) {
+			parts = append(parts, fmt.Sprintf("$0x%02x", b))
+		}
+		g.l("BYTE %s // VDPBF16PS Z%d, Z%d, Z%d", strings.Join(parts, "; BYTE "), xr, wr(r), acc(r, 0))
+	}
+	g.l("ADDQ $32, AX")
+	g.l("JMP loop")
+	tileEpilog(g, a, 1, acc, tmp)
+}
+
+// tilePrefetchEpilog is tileEpilog, reloading dst and its stride (BX, DX)
+// first where prefetch used them.
+func tilePrefetchEpilog(g *gen, a x86, maxN int, acc func(r, j int) int, tmp [4]int, prefetch bool) {
+	if !prefetch {
+		tileEpilog(g, a, maxN, acc, tmp)
+		return
+	}
+	var e gen
+	tileEpilog(&e, a, maxN, acc, tmp)
+	g.b.WriteString(strings.Replace(e.b.String(), "reduce:\n", "reduce:\n\tMOVQ dst+0(FP), BX\n\tMOVQ ldd+8(FP), DX\n\tSHLQ $2, DX\n", 1))
 }
 
 func x86Axpy(g *gen) {
