@@ -201,7 +201,7 @@ func printProfile(w goio.Writer, title, what string, rows []profileRow) {
 // runBench implements "govinfer bench": prefill and decode speed, and
 // what the machine can do, measured in the same run.
 func runBench(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--profile] [--quantize q8_0|q4_k_m|q5_k_m] [--json]")
+	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--bf16-inputs] [--profile] [--quantize q8_0|q4_k_m|q5_k_m] [--json]")
 	dir := fs.String("model", "", "checkpoint `DIR`, or a GGUF file")
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
