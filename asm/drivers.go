@@ -153,7 +153,6 @@ func inputBlock(l2 int) int {
 //
 // Weight row r starts at w[r*ldw] (ldw >= cols).
 func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int, x []X, n int) {
-	rows4 := rows - rows%4
 	m := cols - cols%t.align
 	for i := range n {
 		clear(dst[i*ldd : i*ldd+rows])
@@ -183,17 +182,8 @@ func (t *tiler[W, X]) matMul(dst []float32, ldd int, w []W, ldw, rows, cols int,
 						copy(buf[(i-i0)*ldx:(i-i0)*ldx+kb], x[i*cols+k0:i*cols+k0+kb])
 					}
 				}
-				for r := 0; r < rows4; r += 4 {
-					for i, nb := i0, 0; i < i1; i += nb {
-						nb = t.tileInputs(i1 - i)
-						tile(&dst[i*ldd+r], ldd, &w[r*ldw+k0], ldw, &buf[(i-i0)*ldx], ldx, kb, nb)
-					}
-				}
-				for r := rows4; r < rows; r++ {
-					for i, nb := i0, 0; i < i1; i += nb {
-						nb = t.tileInputs(i1 - i)
-						rowTile(tile, &sc.out, dst[i*ldd+r:], ldd, &w[r*ldw+k0], &buf[(i-i0)*ldx], ldx, kb, nb)
-					}
+				for r := 0; r < rows; r += 4 {
+					t.inputs(tile, sc, dst[i0*ldd+r:], ldd, w[r*ldw+k0:], ldw, rows-r, buf, ldx, kb, i1-i0)
 				}
 			}
 		}
@@ -247,26 +237,31 @@ func (t *tiler[W, X]) rowsOuter(tile func(dst *float32, ldd int, w *W, ldw int, 
 			copy(buf[i*ldx:i*ldx+m], x[i*cols:i*cols+m])
 		}
 	}
-	rows4 := rows - rows%4
-	for r := 0; r < rows4; r += 4 {
+	for r := 0; r < rows; r += 4 {
 		for k0 := 0; k0 < m; k0 += t.kBlock {
-			kb := min(t.kBlock, m-k0)
-			for i, nb := 0, 0; i < n; i += nb {
-				nb = t.tileInputs(n - i)
-				tile(&dst[i*ldd+r], ldd, &w[r*ldw+k0], ldw, &buf[i*ldx+k0], ldx, kb, nb)
-			}
-		}
-	}
-	for r := rows4; r < rows; r++ {
-		for k0 := 0; k0 < m; k0 += t.kBlock {
-			kb := min(t.kBlock, m-k0)
-			for i, nb := 0, 0; i < n; i += nb {
-				nb = t.tileInputs(n - i)
-				rowTile(tile, &sc.out, dst[i*ldd+r:], ldd, &w[r*ldw+k0], &buf[i*ldx+k0], ldx, kb, nb)
-			}
+			t.inputs(tile, sc, dst[r:], ldd, w[r*ldw+k0:], ldw, rows-r, buf[k0:], ldx, min(t.kBlock, m-k0), n)
 		}
 	}
 	t.pool.Put(sc)
+}
+
+// inputs adds one segment of k columns of the products of the weight rows
+// from w on (rows of them left, ldw apart) with n packed inputs (x, ldx
+// apart) to dst: the next four rows in tiles of tileInputs inputs, or, with
+// fewer than four rows left, each row alone as four copies of itself
+// (rowTile).
+func (t *tiler[W, X]) inputs(tile func(dst *float32, ldd int, w *W, ldw int, x *X, ldx int, k, nb int),
+	sc *tileScratch[X], dst []float32, ldd int, w []W, ldw, rows int, x []X, ldx, k, n int) {
+	for i, nb := 0, 0; i < n; i += nb {
+		nb = t.tileInputs(n - i)
+		if rows >= 4 {
+			tile(&dst[i*ldd], ldd, &w[0], ldw, &x[i*ldx], ldx, k, nb)
+			continue
+		}
+		for r := range rows {
+			rowTile(tile, &sc.out, dst[i*ldd+r:], ldd, &w[r*ldw], &x[i*ldx], ldx, k, nb)
+		}
+	}
 }
 
 // maxTileN bounds the inputs of every tile kernel.

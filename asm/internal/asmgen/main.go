@@ -381,8 +381,7 @@ func x86Tile(g *gen, a x86, we, xe elem, prefetch bool) {
 	g.text(name, "$0-64", tileDoc(name, we, xe, maxN, a.lanes))
 	wrows, xrows := tileProlog(g, we, xe, maxN)
 	if prefetch {
-		g.l("MOVQ ldw+24(FP), BX")
-		g.l("SHLQ $%d, BX", we.shift+2)
+		tilePrefetchProlog(g, we)
 	}
 	for r := range 4 {
 		for j := range maxN {
@@ -439,6 +438,15 @@ func dpbf16ps(dst, src1, src2 int) []byte {
 // does, for products of a few inputs, which are memory-bound. (For many
 // inputs it ran slower: one thread, 4096x4096, 512 inputs: 164-176 GFLOP/s
 // against 187-189.)
+// emitDPBF16PS emits VDPBF16PS zmm<src2>, zmm<src1>, zmm<dst> as bytes.
+func emitDPBF16PS(g *gen, dst, src1, src2 int) {
+	var parts []string
+	for _, b := range dpbf16ps(dst, src1, src2) {
+		parts = append(parts, fmt.Sprintf("$0x%02x", b))
+	}
+	g.l("BYTE %s // VDPBF16PS Z%d, Z%d, Z%d", strings.Join(parts, "; BYTE "), src2, src1, dst)
+}
+
 func x86TileDPBF16(g *gen, prefetch bool) {
 	a := avx512
 	name := "tileBF16BF16AVX512BF16"
@@ -449,8 +457,7 @@ func x86TileDPBF16(g *gen, prefetch bool) {
 	g.text(name, "$0-64", tileDoc(name, bf16, bf16, maxN, 32)+"\nUses VDPBF16PS (AVX512_BF16), hand-encoded.")
 	wrows, xrows := tileProlog(g, bf16, bf16, maxN)
 	if prefetch {
-		g.l("MOVQ ldw+24(FP), BX")
-		g.l("SHLQ $3, BX")
+		tilePrefetchProlog(g, bf16)
 	}
 	for r := range 4 {
 		for j := range maxN {
@@ -475,11 +482,7 @@ func x86TileDPBF16(g *gen, prefetch bool) {
 		}
 		g.l("VMOVDQU16 (%s)(AX*2), %s", xrows[j], a.r(xr))
 		for r := range 4 {
-			var parts []string
-			for _, b := range dpbf16ps(acc(r, j), wr(r), xr) {
-				parts = append(parts, fmt.Sprintf("$0x%02x", b))
-			}
-			g.l("BYTE %s // VDPBF16PS Z%d, Z%d, Z%d", strings.Join(parts, "; BYTE "), xr, wr(r), acc(r, j))
+			emitDPBF16PS(g, acc(r, j), wr(r), xr)
 		}
 	}
 	g.label("next")
@@ -520,15 +523,18 @@ func x86TileDPBF16One(g *gen) {
 	}
 	g.l("VMOVDQU16 (%s)(AX*2), %s", xrows[0], a.r(xr))
 	for r := range 4 {
-		var parts []string
-		for _, b := range dpbf16ps(acc(r, 0), wr(r), xr) {
-			parts = append(parts, fmt.Sprintf("$0x%02x", b))
-		}
-		g.l("BYTE %s // VDPBF16PS Z%d, Z%d, Z%d", strings.Join(parts, "; BYTE "), xr, wr(r), acc(r, 0))
+		emitDPBF16PS(g, acc(r, 0), wr(r), xr)
 	}
 	g.l("ADDQ $32, AX")
 	g.l("JMP loop")
 	tileEpilog(g, a, 1, acc, tmp)
+}
+
+// tilePrefetchProlog loads 4·ldw in bytes (weights of type we) into BX:
+// the distance from a weight row to its copy in the driver's next tile.
+func tilePrefetchProlog(g *gen, we elem) {
+	g.l("MOVQ ldw+24(FP), BX")
+	g.l("SHLQ $%d, BX", we.shift+2)
 }
 
 // tilePrefetchEpilog is tileEpilog, reloading dst and its stride (BX, DX)
