@@ -156,6 +156,30 @@ func quantQ8KAVX2(dst *byte, x *float32, blocks int)
 //go:noescape
 func quantQ8_0AVX2(dst *byte, x *float32, blocks int) (nan bool)
 
+//go:noescape
+func qpQ8_0VNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0VNNIx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0VNNIx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0VNNIx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0VNNIx5(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0VNNIx6(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0VNNIx7(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0VNNIx8(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
 	lanes                 int
@@ -213,6 +237,13 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 		if len(dst) > 0 && quantQ8_0AVX2((*byte)(unsafe.Pointer(&dst[0])), &x[0], len(dst)) {
 			quant.QuantizeQ8_0(dst, x) // NaN: the twin's rule
 		}
+	}
+	if f.AVX512VNNI {
+		k.qpQ8_0 = &[maxPackInputs]qpKernel{qpQ8_0VNNIx1, qpQ8_0VNNIx2, qpQ8_0VNNIx3, qpQ8_0VNNIx4,
+			qpQ8_0VNNIx5, qpQ8_0VNNIx6, qpQ8_0VNNIx7, qpQ8_0VNNIx8}
+		k.name += "-vnni"
+	} else {
+		f.AVX512VNNI = false
 	}
 	return f
 }

@@ -16,6 +16,9 @@ type Features struct {
 	AVX512 bool
 	// AVX512BF16 means AVX512_BF16 (VDPBF16PS); it is used only together with AVX512.
 	AVX512BF16 bool
+	// AVX512VNNI means AVX512_VNNI (VPDPBUSD, the packed quantized
+	// products); it is used only together with AVX512.
+	AVX512VNNI bool
 	// NEON means the arm64 Advanced SIMD unit (ASIMD).
 	NEON bool
 	// DotProd means FEAT_DotProd (SDOT, arm64); it is used only together with NEON.
@@ -36,6 +39,7 @@ func DetectFeatures() Features {
 		f.AVX2 = c.Supports(cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 		f.AVX512 = f.AVX2 && c.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
 		f.AVX512BF16 = f.AVX512 && c.Supports(cpuid.AVX512BF16)
+		f.AVX512VNNI = f.AVX512 && c.Supports(cpuid.AVX512VNNI)
 	case "arm64":
 		// ASIMD is mandatory on arm64; cpuid may not see it everywhere
 		// (for example under user-mode emulation), so trust the architecture.
@@ -46,19 +50,21 @@ func DetectFeatures() Features {
 }
 
 // and returns the capabilities present in both f and g, keeping the
-// implications between them (AVX512 needs AVX2, AVX512BF16 needs AVX512,
+// implications between them (AVX512 needs AVX2, AVX512BF16 and AVX512VNNI need AVX512,
 // DotProd needs NEON).
 func (f Features) and(g Features) Features {
 	r := Features{
 		AVX2:       f.AVX2 && g.AVX2,
 		AVX512:     f.AVX512 && g.AVX512,
 		AVX512BF16: f.AVX512BF16 && g.AVX512BF16,
+		AVX512VNNI: f.AVX512VNNI && g.AVX512VNNI,
 		NEON:       f.NEON && g.NEON,
 		DotProd:    f.DotProd && g.DotProd,
 		packedBF16: f.packedBF16 || g.packedBF16,
 	}
 	r.AVX512 = r.AVX512 && r.AVX2
 	r.AVX512BF16 = r.AVX512BF16 && r.AVX512
+	r.AVX512VNNI = r.AVX512VNNI && r.AVX512
 	r.DotProd = r.DotProd && r.NEON
 	return r
 }

@@ -47,6 +47,9 @@ type impl struct {
 	matMulQ  func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
 	quantQ8K func(dst []quant.BlockQ8K, x []float32)
 	quantQ80 func(dst []quant.BlockQ8_0, x []float32)
+
+	// qpQ8_0 are the packed Q8_0 kernels of 1..8 inputs (nil: none).
+	qpQ8_0 *[maxPackInputs]qpKernel
 }
 
 // goImpl is the pure-Go kernel set.

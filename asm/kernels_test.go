@@ -29,6 +29,8 @@ func kernelSets(t testing.TB) []*Kernels {
 		{AVX2: true, packedBF16: true},
 		{AVX2: true, AVX512: true},
 		{AVX2: true, AVX512: true, AVX512BF16: true},
+		{AVX2: true, AVX512: true, AVX512VNNI: true},
+		{AVX2: true, AVX512: true, AVX512BF16: true, AVX512VNNI: true},
 		{NEON: true},
 		{NEON: true, DotProd: true},
 	}

@@ -1,0 +1,279 @@
+package asm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+	"unsafe"
+
+	"github.com/govinfer/govinfer/internal/half"
+	"github.com/govinfer/govinfer/quant"
+)
+
+// Packed quantized weights. Kernel sets with AVX512_VNNI multiply Q8_0
+// weights in a row-interleaved layout: the rows are taken 16 at a time
+// (the last group padded with zero rows), and each block of 32 columns of
+// the 16 rows is stored as
+//
+//	16 × fp16 d                       the rows' scales (32 bytes)
+//	8 steps × 16 rows × 4 bytes       step s: bytes 4s..4s+3 of each row, +128
+//
+// 544 bytes, as much as the 16 rows' GGML blocks. One 64-byte load then
+// holds four columns of every row, VPDPBUSD adds their products with four
+// broadcast input bytes to one int32 lane per row, and after a block's eight
+// steps each lane holds that row's exact block sum, which the float
+// epilogue scales lane by lane as the Go twin does (see asm/quant.go):
+// every element is bit for bit DotQ8_0Q8_0's, whatever n, rows and the
+// row's place, and the same as MatMulQ's on GGML's layout.
+//
+// The inputs of packed products are packed too (PackInputs): per block of
+// 32, the int8 values, d as float32 and −128·Σq as int32, 40 bytes.
+//
+// Against MatMulQ on GGML's layout with the AVX2 kernels (one thread, Zen 4):
+// see the commit that added it; the layout costs one copy of the weights at
+// load (PackQ), which a memory-mapped GGUF file pays too.
+
+// packRows is the number of weight rows a packed group interleaves.
+const packRows = 16
+
+// q8PackBlock is the bytes of a packed Q8_0 block of packRows rows, and
+// q8PackInput those of a packed Q8_0 input block.
+const (
+	q8PackBlock = packRows * 34
+	q8PackInput = 40
+)
+
+// qpKernel is a packed kernel: dst[j*ldd+r] for r < 16 and each of its
+// inputs j, the product of packed group w (blocks blocks) and packed input
+// j (x + j*ldx bytes).
+type qpKernel func(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+// PacksQ reports whether k has kernels for t weights in the packed layout
+// (PackQ, PackInputs, MatMulQPacked). When it does not, MatMulQ on GGML's
+// layout is k's product for t (MatMulQPacked still works, on the Go twin).
+func (k *Kernels) PacksQ(t quant.Type) bool { return t == quant.Q8_0 && k.qpQ8_0 != nil }
+
+// PackedQBytes returns the bytes of a rows×cols matrix of t weights in the
+// packed layout, or 0 when t has none or cols is not a multiple of t's
+// block.
+func PackedQBytes(t quant.Type, rows, cols int) int {
+	if t != quant.Q8_0 || !t.Fits(cols) || rows < 0 {
+		return 0
+	}
+	return (rows + packRows - 1) / packRows * (cols / 32) * q8PackBlock
+}
+
+// PackQ writes the rows×cols matrix w of t weights (rows of
+// t.RowBytes(cols) bytes, GGML's layout) into dst, PackedQBytes(t, rows,
+// cols) bytes, in the packed layout.
+func PackQ(t quant.Type, dst, w []byte, rows, cols int) error {
+	size := PackedQBytes(t, rows, cols)
+	switch {
+	case size == 0 && rows != 0:
+		return fmt.Errorf("asm: PackQ: no packed layout for %v weights with %d columns", t, cols)
+	case len(w) != rows*t.RowBytes(cols):
+		return fmt.Errorf("asm: PackQ: %d bytes for %d rows of %d %v values", len(w), rows, cols, t)
+	case len(dst) != size:
+		return fmt.Errorf("asm: PackQ: output of %d bytes, want %d", len(dst), size)
+	}
+	rb, blocks := t.RowBytes(cols), cols/32
+	for g := 0; g*packRows < rows; g++ {
+		for b := range blocks {
+			out := dst[(g*blocks+b)*q8PackBlock:][:q8PackBlock]
+			for r := range packRows {
+				row := g*packRows + r
+				if row >= rows {
+					out[2*r], out[2*r+1] = 0, 0
+					for s := range 8 {
+						copy(out[32+64*s+4*r:][:4], []byte{0x80, 0x80, 0x80, 0x80})
+					}
+					continue
+				}
+				src := w[row*rb+b*34:][:34]
+				out[2*r], out[2*r+1] = src[0], src[1]
+				for s := range 8 {
+					for i := range 4 {
+						out[32+64*s+4*r+i] = src[2+4*s+i] ^ 0x80
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// UnpackQRow writes row r of a packed rows×cols matrix of t weights into
+// dst, t.RowBytes(cols) bytes, in GGML's layout.
+func UnpackQRow(t quant.Type, dst, packed []byte, rows, cols, r int) error {
+	switch {
+	case PackedQBytes(t, rows, cols) == 0 || len(packed) != PackedQBytes(t, rows, cols):
+		return fmt.Errorf("asm: UnpackQRow: %d bytes are no packed %d×%d %v matrix", len(packed), rows, cols, t)
+	case r < 0 || r >= rows:
+		return fmt.Errorf("asm: UnpackQRow: row %d of %d", r, rows)
+	case len(dst) != t.RowBytes(cols):
+		return fmt.Errorf("asm: UnpackQRow: output of %d bytes, want %d", len(dst), t.RowBytes(cols))
+	}
+	g, lane, blocks := r/packRows, r%packRows, cols/32
+	for b := range blocks {
+		in := packed[(g*blocks+b)*q8PackBlock:][:q8PackBlock]
+		out := dst[b*34:][:34]
+		out[0], out[1] = in[2*lane], in[2*lane+1]
+		for s := range 8 {
+			for i := range 4 {
+				out[2+4*s+i] = in[32+64*s+4*lane+i] ^ 0x80
+			}
+		}
+	}
+	return nil
+}
+
+// PackedInputRowBytes returns the bytes of one packed input row of cols
+// values for products with packed t weights, or 0 when t has no packed
+// layout or cols is not a multiple of its block.
+func PackedInputRowBytes(t quant.Type, cols int) int {
+	if t != quant.Q8_0 || !t.Fits(cols) {
+		return 0
+	}
+	return cols / 32 * q8PackInput
+}
+
+// PackInputs quantizes n input rows of cols values (x, row-major) into
+// dst, n packed rows of PackedInputRowBytes(t, cols) bytes, 4-byte aligned
+// (InputBuffer's are), for MatMulQPacked. The values and scales are those
+// of QuantizeInputs.
+func (k *Kernels) PackInputs(t quant.Type, dst []byte, x []float32, n, cols int) error {
+	rb := PackedInputRowBytes(t, cols)
+	switch {
+	case rb == 0:
+		return fmt.Errorf("asm: PackInputs: no packed layout for %v weights with %d columns", t, cols)
+	case n < 0 || len(x) < n*cols || len(dst) < n*rb:
+		return fmt.Errorf("asm: PackInputs: %d rows of %d need %d inputs and %d bytes, have %d and %d",
+			n, cols, n*cols, n*rb, len(x), len(dst))
+	case n > 0 && uintptr(unsafe.Pointer(&dst[0]))%4 != 0:
+		return fmt.Errorf("asm: PackInputs: output not 4-byte aligned")
+	}
+	blocks := cols / 32
+	p := q80Pool.Get().(*[]quant.BlockQ8_0)
+	if cap(*p) < blocks {
+		*p = make([]quant.BlockQ8_0, blocks)
+	}
+	tmp := (*p)[:blocks]
+	for i := range n {
+		k.quantQ80(tmp, x[i*cols:(i+1)*cols])
+		packInputRow(dst[i*rb:(i+1)*rb], tmp)
+	}
+	q80Pool.Put(p)
+	return nil
+}
+
+var q80Pool = sync.Pool{New: func() any { return new([]quant.BlockQ8_0) }}
+
+// packInputRow writes the Q8_0 blocks a as one packed input row.
+func packInputRow(dst []byte, a []quant.BlockQ8_0) {
+	for b := range a {
+		out := dst[b*q8PackInput:][:q8PackInput]
+		var s int32
+		for i, q := range a[b].Qs {
+			out[i] = byte(q)
+			s += int32(q)
+		}
+		binary.LittleEndian.PutUint32(out[32:], math.Float32bits(half.F16ToF32(a[b].D)))
+		binary.LittleEndian.PutUint32(out[36:], uint32(-128*s))
+	}
+}
+
+// unpackInputRow is packInputRow's inverse.
+func unpackInputRow(dst []quant.BlockQ8_0, in []byte) {
+	for b := range dst {
+		blk := in[b*q8PackInput:][:q8PackInput]
+		for i := range dst[b].Qs {
+			dst[b].Qs[i] = int8(blk[i])
+		}
+		dst[b].D = half.F32ToF16(math.Float32frombits(binary.LittleEndian.Uint32(blk[32:])))
+	}
+}
+
+// MatMulQPacked multiplies n packed input rows (xq, from PackInputs for t
+// and cols) by the packed rows×cols matrix wp of t weights (PackQ):
+// dst[i*ldd+r] = Σ_c w[r,c]·x[i,c] for r < rows and i < n, each element bit
+// for bit MatMulQ's on the same weights and inputs. A packed matrix's
+// groups of 16 rows are consecutive, so rows [16g, 16g+m) of a larger one
+// are wp[g*PackedQBytes(t, 16, cols):] with rows m.
+func (k *Kernels) MatMulQPacked(t quant.Type, dst []float32, ldd int, wp []byte, rows, cols int, xq []byte, n int) error {
+	wb, xb := PackedQBytes(t, rows, cols), PackedInputRowBytes(t, cols)
+	switch {
+	case xb == 0:
+		return fmt.Errorf("asm: MatMulQPacked: no packed layout for %v weights with %d columns", t, cols)
+	case rows < 0 || n < 0:
+		return fmt.Errorf("asm: MatMulQPacked: negative shape rows=%d n=%d", rows, n)
+	case len(wp) < wb:
+		return fmt.Errorf("asm: MatMulQPacked: weights have %d bytes, need %d", len(wp), wb)
+	case len(xq) < n*xb:
+		return fmt.Errorf("asm: MatMulQPacked: inputs have %d bytes, need %d rows of %d", len(xq), n, xb)
+	case n > 0 && uintptr(unsafe.Pointer(&xq[0]))%4 != 0:
+		return fmt.Errorf("asm: MatMulQPacked: inputs not 4-byte aligned")
+	}
+	if rows == 0 || n == 0 {
+		return nil
+	}
+	if ldd < rows || len(dst) < (n-1)*ldd+rows {
+		return fmt.Errorf("asm: MatMulQPacked: output of %d values with stride %d cannot hold %d rows of %d", len(dst), ldd, n, rows)
+	}
+	if k.qpQ8_0 == nil {
+		matMulQPackedGo(t, dst, ldd, wp[:wb], rows, cols, xq[:n*xb], n)
+		return nil
+	}
+	matMulQPackedTiles(k.qpQ8_0, dst, ldd, wp[:wb], rows, cols, xq[:n*xb], n)
+	return nil
+}
+
+// matMulQPackedGo is the Go twin of MatMulQPacked: each row unpacked and
+// multiplied as MatMulQ's twin multiplies it.
+func matMulQPackedGo(t quant.Type, dst []float32, ldd int, wp []byte, rows, cols int, xq []byte, n int) {
+	rb, xb := t.RowBytes(cols), PackedInputRowBytes(t, cols)
+	row := make([]byte, rb)
+	in := make([]quant.BlockQ8_0, cols/32)
+	for i := range n {
+		unpackInputRow(in, xq[i*xb:(i+1)*xb])
+		for r := range rows {
+			if err := UnpackQRow(t, row, wp, rows, cols, r); err != nil {
+				panic(err) // the shapes were checked
+			}
+			dst[i*ldd+r] = quant.DotQ8_0Q8_0(row, in)
+		}
+	}
+}
+
+// maxPackInputs is the most inputs one packed kernel takes.
+const maxPackInputs = 8
+
+// matMulQPackedTiles is MatMulQPacked on the packed kernels kern[m-1] of m
+// inputs: each group of 16 rows meets the inputs up to eight at a time
+// (split evenly), so the group's weights stay in L2 while the inputs
+// stream. A last group of fewer than 16 rows writes to scratch first.
+func matMulQPackedTiles(kern *[maxPackInputs]qpKernel, dst []float32, ldd int, wp []byte, rows, cols int, xq []byte, n int) {
+	blocks := cols / 32
+	gb, xb := blocks*q8PackBlock, cols/32*q8PackInput
+	chunks := (n + maxPackInputs - 1) / maxPackInputs
+	for g := 0; g*packRows < rows; g++ {
+		r0 := g * packRows
+		for c, i := 0, 0; c < chunks; c++ {
+			m := (n - i + chunks - c - 1) / (chunks - c)
+			if r0+packRows <= rows {
+				kern[m-1](&dst[i*ldd+r0], ldd, &wp[g*gb], &xq[i*xb], xb, blocks)
+			} else {
+				scratch := qpScratch.Get().(*[maxPackInputs * packRows]float32)
+				kern[m-1](&scratch[0], packRows, &wp[g*gb], &xq[i*xb], xb, blocks)
+				for j := range m {
+					copy(dst[(i+j)*ldd+r0:(i+j)*ldd+rows], scratch[j*packRows:])
+				}
+				qpScratch.Put(scratch)
+			}
+			i += m
+		}
+	}
+}
+
+// qpScratch holds the outputs of a last group of fewer than 16 rows.
+var qpScratch = sync.Pool{New: func() any { return new([maxPackInputs * packRows]float32) }}

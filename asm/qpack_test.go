@@ -1,0 +1,262 @@
+package asm
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/govinfer/govinfer/internal/half"
+	"github.com/govinfer/govinfer/quant"
+)
+
+// TestPackQRoundTrip checks that UnpackQRow gives back every row PackQ
+// packed, for row counts around the group of 16, and that the padding
+// rows of a last group are zero weights.
+func TestPackQRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	qt := quant.Q8_0
+	for _, rows := range []int{1, 15, 16, 17, 40} {
+		for _, cols := range []int{32, 96, 512} {
+			rb := qt.RowBytes(cols)
+			w := make([]byte, rows*rb)
+			for i := range rows {
+				weightRow(r, qt, w[i*rb:(i+1)*rb], i%4)
+			}
+			p := make([]byte, PackedQBytes(qt, rows, cols))
+			if err := PackQ(qt, p, w, rows, cols); err != nil {
+				t.Fatal(err)
+			}
+			row := make([]byte, rb)
+			for i := range rows {
+				if err := UnpackQRow(qt, row, p, rows, cols, i); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(row, w[i*rb:(i+1)*rb]) {
+					t.Fatalf("rows=%d cols=%d: row %d does not round-trip", rows, cols, i)
+				}
+			}
+			// A padding lane: scale 0 and weight bytes 0 (stored as 0x80).
+			if pad := rows % packRows; pad != 0 {
+				last := p[len(p)-q8PackBlock:]
+				if last[2*pad] != 0 || last[2*pad+1] != 0 || last[32+4*pad] != 0x80 {
+					t.Errorf("rows=%d: padding row %d is not zero", rows, pad)
+				}
+			}
+		}
+	}
+}
+
+// TestPackQErrors checks the shape errors of the packing functions.
+func TestPackQErrors(t *testing.T) {
+	qt := quant.Q8_0
+	w := make([]byte, 2*qt.RowBytes(64))
+	p := make([]byte, PackedQBytes(qt, 2, 64))
+	for name, err := range map[string]error{
+		"Q4_K":        PackQ(quant.Q4_K, p, w, 2, 256),
+		"short input": PackQ(qt, p, w[1:], 2, 64),
+		"short out":   PackQ(qt, p[1:], w, 2, 64),
+		"cols":        PackQ(qt, p, w, 2, 48),
+		"row range":   UnpackQRow(qt, w[:qt.RowBytes(64)], p, 2, 64, 2),
+		"unpack out":  UnpackQRow(qt, w, p, 2, 64, 0),
+		"inputs":      Generic().PackInputs(qt, InputBuffer(80), make([]float32, 63), 1, 64),
+		"matmul cols": Generic().MatMulQPacked(qt, make([]float32, 2), 2, p, 2, 48, InputBuffer(80), 1),
+		"matmul w":    Generic().MatMulQPacked(qt, make([]float32, 2), 2, p[:10], 2, 64, InputBuffer(80), 1),
+		"matmul dst":  Generic().MatMulQPacked(qt, make([]float32, 1), 2, p, 2, 64, InputBuffer(80), 1),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if PackedQBytes(quant.Q6_K, 16, 256) != 0 || PackedInputRowBytes(quant.Q4_K, 256) != 0 {
+		t.Error("a K-quant has a packed layout")
+	}
+}
+
+// TestPackInputs checks that every kernel set packs the inputs
+// QuantizeInputs quantizes, with d as float32 and −128·Σq beside them.
+func TestPackInputs(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	qt := quant.Q8_0
+	for _, k := range kernelSets(t) {
+		for _, cols := range []int{32, 160, 4096} {
+			n := 3
+			x := randF32(r, n*cols)
+			x[5] = 1e6
+			raw := InputBuffer(n * InputRowBytes(qt, cols))
+			if err := k.QuantizeInputs(qt, raw, x, n, cols); err != nil {
+				t.Fatal(err)
+			}
+			xb := PackedInputRowBytes(qt, cols)
+			got := InputBuffer(n * xb)
+			if err := k.PackInputs(qt, got, x, n, cols); err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				blks := q80Blocks(raw[i*InputRowBytes(qt, cols):][:InputRowBytes(qt, cols)])
+				for b, blk := range blks {
+					in := got[i*xb+b*q8PackInput:][:q8PackInput]
+					var s int32
+					for j, q := range blk.Qs {
+						if int8(in[j]) != q {
+							t.Fatalf("%s cols=%d row %d block %d: value %d is %d, want %d", k.Name(), cols, i, b, j, int8(in[j]), q)
+						}
+						s += int32(q)
+					}
+					d := math.Float32frombits(uint32(in[32]) | uint32(in[33])<<8 | uint32(in[34])<<16 | uint32(in[35])<<24)
+					c := int32(uint32(in[36]) | uint32(in[37])<<8 | uint32(in[38])<<16 | uint32(in[39])<<24)
+					if math.Float32bits(d) != math.Float32bits(half.F16ToF32(blk.D)) || c != -128*s {
+						t.Fatalf("%s cols=%d row %d block %d: d %g c %d, want %g and %d", k.Name(), cols, i, b, d, c, half.F16ToF32(blk.D), -128*s)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulQPacked checks every kernel set's packed product against
+// MatMulQ's Go twin on GGML's layout, bit for bit, over row counts around
+// the group of 16 (sub-matrices taken at group boundaries), 1 to 19
+// inputs and guard bands around and between dst's rows; weights mix
+// quantized values, random bytes and extreme blocks (−128 bytes
+// included), inputs quantized values and extreme blocks.
+func TestMatMulQPacked(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	qt := quant.Q8_0
+	ref := Generic()
+	for _, k := range kernelSets(t) {
+		for _, cols := range []int{32, 96, 1024} {
+			rb, xb, rawb := qt.RowBytes(cols), PackedInputRowBytes(qt, cols), InputRowBytes(qt, cols)
+			const total = 53
+			w := make([]byte, total*rb)
+			for i := range total {
+				weightRow(r, qt, w[i*rb:(i+1)*rb], r.IntN(4))
+			}
+			p := make([]byte, PackedQBytes(qt, total, cols))
+			if err := PackQ(qt, p, w, total, cols); err != nil {
+				t.Fatal(err)
+			}
+			const maxN = 19
+			raw := InputBuffer(maxN * rawb)
+			for i := range maxN {
+				inputRow(r, qt, raw[i*rawb:(i+1)*rawb], r.IntN(4))
+			}
+			xq := InputBuffer(maxN * xb)
+			for i := range maxN {
+				packInputRow(xq[i*xb:(i+1)*xb], q80Blocks(raw[i*rawb:(i+1)*rawb]))
+			}
+			for _, g0 := range []int{0, 1, 2} {
+				for _, rows := range []int{1, 7, 16, 17, 32, 53 - 16*g0} {
+					if 16*g0+rows > total {
+						continue
+					}
+					sub := w[16*g0*rb : (16*g0+rows)*rb]
+					sp := p[g0*PackedQBytes(qt, 16, cols):]
+					for _, n := range []int{1, 2, 3, 5, 8, 9, 16, 19} {
+						want := make([]float32, n*rows)
+						if err := ref.MatMulQ(qt, want, rows, sub, rows, cols, raw, n); err != nil {
+							t.Fatal(err)
+						}
+						ldd := rows + 3
+						out := make([]float32, 2*guard+n*ldd)
+						for i := range out {
+							out[i] = sentinel
+						}
+						if err := k.MatMulQPacked(qt, out[guard:], ldd, sp, rows, cols, xq, n); err != nil {
+							t.Fatal(err)
+						}
+						for i := range out {
+							in, j := (i-guard)/ldd, (i-guard)%ldd
+							if i < guard || i >= guard+n*ldd || j >= rows {
+								if out[i] != sentinel {
+									t.Fatalf("%s cols=%d rows=%d n=%d: wrote outside the output at %d", k.Name(), cols, rows, n, i-guard)
+								}
+								continue
+							}
+							got, wv := out[i], want[in*rows+j]
+							if math.Float32bits(got) != math.Float32bits(wv) && !(got != got && wv != wv) {
+								t.Fatalf("%s cols=%d group %d rows=%d n=%d: [%d][%d] = %g, want %g", k.Name(), cols, g0, rows, n, in, j, got, wv)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulQPackedNoAllocs checks that packed products and input packing
+// do not allocate.
+func TestMatMulQPackedNoAllocs(t *testing.T) {
+	qt, rows, cols, n := quant.Q8_0, 40, 256, 9
+	p := make([]byte, PackedQBytes(qt, rows, cols))
+	xq := InputBuffer(n * PackedInputRowBytes(qt, cols))
+	x := make([]float32, n*cols)
+	dst := make([]float32, n*rows)
+	for _, k := range kernelSets(t) {
+		if !k.PacksQ(qt) {
+			continue
+		}
+		if a := testing.AllocsPerRun(20, func() {
+			_ = k.PackInputs(qt, xq, x, n, cols)
+			_ = k.MatMulQPacked(qt, dst, rows, p, rows, cols, xq, n)
+		}); a != 0 {
+			t.Errorf("%s: %v allocations per call", k.Name(), a)
+		}
+	}
+}
+
+// BenchmarkMatMulQPacked measures the packed product against MatMulQ on
+// GGML's layout, same weights, same kernel set, one thread: decode (n=1,
+// GB/s of weights) and prefill (n=64 and 512, GFLOP/s as 2·rows·cols·n).
+func BenchmarkMatMulQPacked(b *testing.B) {
+	k := Detect()
+	qt := quant.Q8_0
+	if !k.PacksQ(qt) {
+		b.Skipf("%s kernels do not pack %v", k.Name(), qt)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, shape := range [][2]int{{4096, 4096}, {12288, 4096}} {
+		rows, cols := shape[0], shape[1]
+		rb := qt.RowBytes(cols)
+		w := make([]byte, rows*rb)
+		for i := range rows {
+			weightRow(r, qt, w[i*rb:(i+1)*rb], 0)
+		}
+		p := make([]byte, PackedQBytes(qt, rows, cols))
+		if err := PackQ(qt, p, w, rows, cols); err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{1, 8, 64, 512} {
+			x := randF32(r, n*cols)
+			raw := InputBuffer(n * InputRowBytes(qt, cols))
+			xq := InputBuffer(n * PackedInputRowBytes(qt, cols))
+			if err := k.QuantizeInputs(qt, raw, x, n, cols); err != nil {
+				b.Fatal(err)
+			}
+			if err := k.PackInputs(qt, xq, x, n, cols); err != nil {
+				b.Fatal(err)
+			}
+			dst := make([]float32, n*rows)
+			b.Run(fmt.Sprintf("%dx%d/n=%d/ggml", rows, cols, n), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					if err := k.MatMulQ(qt, dst, rows, w, rows, cols, raw, n); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportFlops(b, rows, cols, n)
+			})
+			b.Run(fmt.Sprintf("%dx%d/n=%d/packed", rows, cols, n), func(b *testing.B) {
+				b.SetBytes(int64(len(p)))
+				for b.Loop() {
+					if err := k.MatMulQPacked(qt, dst, rows, p, rows, cols, xq, n); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportFlops(b, rows, cols, n)
+			})
+		}
+	}
+}
