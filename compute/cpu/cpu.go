@@ -16,6 +16,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/govinfer/govinfer/asm"
@@ -130,8 +131,11 @@ type weight struct {
 	name       string
 	dt         compute.DType
 	rows, cols int
-	q          []byte   // a block format: rows of dt.RowBytes(cols) bytes
-	u16        []uint16 // BF16 or F16
+	q          []byte // a block format: rows of dt.RowBytes(cols) bytes
+	// packed holds a block format in the kernels' packed layout
+	// (asm.PackQ) instead of q, where the kernels have one.
+	packed []byte
+	u16    []uint16 // BF16 or F16
 	// f32 holds F32 weights, and a float32 copy of small BF16/F16 ones
 	// (norm weights, conv taps, gate parameters) read element by element.
 	f32 []float32
@@ -149,6 +153,18 @@ func (w *weight) DType() compute.DType { return w.dt }
 func (w *weight) row(dst []float32, r int) {
 	lo := r * w.cols
 	switch {
+	case w.packed != nil:
+		qt := w.dt.Quant()
+		p := rowPool.Get().(*[]byte)
+		*p = slices.Grow((*p)[:0], w.dt.RowBytes(w.cols))[:w.dt.RowBytes(w.cols)]
+		err := asm.UnpackQRow(qt, *p, w.packed, w.rows, w.cols, r)
+		if err == nil {
+			err = quant.DequantizeRow(qt, dst[:w.cols], *p)
+		}
+		rowPool.Put(p)
+		if err != nil {
+			panic(fmt.Sprintf("cpu: weight %s: %v", w.name, err))
+		}
 	case w.q != nil:
 		rb := w.dt.RowBytes(w.cols)
 		if err := quant.DequantizeRow(w.dt.Quant(), dst[:w.cols], w.q[r*rb:(r+1)*rb]); err != nil {
@@ -192,7 +208,17 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 		if want := rows * dt.RowBytes(cols); len(data) != want {
 			return nil, fmt.Errorf("cpu: weight %s: %d bytes for [%d, %d] %v, want %d", name, len(data), rows, cols, dt, want)
 		}
-		return &weight{name: name, dt: dt, rows: rows, cols: cols, q: data}, nil
+		w := &weight{name: name, dt: dt, rows: rows, cols: cols, q: data}
+		if b.k.PacksQ(q) {
+			// The kernels read this format faster with rows interleaved:
+			// one copy now, and data is no longer referenced.
+			w.packed = make([]byte, asm.PackedQBytes(q, rows, cols))
+			if err := asm.PackQ(q, w.packed, data, rows, cols); err != nil {
+				return nil, fmt.Errorf("cpu: weight %s: %w", name, err)
+			}
+			w.q = nil
+		}
+		return w, nil
 	}
 	size := dt.Size()
 	if size == 0 {
@@ -279,6 +305,10 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	w, d, xs := wt.(*weight), Data(dst), Data(x)
 	rows, cols := w.rows, w.cols
 	xs = xs[:n*cols]
+	if w.packed != nil {
+		b.matMulQPacked(d, xs, w, n)
+		return
+	}
 	if w.q != nil {
 		b.matMulQ(d, xs, w, n)
 		return
@@ -329,6 +359,31 @@ func (b *Backend) matMulQ(d, xs []float32, w *weight, n int) {
 	}
 	b.rowBlocks(rows, block, run)
 }
+
+// matMulQPacked is matMulQ on a weight in the packed layout: the inputs
+// are quantized and packed once, then the blocks of weight rows, each a
+// multiple of the layout's 16 rows, run as for float weights.
+func (b *Backend) matMulQPacked(d, xs []float32, w *weight, n int) {
+	qt, rows, cols := w.dt.Quant(), w.rows, w.cols
+	xb := asm.PackedInputRowBytes(qt, cols)
+	if need := n * xb; len(b.xq) < need {
+		b.xq = asm.InputBuffer(need)
+	}
+	xq := b.xq[:n*xb]
+	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
+		mustKernel(b.k.PackInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
+	})
+	group := asm.PackedQBytes(qt, 16, cols)
+	block := matMulBlock(rows, w.dt.RowBytes(cols), n, b.pool.workers)
+	b.rowBlocks(rows, block, func(lo, hi int) {
+		if err := b.k.MatMulQPacked(qt, d[lo:], rows, w.packed[lo/16*group:], hi-lo, cols, xq, n); err != nil {
+			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
+		}
+	})
+}
+
+// rowPool holds the GGML-layout rows unpacked from packed weights.
+var rowPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // matMulBF16Inputs is MatMul with bf16 weights and Options.BF16Inputs:
 // the inputs are rounded to bf16 once (rows split over the workers), then
