@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/safetensors"
 )
 
@@ -309,6 +310,18 @@ func (m *Model) WeightBytes() int64 {
 	var n int64
 	for _, x := range m.w.all() {
 		n += weightBytes(x)
+	}
+	return n
+}
+
+// BlockFormatBytes returns the bytes of the weights stored in a block
+// format (quantized: Q8_0, Q4_K, ...), part of WeightBytes.
+func (m *Model) BlockFormatBytes() int64 {
+	var n int64
+	for _, x := range m.w.all() {
+		if x.DType().Quant() != quant.Keep {
+			n += weightBytes(x)
+		}
 	}
 	return n
 }

@@ -44,6 +44,9 @@ func TestQuantizedSmall(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
+			if q, all := m.BlockFormatBytes(), m.WeightBytes(); !(q > all/2 && q <= all) || gm.m.BlockFormatBytes() != 0 {
+				t.Errorf("%s: %d of %d weight bytes in block formats (BF16 model: %d)", mix, q, all, gm.m.BlockFormatBytes())
+			}
 			_, got := prefillSeq(t, m, prompt)
 			agree := 0
 			for p := range prompt {

@@ -155,6 +155,22 @@ func DotBF16(threads, runs int, d time.Duration) (Rate, bool) {
 // HasDotBF16 reports whether DotBF16 can measure on this CPU and build.
 func HasDotBF16() bool { return len(bf16Probes()) > 0 }
 
+// DotInt8 returns the int8 dot-product rate (VPDPBUSD: unsigned by signed
+// byte products accumulated in int32, as the packed quantized products run;
+// a multiply-add counts as two operations) of threads OS threads, best of
+// runs of about d each, and false where the CPU (or this build) has no such
+// instruction.
+func DotInt8(threads, runs int, d time.Duration) (Rate, bool) {
+	ps := int8Probes()
+	if len(ps) == 0 {
+		return Rate{}, false
+	}
+	return peak(ps[0], threads, runs, d), true
+}
+
+// HasDotInt8 reports whether DotInt8 can measure on this CPU and build.
+func HasDotInt8() bool { return len(int8Probes()) > 0 }
+
 // parallel runs fn(0..threads-1) on as many goroutines, each locked to its
 // own OS thread, and returns the time from their common start to the end of
 // the last.
@@ -194,6 +210,10 @@ type Report struct {
 	// BF16 says whether the bf16 dot peaks DotBF16One and DotBF16 were measured.
 	BF16                bool
 	DotBF16One, DotBF16 Rate
+	// Int8 says whether the int8 dot peaks DotInt8One and DotInt8 were
+	// measured (in billions of integer operations per second).
+	Int8                bool
+	DotInt8One, DotInt8 Rate
 	// Elapsed is how long Measure took, buffer allocation included.
 	Elapsed time.Duration
 }
@@ -247,6 +267,11 @@ func Measure(o Options) Report {
 		r.BF16 = true
 		r.DotBF16One, _ = DotBF16(1, 3, o.ComputeTime)
 		r.DotBF16, _ = DotBF16(o.Threads, 3, o.ComputeTime)
+	}
+	if HasDotInt8() {
+		r.Int8 = true
+		r.DotInt8One, _ = DotInt8(1, 3, o.ComputeTime)
+		r.DotInt8, _ = DotInt8(o.Threads, 3, o.ComputeTime)
 	}
 	r.Elapsed = time.Since(start)
 	return r

@@ -16,11 +16,14 @@ func fmaAVX512(iters int, x float32) float32
 
 func dotBF16AVX512(iters int, x uint32) float32
 
+func dotInt8AVX512(iters int, x uint32) float32
+
 // hasAVX2 and friends say which probes the running CPU can execute.
 var (
 	hasAVX2       = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2, cpuid.FMA3)
 	hasAVX512     = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
 	hasAVX512BF16 = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512BF16)
+	hasAVX512VNNI = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
 )
 
 // readProbes returns the read loops the CPU can run, best first.
@@ -56,4 +59,15 @@ func bf16Probes() []computeProbe {
 	// Each VDPBF16PS zmm does 32 bf16 multiply-adds: 64 flops. 0x3f80 is
 	// bf16 1.0, so every instruction adds 2 to each lane.
 	return []computeProbe{{"avx512_bf16 VDPBF16PS zmm x12", 12 * 32 * 2, func(n int) float32 { return dotBF16AVX512(n, 0x3f803f80) }, 4}}
+}
+
+// int8Probes returns the int8 dot loops the CPU can run, best first; none
+// without AVX512_VNNI.
+func int8Probes() []computeProbe {
+	if !hasAVX512VNNI {
+		return nil
+	}
+	// Each VPDPBUSD zmm does 64 byte multiply-adds: 128 integer operations.
+	// Every byte of 0x01010101 is 1, so each instruction adds 4 to a lane.
+	return []computeProbe{{"avx512_vnni VPDPBUSD zmm x12", 12 * 64 * 2, func(n int) float32 { return dotInt8AVX512(n, 0x01010101) }, 8}}
 }

@@ -211,3 +211,46 @@ dotbf16loop:
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
 	RET
+
+// func dotInt8AVX512(iters int, x uint32) float32
+// Runs iters iterations of 12 independent VPDPBUSD zmm chains (each lane:
+// acc += the four products of the unsigned and signed bytes of x) and
+// returns lane 0 of the first plus the last chain, as float32. Requires
+// iters >= 1 and AVX512_VNNI.
+TEXT ·dotInt8AVX512(SB), NOSPLIT, $0-20
+	MOVQ iters+0(FP), CX
+	MOVL x+8(FP), AX
+	VPBROADCASTD AX, Z12
+	VMOVDQA32 Z12, Z13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+dotint8loop:
+	VPDPBUSD Z13, Z12, Z0
+	VPDPBUSD Z13, Z12, Z1
+	VPDPBUSD Z13, Z12, Z2
+	VPDPBUSD Z13, Z12, Z3
+	VPDPBUSD Z13, Z12, Z4
+	VPDPBUSD Z13, Z12, Z5
+	VPDPBUSD Z13, Z12, Z6
+	VPDPBUSD Z13, Z12, Z7
+	VPDPBUSD Z13, Z12, Z8
+	VPDPBUSD Z13, Z12, Z9
+	VPDPBUSD Z13, Z12, Z10
+	VPDPBUSD Z13, Z12, Z11
+	DECQ CX
+	JNZ dotint8loop
+	VPADDD Z11, Z0, Z0
+	VCVTDQ2PS Z0, Z0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET

@@ -9,3 +9,4 @@ package machine
 func readProbes() []readProbe    { return []readProbe{goReadProbe} }
 func fmaProbes() []computeProbe  { return []computeProbe{goFMAProbe} }
 func bf16Probes() []computeProbe { return nil }
+func int8Probes() []computeProbe { return nil }
