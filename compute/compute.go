@@ -131,6 +131,14 @@ type Weight interface {
 	DType() DType
 }
 
+// DataOwner is implemented by weights that may hold their own copy of the
+// bytes LoadWeight was given (rearranged for the kernels, say). When
+// OwnsData is true the loader can give the source's pages back, as it
+// does for converted data.
+type DataOwner interface {
+	OwnsData() bool
+}
+
 // Heads locates head vectors inside the rows of a buffer: head h of row r
 // starts at element Off + r*RowStride + h*HeadStride and has Dim elements.
 type Heads struct {

@@ -170,8 +170,8 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}
-		if !inPlace {
-			// Only the converted copy stays resident.
+		if o, ok := wt.(compute.DataOwner); !inPlace || ok && o.OwnsData() {
+			// Only the converted (or the backend's own) copy stays resident.
 			src.evict(b)
 		}
 		*b.dst = wt

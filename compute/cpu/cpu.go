@@ -145,6 +145,9 @@ type weight struct {
 // keeps a float32 copy.
 const smallWeight = 1 << 16
 
+// OwnsData implements compute.DataOwner: packed weights are a copy.
+func (w *weight) OwnsData() bool { return w.packed != nil }
+
 func (w *weight) Rows() int            { return w.rows }
 func (w *weight) Cols() int            { return w.cols }
 func (w *weight) DType() compute.DType { return w.dt }

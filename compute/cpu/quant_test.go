@@ -9,7 +9,8 @@ import (
 	"github.com/govinfer/govinfer/quant"
 )
 
-// TestQuantizedWeights checks quantized weights on the CPU backend: Embed
+// TestQuantizedWeights checks quantized weights on the CPU backend (packed
+// where the kernels pack the format, a last group of 5 rows): Embed
 // gathers exactly the dequantized rows; MatMul with n inputs equals the
 // package quant twin (8-bit inputs, integer block sums) bit for bit, for
 // decode and batches, whatever the threads; bad shapes are errors.
@@ -34,6 +35,10 @@ func TestQuantizedWeights(t *testing.T) {
 			w, err := b.LoadWeight("w", dt, rows, cols, data)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Packed weights (asm.PackQ) are the backend's own copy.
+			if got := w.(compute.DataOwner).OwnsData(); got != b.Kernels().PacksQ(qt) {
+				t.Errorf("%v on %s kernels: OwnsData %v", dt, b.Kernels().Name(), got)
 			}
 			// Embed.
 			out, _ := b.NewBuffer(2 * cols)
