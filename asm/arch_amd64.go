@@ -180,6 +180,54 @@ func qpQ8_0VNNIx7(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 //go:noescape
 func qpQ8_0VNNIx8(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 
+//go:noescape
+func qpQ4KVNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KVNNIx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KVNNIx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KVNNIx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KVNNIx5(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KVNNIx6(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KVNNIx7(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KVNNIx8(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNIx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNIx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNIx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNIx5(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNIx6(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNIx7(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNIx8(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
 	lanes                 int
@@ -241,6 +289,10 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 	if f.AVX512VNNI {
 		k.qpQ8_0 = &[maxPackInputs]qpKernel{qpQ8_0VNNIx1, qpQ8_0VNNIx2, qpQ8_0VNNIx3, qpQ8_0VNNIx4,
 			qpQ8_0VNNIx5, qpQ8_0VNNIx6, qpQ8_0VNNIx7, qpQ8_0VNNIx8}
+		k.qpQ4_K = &[maxPackInputs]qpKernel{qpQ4KVNNIx1, qpQ4KVNNIx2, qpQ4KVNNIx3, qpQ4KVNNIx4,
+			qpQ4KVNNIx5, qpQ4KVNNIx6, qpQ4KVNNIx7, qpQ4KVNNIx8}
+		k.qpQ6_K = &[maxPackInputs]qpKernel{qpQ6KVNNIx1, qpQ6KVNNIx2, qpQ6KVNNIx3, qpQ6KVNNIx4,
+			qpQ6KVNNIx5, qpQ6KVNNIx6, qpQ6KVNNIx7, qpQ6KVNNIx8}
 		k.name += "-vnni"
 	} else {
 		f.AVX512VNNI = false

@@ -48,8 +48,9 @@ type impl struct {
 	quantQ8K func(dst []quant.BlockQ8K, x []float32)
 	quantQ80 func(dst []quant.BlockQ8_0, x []float32)
 
-	// qpQ8_0 are the packed Q8_0 kernels of 1..8 inputs (nil: none).
-	qpQ8_0 *[maxPackInputs]qpKernel
+	// qpQ8_0, qpQ4_K and qpQ6_K are the packed kernels of 1..8 inputs
+	// (nil: none).
+	qpQ8_0, qpQ4_K, qpQ6_K *[maxPackInputs]qpKernel
 }
 
 // goImpl is the pure-Go kernel set.

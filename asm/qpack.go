@@ -11,28 +11,61 @@ import (
 	"github.com/govinfer/govinfer/quant"
 )
 
-// Packed quantized weights. Kernel sets with AVX512_VNNI multiply Q8_0
-// weights in a row-interleaved layout: the rows are taken 16 at a time
-// (the last group padded with zero rows), and each block of 32 columns of
-// the 16 rows is stored as
+// Packed quantized weights. Kernel sets with AVX512_VNNI multiply Q8_0,
+// Q4_K and Q6_K weights in a row-interleaved layout: the rows are taken 16
+// at a time (the last group padded with rows of zero scales and values),
+// and a group's weights are stored so that one 64-byte load holds four
+// consecutive columns of every one of its 16 rows. VPDPBUSD then adds their
+// products with four broadcast input bytes to one int32 lane per row, and
+// after a block each lane holds that row's exact integer sums, which the
+// float epilogue scales lane by lane as the Go twin does (quant/q8act.go):
+// every element is bit for bit the twin's (DotQ8_0Q8_0, DotQ4KQ8K,
+// DotQ6KQ8K), whatever n, rows and the row's place, and the same as
+// MatMulQ's on GGML's layout. Q5_K has no packed layout.
+//
+// Q8_0: each block of 32 columns of the 16 rows is
 //
 //	16 × fp16 d                       the rows' scales (32 bytes)
 //	8 steps × 16 rows × 4 bytes       step s: bytes 4s..4s+3 of each row, +128
 //
-// 544 bytes, as much as the 16 rows' GGML blocks. One 64-byte load then
-// holds four columns of every row, VPDPBUSD adds their products with four
-// broadcast input bytes to one int32 lane per row, and after a block's eight
-// steps each lane holds that row's exact block sum, which the float
-// epilogue scales lane by lane as the Go twin does (see asm/quant.go):
-// every element is bit for bit DotQ8_0Q8_0's, whatever n, rows and the
-// row's place, and the same as MatMulQ's on GGML's layout.
+// 544 bytes, as much as the 16 rows' GGML blocks.
 //
-// The inputs of packed products are packed too (PackInputs): per block of
-// 32, the int8 values, d as float32 and −128·Σq as int32, 40 bytes.
+// The K-quants: a group of 16 rows and B super-blocks of 256 columns is B
+// quant parts (64-byte vectors, each 16 rows × 4 bytes, byte 4r+i of row r)
+// followed by B side parts (scales):
+//
+//	Q6_K quants, 3072 bytes: per sub-block j of 16 columns three vectors
+//	A, B, C; with q the 6-bit values (0..63) and c = 16j, byte i of row r is
+//	  A: q[c+i]   | (q[c+12+i]&3)<<6
+//	  B: q[c+4+i] | (q[c+12+i]>>2&3)<<6
+//	  C: q[c+8+i] | (q[c+12+i]>>4)<<6
+//	so q = A&63, B&63, C&63 for the first 12 columns and the last four are
+//	put together from the top bits, once per group for all its inputs.
+//	Q6_K side, 288 bytes: int8 scales [16 sub-blocks][16 rows], 16 × fp16 d.
+//	3360 bytes, as much as the 16 rows' GGML blocks.
+//
+//	Q4_K quants, 2048 bytes: GGML's 128 nibble bytes of each row, 4 at a
+//	time: vector v holds bytes 4v..4v+3, whose low nibbles are columns of
+//	sub-block 2(v/8) and high nibbles those of sub-block 2(v/8)+1 (masked
+//	with 0x0F or 0xF0, the latter weights 16q, which the even sub-blocks'
+//	scales match by a factor 16 taken out of the integer sum at the end).
+//	Q4_K side, 320 bytes: 6-bit scales as bytes [8 sub-blocks][16 rows],
+//	mins as bytes [4 pairs][16 rows][2] (word pairs for VPDPWSSD),
+//	16 × fp16 d, 16 × fp16 dmin.
+//	2368 bytes against GGML's 2304 (the scales and mins unpacked).
+//
+// The inputs of packed products are packed too (PackInputs). Q8_0: per
+// block of 32, the int8 values, d as float32 and −128·Σq as int32, 40
+// bytes. The K-quants (one layout serves both, so one packing of an input
+// feeds Q4_K and Q6_K products): per super-block of 256, the Q8_K int8
+// values, d as float32, −32·Σq per sub-block of 16 as 16 int32 (which starts
+// a Q6_K sub-block's integer sum: the weights stay unsigned) and the 8 sums
+// over 32 values (Bsums[2j]+Bsums[2j+1], the Q4_K mins' factors) as int16,
+// 340 bytes.
 //
 // Against MatMulQ on GGML's layout with the AVX2 kernels (one thread, Zen 4):
-// see the commit that added it; the layout costs one copy of the weights at
-// load (PackQ), which a memory-mapped GGUF file pays too.
+// see the commits that added them; the layout costs one copy of the weights
+// at load (PackQ), which a memory-mapped GGUF file pays too.
 
 // packRows is the number of weight rows a packed group interleaves.
 const packRows = 16
@@ -44,24 +77,72 @@ const (
 	q8PackInput = 40
 )
 
+// The K-quants' packed super-blocks of packRows rows: the quant part and
+// the side part (scales) of each type, and the packed input super-block.
+const (
+	q6KPackQuants = 3072
+	q6KPackSide   = 288
+	q4KPackQuants = 2048
+	q4KPackSide   = 320
+	qKPackInput   = 340
+)
+
+// qKInputCorr and qKInputBsum32 are the offsets in a packed K-quant input
+// super-block of the 16 int32 −32·Σq and the 8 int16 sums of 32 values;
+// the values are at 0 and d at 256.
+const (
+	qKInputCorr   = 260
+	qKInputBsum32 = 324
+)
+
 // qpKernel is a packed kernel: dst[j*ldd+r] for r < 16 and each of its
 // inputs j, the product of packed group w (blocks blocks) and packed input
 // j (x + j*ldx bytes).
 type qpKernel func(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 
+// packBlock returns the columns of one block of t and the bytes of a
+// packed block of packRows rows, or 0, 0 when t has no packed layout.
+func packBlock(t quant.Type) (cols, bytes int) {
+	switch t {
+	case quant.Q8_0:
+		return 32, q8PackBlock
+	case quant.Q4_K:
+		return 256, q4KPackQuants + q4KPackSide
+	case quant.Q6_K:
+		return 256, q6KPackQuants + q6KPackSide
+	}
+	return 0, 0
+}
+
+// qpKernels returns k's packed kernels for t, or nil.
+func (k *impl) qpKernels(t quant.Type) *[maxPackInputs]qpKernel {
+	switch t {
+	case quant.Q8_0:
+		return k.qpQ8_0
+	case quant.Q4_K:
+		return k.qpQ4_K
+	case quant.Q6_K:
+		return k.qpQ6_K
+	}
+	return nil
+}
+
 // PacksQ reports whether k has kernels for t weights in the packed layout
-// (PackQ, PackInputs, MatMulQPacked). When it does not, MatMulQ on GGML's
-// layout is k's product for t (MatMulQPacked still works, on the Go twin).
-func (k *Kernels) PacksQ(t quant.Type) bool { return t == quant.Q8_0 && k.qpQ8_0 != nil }
+// (PackQ, PackInputs, MatMulQPacked): Q8_0, Q4_K and Q6_K with
+// AVX512_VNNI. When it does not, MatMulQ on GGML's layout is k's product
+// for t (MatMulQPacked still works where t has a packed layout, on the Go
+// twin).
+func (k *Kernels) PacksQ(t quant.Type) bool { return k.qpKernels(t) != nil }
 
 // PackedQBytes returns the bytes of a rows×cols matrix of t weights in the
-// packed layout, or 0 when t has none or cols is not a multiple of t's
-// block.
+// packed layout, or 0 when t has none (it has for Q8_0, Q4_K and Q6_K) or
+// cols is not a multiple of t's block.
 func PackedQBytes(t quant.Type, rows, cols int) int {
-	if t != quant.Q8_0 || !t.Fits(cols) || rows < 0 {
+	bc, bb := packBlock(t)
+	if bc == 0 || !t.Fits(cols) || rows < 0 {
 		return 0
 	}
-	return (rows + packRows - 1) / packRows * (cols / 32) * q8PackBlock
+	return (rows + packRows - 1) / packRows * (cols / bc) * bb
 }
 
 // PackQ writes the rows×cols matrix w of t weights (rows of
@@ -76,6 +157,10 @@ func PackQ(t quant.Type, dst, w []byte, rows, cols int) error {
 		return fmt.Errorf("asm: PackQ: %d bytes for %d rows of %d %v values", len(w), rows, cols, t)
 	case len(dst) != size:
 		return fmt.Errorf("asm: PackQ: output of %d bytes, want %d", len(dst), size)
+	}
+	if t != quant.Q8_0 {
+		packK(t, dst, w, rows, cols)
+		return nil
 	}
 	rb, blocks := t.RowBytes(cols), cols/32
 	for g := 0; g*packRows < rows; g++ {
@@ -114,6 +199,10 @@ func UnpackQRow(t quant.Type, dst, packed []byte, rows, cols, r int) error {
 	case len(dst) != t.RowBytes(cols):
 		return fmt.Errorf("asm: UnpackQRow: output of %d bytes, want %d", len(dst), t.RowBytes(cols))
 	}
+	if t != quant.Q8_0 {
+		unpackKRow(t, dst, packed, cols, r)
+		return nil
+	}
 	g, lane, blocks := r/packRows, r%packRows, cols/32
 	for b := range blocks {
 		in := packed[(g*blocks+b)*q8PackBlock:][:q8PackBlock]
@@ -130,12 +219,17 @@ func UnpackQRow(t quant.Type, dst, packed []byte, rows, cols, r int) error {
 
 // PackedInputRowBytes returns the bytes of one packed input row of cols
 // values for products with packed t weights, or 0 when t has no packed
-// layout or cols is not a multiple of its block.
+// layout or cols is not a multiple of its block. Q4_K and Q6_K share one
+// input layout: the same packed row serves products with either.
 func PackedInputRowBytes(t quant.Type, cols int) int {
-	if t != quant.Q8_0 || !t.Fits(cols) {
+	bc, _ := packBlock(t)
+	switch {
+	case bc == 0 || !t.Fits(cols):
 		return 0
+	case t == quant.Q8_0:
+		return cols / 32 * q8PackInput
 	}
-	return cols / 32 * q8PackInput
+	return cols / 256 * qKPackInput
 }
 
 // PackInputs quantizes n input rows of cols values (x, row-major) into
@@ -153,6 +247,20 @@ func (k *Kernels) PackInputs(t quant.Type, dst []byte, x []float32, n, cols int)
 	case n > 0 && uintptr(unsafe.Pointer(&dst[0]))%4 != 0:
 		return fmt.Errorf("asm: PackInputs: output not 4-byte aligned")
 	}
+	if t != quant.Q8_0 {
+		blocks := cols / 256
+		p := q8KPool.Get().(*[]quant.BlockQ8K)
+		if cap(*p) < blocks {
+			*p = make([]quant.BlockQ8K, blocks)
+		}
+		tmp := (*p)[:blocks]
+		for i := range n {
+			k.quantQ8K(tmp, x[i*cols:(i+1)*cols])
+			packInputRowK(dst[i*rb:(i+1)*rb], tmp)
+		}
+		q8KPool.Put(p)
+		return nil
+	}
 	blocks := cols / 32
 	p := q80Pool.Get().(*[]quant.BlockQ8_0)
 	if cap(*p) < blocks {
@@ -167,7 +275,10 @@ func (k *Kernels) PackInputs(t quant.Type, dst []byte, x []float32, n, cols int)
 	return nil
 }
 
-var q80Pool = sync.Pool{New: func() any { return new([]quant.BlockQ8_0) }}
+var (
+	q80Pool = sync.Pool{New: func() any { return new([]quant.BlockQ8_0) }}
+	q8KPool = sync.Pool{New: func() any { return new([]quant.BlockQ8K) }}
+)
 
 // packInputRow writes the Q8_0 blocks a as one packed input row.
 func packInputRow(dst []byte, a []quant.BlockQ8_0) {
@@ -220,11 +331,13 @@ func (k *Kernels) MatMulQPacked(t quant.Type, dst []float32, ldd int, wp []byte,
 	if ldd < rows || len(dst) < (n-1)*ldd+rows {
 		return fmt.Errorf("asm: MatMulQPacked: output of %d values with stride %d cannot hold %d rows of %d", len(dst), ldd, n, rows)
 	}
-	if k.qpQ8_0 == nil {
+	kern := k.qpKernels(t)
+	if kern == nil {
 		matMulQPackedGo(t, dst, ldd, wp[:wb], rows, cols, xq[:n*xb], n)
 		return nil
 	}
-	matMulQPackedTiles(k.qpQ8_0, dst, ldd, wp[:wb], rows, cols, xq[:n*xb], n)
+	bc, _ := packBlock(t)
+	matMulQPackedTiles(kern, PackedQBytes(t, packRows, cols), xb, cols/bc, dst, ldd, wp[:wb], rows, xq[:n*xb], n)
 	return nil
 }
 
@@ -233,14 +346,33 @@ func (k *Kernels) MatMulQPacked(t quant.Type, dst []float32, ldd int, wp []byte,
 func matMulQPackedGo(t quant.Type, dst []float32, ldd int, wp []byte, rows, cols int, xq []byte, n int) {
 	rb, xb := t.RowBytes(cols), PackedInputRowBytes(t, cols)
 	row := make([]byte, rb)
-	in := make([]quant.BlockQ8_0, cols/32)
+	var in []quant.BlockQ8_0
+	var inK []quant.BlockQ8K
+	if t == quant.Q8_0 {
+		in = make([]quant.BlockQ8_0, cols/32)
+	} else {
+		inK = make([]quant.BlockQ8K, cols/256)
+	}
 	for i := range n {
-		unpackInputRow(in, xq[i*xb:(i+1)*xb])
+		if t == quant.Q8_0 {
+			unpackInputRow(in, xq[i*xb:(i+1)*xb])
+		} else {
+			unpackInputRowK(inK, xq[i*xb:(i+1)*xb])
+		}
 		for r := range rows {
 			if err := UnpackQRow(t, row, wp, rows, cols, r); err != nil {
 				panic(err) // the shapes were checked
 			}
-			dst[i*ldd+r] = quant.DotQ8_0Q8_0(row, in)
+			var s float32
+			switch t {
+			case quant.Q8_0:
+				s = quant.DotQ8_0Q8_0(row, in)
+			case quant.Q4_K:
+				s = quant.DotQ4KQ8K(row, inK)
+			case quant.Q6_K:
+				s = quant.DotQ6KQ8K(row, inK)
+			}
+			dst[i*ldd+r] = s
 		}
 	}
 }
@@ -249,12 +381,11 @@ func matMulQPackedGo(t quant.Type, dst []float32, ldd int, wp []byte, rows, cols
 const maxPackInputs = 8
 
 // matMulQPackedTiles is MatMulQPacked on the packed kernels kern[m-1] of m
-// inputs: each group of 16 rows meets the inputs up to eight at a time
+// inputs, with groups of gb bytes (blocks blocks) and input rows of xb
+// bytes: each group of 16 rows meets the inputs up to eight at a time
 // (split evenly), so the group's weights stay in L2 while the inputs
 // stream. A last group of fewer than 16 rows writes to scratch first.
-func matMulQPackedTiles(kern *[maxPackInputs]qpKernel, dst []float32, ldd int, wp []byte, rows, cols int, xq []byte, n int) {
-	blocks := cols / 32
-	gb, xb := blocks*q8PackBlock, cols/32*q8PackInput
+func matMulQPackedTiles(kern *[maxPackInputs]qpKernel, gb, xb, blocks int, dst []float32, ldd int, wp []byte, rows int, xq []byte, n int) {
 	chunks := (n + maxPackInputs - 1) / maxPackInputs
 	for g := 0; g*packRows < rows; g++ {
 		r0 := g * packRows

@@ -11,14 +11,33 @@ import (
 	"github.com/govinfer/govinfer/quant"
 )
 
+// packedTypes are the weight types with a packed layout, and packCols
+// column counts to test each with.
+var packedTypes = []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K}
+
+func packCols(qt quant.Type, small bool) []int {
+	switch {
+	case qt == quant.Q8_0 && small:
+		return []int{32, 96, 512}
+	case qt == quant.Q8_0:
+		return []int{32, 96, 1024}
+	}
+	return []int{256, 768, 1024}
+}
+
 // TestPackQRoundTrip checks that UnpackQRow gives back every row PackQ
 // packed, for row counts around the group of 16, and that the padding
 // rows of a last group are zero weights.
 func TestPackQRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	qt := quant.Q8_0
+	for _, qt := range packedTypes {
+		testPackQRoundTrip(t, r, qt)
+	}
+}
+
+func testPackQRoundTrip(t *testing.T, r *rand.Rand, qt quant.Type) {
 	for _, rows := range []int{1, 15, 16, 17, 40} {
-		for _, cols := range []int{32, 96, 512} {
+		for _, cols := range packCols(qt, true) {
 			rb := qt.RowBytes(cols)
 			w := make([]byte, rows*rb)
 			for i := range rows {
@@ -34,11 +53,17 @@ func TestPackQRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(row, w[i*rb:(i+1)*rb]) {
-					t.Fatalf("rows=%d cols=%d: row %d does not round-trip", rows, cols, i)
+					t.Fatalf("%v rows=%d cols=%d: row %d does not round-trip", qt, rows, cols, i)
 				}
 			}
-			// A padding lane: scale 0 and weight bytes 0 (stored as 0x80).
-			if pad := rows % packRows; pad != 0 {
+			if pad := rows % packRows; pad != 0 && qt != quant.Q8_0 {
+				// A padding lane unpacks to an all-zero row.
+				unpackKRow(qt, row, p, cols, rows)
+				if !bytes.Equal(row, make([]byte, rb)) {
+					t.Errorf("%v rows=%d: padding row %d is not zero", qt, rows, pad)
+				}
+			} else if pad != 0 {
+				// A padding lane: scale 0 and weight bytes 0 (stored as 0x80).
 				last := p[len(p)-q8PackBlock:]
 				if last[2*pad] != 0 || last[2*pad+1] != 0 || last[32+4*pad] != 0x80 {
 					t.Errorf("rows=%d: padding row %d is not zero", rows, pad)
@@ -54,7 +79,9 @@ func TestPackQErrors(t *testing.T) {
 	w := make([]byte, 2*qt.RowBytes(64))
 	p := make([]byte, PackedQBytes(qt, 2, 64))
 	for name, err := range map[string]error{
-		"Q4_K":        PackQ(quant.Q4_K, p, w, 2, 256),
+		"Q5_K":        PackQ(quant.Q5_K, p, w, 2, 256),
+		"Q6_K cols":   PackQ(quant.Q6_K, p, w, 2, 128),
+		"Q4_K out":    PackQ(quant.Q4_K, p, make([]byte, 2*144), 2, 256),
 		"short input": PackQ(qt, p, w[1:], 2, 64),
 		"short out":   PackQ(qt, p[1:], w, 2, 64),
 		"cols":        PackQ(qt, p, w, 2, 48),
@@ -69,47 +96,125 @@ func TestPackQErrors(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if PackedQBytes(quant.Q6_K, 16, 256) != 0 || PackedInputRowBytes(quant.Q4_K, 256) != 0 {
-		t.Error("a K-quant has a packed layout")
+	if PackedQBytes(quant.Q5_K, 16, 256) != 0 || PackedInputRowBytes(quant.Q5_K, 256) != 0 {
+		t.Error("Q5_K has a packed layout")
+	}
+	if PackedQBytes(quant.Q6_K, 16, 512) != 2*3360 || PackedQBytes(quant.Q4_K, 17, 256) != 2*2368 {
+		t.Error("K-quant packed sizes")
+	}
+	if PackedInputRowBytes(quant.Q4_K, 512) != 680 || PackedInputRowBytes(quant.Q6_K, 512) != 680 {
+		t.Error("K-quant packed input sizes")
+	}
+	for _, k := range kernelSets(t) {
+		if k.PacksQ(quant.Q5_K) || k.PacksQ(quant.Keep) {
+			t.Errorf("%s packs Q5_K or Keep", k.Name())
+		}
+		for _, qt := range packedTypes {
+			if k.PacksQ(qt) != k.Features().AVX512VNNI {
+				t.Errorf("%s: PacksQ(%v) = %v", k.Name(), qt, k.PacksQ(qt))
+			}
+		}
 	}
 }
 
 // TestPackInputs checks that every kernel set packs the inputs
-// QuantizeInputs quantizes, with d as float32 and −128·Σq beside them.
+// QuantizeInputs quantizes, with d as float32 and −128·Σq beside them
+// (Q8_0), or d, −32·Σq per 16 and the sums of 32 (Q4_K and Q6_K).
 func TestPackInputs(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
-	qt := quant.Q8_0
-	for _, k := range kernelSets(t) {
-		for _, cols := range []int{32, 160, 4096} {
-			n := 3
-			x := randF32(r, n*cols)
-			x[5] = 1e6
-			raw := InputBuffer(n * InputRowBytes(qt, cols))
-			if err := k.QuantizeInputs(qt, raw, x, n, cols); err != nil {
-				t.Fatal(err)
+	for _, qt := range []quant.Type{quant.Q8_0, quant.Q6_K} {
+		for _, k := range kernelSets(t) {
+			cols := []int{256, 768, 4096}
+			if qt == quant.Q8_0 {
+				cols = []int{32, 160, 4096}
 			}
-			xb := PackedInputRowBytes(qt, cols)
-			got := InputBuffer(n * xb)
-			if err := k.PackInputs(qt, got, x, n, cols); err != nil {
-				t.Fatal(err)
-			}
-			for i := range n {
-				blks := q80Blocks(raw[i*InputRowBytes(qt, cols):][:InputRowBytes(qt, cols)])
-				for b, blk := range blks {
-					in := got[i*xb+b*q8PackInput:][:q8PackInput]
-					var s int32
-					for j, q := range blk.Qs {
-						if int8(in[j]) != q {
-							t.Fatalf("%s cols=%d row %d block %d: value %d is %d, want %d", k.Name(), cols, i, b, j, int8(in[j]), q)
-						}
-						s += int32(q)
+			for _, cols := range cols {
+				n := 3
+				x := randF32(r, n*cols)
+				x[5] = 1e6
+				x[cols+7] = -3e5
+				raw := InputBuffer(n * InputRowBytes(qt, cols))
+				if err := k.QuantizeInputs(qt, raw, x, n, cols); err != nil {
+					t.Fatal(err)
+				}
+				xb := PackedInputRowBytes(qt, cols)
+				got := InputBuffer(n * xb)
+				if err := k.PackInputs(qt, got, x, n, cols); err != nil {
+					t.Fatal(err)
+				}
+				if qt == quant.Q4_K || qt == quant.Q6_K {
+					other := InputBuffer(n * xb)
+					if err := k.PackInputs(quant.Q4_K, other, x, n, cols); err != nil {
+						t.Fatal(err)
 					}
-					d := math.Float32frombits(uint32(in[32]) | uint32(in[33])<<8 | uint32(in[34])<<16 | uint32(in[35])<<24)
-					c := int32(uint32(in[36]) | uint32(in[37])<<8 | uint32(in[38])<<16 | uint32(in[39])<<24)
-					if math.Float32bits(d) != math.Float32bits(half.F16ToF32(blk.D)) || c != -128*s {
-						t.Fatalf("%s cols=%d row %d block %d: d %g c %d, want %g and %d", k.Name(), cols, i, b, d, c, half.F16ToF32(blk.D), -128*s)
+					if !bytes.Equal(other, got) {
+						t.Fatalf("%s: Q4_K and Q6_K inputs differ", k.Name())
 					}
 				}
+				for i := range n {
+					rawRow := raw[i*InputRowBytes(qt, cols):][:InputRowBytes(qt, cols)]
+					if qt == quant.Q8_0 {
+						checkPackedQ80(t, k.Name(), cols, i, got[i*xb:][:xb], q80Blocks(rawRow))
+					} else {
+						checkPackedQ8K(t, k.Name(), cols, i, got[i*xb:][:xb], q8KBlocks(rawRow))
+					}
+				}
+			}
+		}
+	}
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// checkPackedQ80 checks a packed Q8_0 input row against blocks blks.
+func checkPackedQ80(t *testing.T, name string, cols, i int, row []byte, blks []quant.BlockQ8_0) {
+	t.Helper()
+	for b, blk := range blks {
+		in := row[b*q8PackInput:][:q8PackInput]
+		var s int32
+		for j, q := range blk.Qs {
+			if int8(in[j]) != q {
+				t.Fatalf("%s cols=%d row %d block %d: value %d is %d, want %d", name, cols, i, b, j, int8(in[j]), q)
+			}
+			s += int32(q)
+		}
+		d := math.Float32frombits(le32(in[32:]))
+		c := int32(le32(in[36:]))
+		if math.Float32bits(d) != math.Float32bits(half.F16ToF32(blk.D)) || c != -128*s {
+			t.Fatalf("%s cols=%d row %d block %d: d %g c %d, want %g and %d", name, cols, i, b, d, c, half.F16ToF32(blk.D), -128*s)
+		}
+	}
+}
+
+// checkPackedQ8K checks a packed K-quant input row against blocks blks.
+func checkPackedQ8K(t *testing.T, name string, cols, i int, row []byte, blks []quant.BlockQ8K) {
+	t.Helper()
+	for b := range blks {
+		blk := &blks[b]
+		in := row[b*qKPackInput:][:qKPackInput]
+		for j, q := range blk.Qs {
+			if int8(in[j]) != q {
+				t.Fatalf("%s cols=%d row %d block %d: value %d is %d, want %d", name, cols, i, b, j, int8(in[j]), q)
+			}
+		}
+		if d := math.Float32frombits(le32(in[256:])); math.Float32bits(d) != math.Float32bits(blk.D) {
+			t.Fatalf("%s cols=%d row %d block %d: d %g, want %g", name, cols, i, b, d, blk.D)
+		}
+		for j := range 16 {
+			var s int32
+			for _, q := range blk.Qs[16*j : 16*j+16] {
+				s += int32(q)
+			}
+			if c := int32(le32(in[qKInputCorr+4*j:])); c != -32*s {
+				t.Fatalf("%s cols=%d row %d block %d: sub-block %d correction %d, want %d", name, cols, i, b, j, c, -32*s)
+			}
+		}
+		for j := range 8 {
+			got := int16(uint16(in[qKInputBsum32+2*j]) | uint16(in[qKInputBsum32+2*j+1])<<8)
+			if want := blk.Bsums[2*j] + blk.Bsums[2*j+1]; got != want {
+				t.Fatalf("%s cols=%d row %d block %d: sum of 32 #%d is %d, want %d", name, cols, i, b, j, got, want)
 			}
 		}
 	}
@@ -119,14 +224,20 @@ func TestPackInputs(t *testing.T) {
 // MatMulQ's Go twin on GGML's layout, bit for bit, over row counts around
 // the group of 16 (sub-matrices taken at group boundaries), 1 to 19
 // inputs and guard bands around and between dst's rows; weights mix
-// quantized values, random bytes and extreme blocks (−128 bytes
-// included), inputs quantized values and extreme blocks.
+// quantized values, random bytes and extreme blocks (−128 bytes and
+// scales included), inputs quantized values and extreme blocks (−128
+// values, extreme scales).
 func TestMatMulQPacked(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
-	qt := quant.Q8_0
+	for _, qt := range packedTypes {
+		testMatMulQPacked(t, r, qt)
+	}
+}
+
+func testMatMulQPacked(t *testing.T, r *rand.Rand, qt quant.Type) {
 	ref := Generic()
 	for _, k := range kernelSets(t) {
-		for _, cols := range []int{32, 96, 1024} {
+		for _, cols := range packCols(qt, false) {
 			rb, xb, rawb := qt.RowBytes(cols), PackedInputRowBytes(qt, cols), InputRowBytes(qt, cols)
 			const total = 53
 			w := make([]byte, total*rb)
@@ -144,7 +255,11 @@ func TestMatMulQPacked(t *testing.T) {
 			}
 			xq := InputBuffer(maxN * xb)
 			for i := range maxN {
-				packInputRow(xq[i*xb:(i+1)*xb], q80Blocks(raw[i*rawb:(i+1)*rawb]))
+				if qt == quant.Q8_0 {
+					packInputRow(xq[i*xb:(i+1)*xb], q80Blocks(raw[i*rawb:(i+1)*rawb]))
+				} else {
+					packInputRowK(xq[i*xb:(i+1)*xb], q8KBlocks(raw[i*rawb:(i+1)*rawb]))
+				}
 			}
 			for _, g0 := range []int{0, 1, 2} {
 				for _, rows := range []int{1, 7, 16, 17, 32, 53 - 16*g0} {
@@ -170,13 +285,13 @@ func TestMatMulQPacked(t *testing.T) {
 							in, j := (i-guard)/ldd, (i-guard)%ldd
 							if i < guard || i >= guard+n*ldd || j >= rows {
 								if out[i] != sentinel {
-									t.Fatalf("%s cols=%d rows=%d n=%d: wrote outside the output at %d", k.Name(), cols, rows, n, i-guard)
+									t.Fatalf("%s %v cols=%d rows=%d n=%d: wrote outside the output at %d", k.Name(), qt, cols, rows, n, i-guard)
 								}
 								continue
 							}
 							got, wv := out[i], want[in*rows+j]
 							if math.Float32bits(got) != math.Float32bits(wv) && !(got != got && wv != wv) {
-								t.Fatalf("%s cols=%d group %d rows=%d n=%d: [%d][%d] = %g, want %g", k.Name(), cols, g0, rows, n, in, j, got, wv)
+								t.Fatalf("%s %v cols=%d group %d rows=%d n=%d: [%d][%d] = %g, want %g", k.Name(), qt, cols, g0, rows, n, in, j, got, wv)
 							}
 						}
 					}
@@ -189,30 +304,38 @@ func TestMatMulQPacked(t *testing.T) {
 // TestMatMulQPackedNoAllocs checks that packed products and input packing
 // do not allocate.
 func TestMatMulQPackedNoAllocs(t *testing.T) {
-	qt, rows, cols, n := quant.Q8_0, 40, 256, 9
-	p := make([]byte, PackedQBytes(qt, rows, cols))
-	xq := InputBuffer(n * PackedInputRowBytes(qt, cols))
-	x := make([]float32, n*cols)
-	dst := make([]float32, n*rows)
-	for _, k := range kernelSets(t) {
-		if !k.PacksQ(qt) {
-			continue
-		}
-		if a := testing.AllocsPerRun(20, func() {
-			_ = k.PackInputs(qt, xq, x, n, cols)
-			_ = k.MatMulQPacked(qt, dst, rows, p, rows, cols, xq, n)
-		}); a != 0 {
-			t.Errorf("%s: %v allocations per call", k.Name(), a)
+	for _, qt := range packedTypes {
+		rows, cols, n := 40, 512, 9
+		p := make([]byte, PackedQBytes(qt, rows, cols))
+		xq := InputBuffer(n * PackedInputRowBytes(qt, cols))
+		x := make([]float32, n*cols)
+		dst := make([]float32, n*rows)
+		for _, k := range kernelSets(t) {
+			if !k.PacksQ(qt) {
+				continue
+			}
+			if a := testing.AllocsPerRun(20, func() {
+				_ = k.PackInputs(qt, xq, x, n, cols)
+				_ = k.MatMulQPacked(qt, dst, rows, p, rows, cols, xq, n)
+			}); a != 0 {
+				t.Errorf("%s %v: %v allocations per call", k.Name(), qt, a)
+			}
 		}
 	}
 }
 
 // BenchmarkMatMulQPacked measures the packed product against MatMulQ on
-// GGML's layout, same weights, same kernel set, one thread: decode (n=1,
-// GB/s of weights) and prefill (n=64 and 512, GFLOP/s as 2·rows·cols·n).
+// GGML's layout, same weights, same kernel set, one thread, for each
+// packed type: decode (n=1, GB/s of weights) and prefill (n=8, 64 and 512,
+// GFLOP/s as 2·rows·cols·n).
 func BenchmarkMatMulQPacked(b *testing.B) {
+	for _, qt := range packedTypes {
+		b.Run(qt.String(), func(b *testing.B) { benchMatMulQPacked(b, qt) })
+	}
+}
+
+func benchMatMulQPacked(b *testing.B, qt quant.Type) {
 	k := Detect()
-	qt := quant.Q8_0
 	if !k.PacksQ(qt) {
 		b.Skipf("%s kernels do not pack %v", k.Name(), qt)
 	}
