@@ -228,6 +228,18 @@ func qpQ6KVNNIx7(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 //go:noescape
 func qpQ6KVNNIx8(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 
+//go:noescape
+func qpQ4KVNNI2g(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNI2g(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KVNNI4g(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KVNNI4g(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
 	lanes                 int
@@ -293,6 +305,8 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 			qpQ4KVNNIx5, qpQ4KVNNIx6, qpQ4KVNNIx7, qpQ4KVNNIx8}
 		k.qpQ6_K = &[maxPackInputs]qpKernel{qpQ6KVNNIx1, qpQ6KVNNIx2, qpQ6KVNNIx3, qpQ6KVNNIx4,
 			qpQ6KVNNIx5, qpQ6KVNNIx6, qpQ6KVNNIx7, qpQ6KVNNIx8}
+		k.qpGroupsQ4_K = &qpGroupKernels{qpQ4KVNNI2g, qpQ4KVNNI4g}
+		k.qpGroupsQ6_K = &qpGroupKernels{qpQ6KVNNI2g, qpQ6KVNNI4g}
 		k.name += "-vnni"
 	} else {
 		f.AVX512VNNI = false

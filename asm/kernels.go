@@ -51,6 +51,10 @@ type impl struct {
 	// qpQ8_0, qpQ4_K and qpQ6_K are the packed kernels of 1..8 inputs
 	// (nil: none).
 	qpQ8_0, qpQ4_K, qpQ6_K *[maxPackInputs]qpKernel
+	// qpGroupsQ4_K and qpGroupsQ6_K are the one-input kernels of two and
+	// four groups at once (nil: none), whose weight streams decode faster
+	// than one.
+	qpGroupsQ4_K, qpGroupsQ6_K *qpGroupKernels
 }
 
 // goImpl is the pure-Go kernel set.
@@ -104,7 +108,8 @@ func Detect() *Kernels { return New(DetectFeatures()) }
 func Generic() *Kernels { return New(Features{}) }
 
 // Name names the kernel set, such as "go", "avx2", "avx512", "avx512bf16", "neon" or
-// "neondot" (NEON with SDOT for the quantized products).
+// "neondot" (NEON with SDOT for the quantized products); the AVX-512 sets
+// end in "-vnni" where they have the packed quantized products (PacksQ).
 func (k *Kernels) Name() string { return k.name }
 
 // Features reports the capabilities the kernel set actually uses.

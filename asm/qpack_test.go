@@ -239,7 +239,7 @@ func testMatMulQPacked(t *testing.T, r *rand.Rand, qt quant.Type) {
 	for _, k := range kernelSets(t) {
 		for _, cols := range packCols(qt, false) {
 			rb, xb, rawb := qt.RowBytes(cols), PackedInputRowBytes(qt, cols), InputRowBytes(qt, cols)
-			const total = 53
+			const total = 121
 			w := make([]byte, total*rb)
 			for i := range total {
 				weightRow(r, qt, w[i*rb:(i+1)*rb], r.IntN(4))
@@ -262,7 +262,7 @@ func testMatMulQPacked(t *testing.T, r *rand.Rand, qt quant.Type) {
 				}
 			}
 			for _, g0 := range []int{0, 1, 2} {
-				for _, rows := range []int{1, 7, 16, 17, 32, 53 - 16*g0} {
+				for _, rows := range []int{1, 7, 16, 17, 32, 64, 100, total - 16*g0} {
 					if 16*g0+rows > total {
 						continue
 					}

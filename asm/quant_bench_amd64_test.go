@@ -3,6 +3,7 @@
 package asm
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -43,5 +44,53 @@ func BenchmarkQKernL1(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(cols/32), "ns/32cols")
 		})
+	}
+}
+
+// BenchmarkQPackGroups runs the packed one-input K-quant kernels over a
+// 16384x4096 matrix (in DRAM) one, two and four groups of 16 rows at a
+// time, one thread: GB/s of weights (b.SetBytes). matMulQPackedTiles takes
+// four, then two, then one.
+func BenchmarkQPackGroups(b *testing.B) {
+	k := Detect()
+	if k.qpGroupsQ4_K == nil {
+		b.Skipf("%s kernels have no packed group kernels", k.Name())
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		qt     quant.Type
+		one    qpKernel
+		groups *qpGroupKernels
+	}{{quant.Q4_K, k.qpQ4_K[0], k.qpGroupsQ4_K}, {quant.Q6_K, k.qpQ6_K[0], k.qpGroupsQ6_K}} {
+		rows, cols := 16384, 4096
+		rb := c.qt.RowBytes(cols)
+		w := make([]byte, rows*rb)
+		for i := range rows {
+			weightRow(r, c.qt, w[i*rb:(i+1)*rb], 0)
+		}
+		p := make([]byte, PackedQBytes(c.qt, rows, cols))
+		if err := PackQ(c.qt, p, w, rows, cols); err != nil {
+			b.Fatal(err)
+		}
+		xq := InputBuffer(PackedInputRowBytes(c.qt, cols))
+		if err := k.PackInputs(c.qt, xq, randF32(r, cols), 1, cols); err != nil {
+			b.Fatal(err)
+		}
+		gb, blocks := PackedQBytes(c.qt, packRows, cols), cols/256
+		dst := make([]float32, rows)
+		for _, ng := range []int{1, 2, 4} {
+			kern := c.one
+			if ng > 1 {
+				kern = c.groups[ng/4]
+			}
+			b.Run(fmt.Sprintf("%v/groups=%d", c.qt, ng), func(b *testing.B) {
+				b.SetBytes(int64(len(p)))
+				for b.Loop() {
+					for g := 0; g < rows/packRows; g += ng {
+						kern(&dst[g*packRows], packRows, &p[g*gb], &xq[0], gb, blocks)
+					}
+				}
+			})
+		}
 	}
 }

@@ -315,4 +315,8 @@ func x86QPack(g *gen) {
 	for nb := 1; nb <= 8; nb++ {
 		x86QPackQ6K(g, nb)
 	}
+	for _, ng := range []int{2, 4} {
+		x86QPackQ4KGroups(g, ng)
+		x86QPackQ6KGroups(g, ng)
+	}
 }
