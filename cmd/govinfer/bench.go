@@ -65,7 +65,8 @@ type benchResult struct {
 	CPUL3Bytes  int `json:"cpu_l3_bytes"`
 	CPULogical  int `json:"cpu_logical_cpus"`
 	// Kernels names the CPU kernel set ("avx2", "avx512", "avx512bf16",
-	// "neon", "go"); empty on other backends.
+	// with "-vnni" where the packed quantized products run, "neon",
+	// "neondot", "go"); empty on other backends.
 	Kernels string `json:"kernels,omitempty"`
 	// CPU backend: a plain read loop over --mem-mib at 1 thread and at the
 	// bench's threads, best of up to 4 passes, and the loop that measured
