@@ -308,11 +308,7 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	w, d, xs := wt.(*weight), Data(dst), Data(x)
 	rows, cols := w.rows, w.cols
 	xs = xs[:n*cols]
-	if w.packed != nil {
-		b.matMulQPacked(d, xs, w, n)
-		return
-	}
-	if w.q != nil {
+	if w.q != nil || w.packed != nil {
 		b.matMulQ(d, xs, w, n)
 		return
 	}
@@ -341,45 +337,37 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 }
 
 // matMulQ is MatMul with a quantized weight: the inputs are quantized to
-// 8-bit blocks once (rows split over the workers), then the weight rows are
-// cut into blocks as for float weights.
+// 8-bit blocks once (rows split over the workers; packed too for a weight
+// in the kernels' packed layout), then the weight rows are cut into blocks
+// as for float weights (multiples of 16 rows, whole packed groups).
 func (b *Backend) matMulQ(d, xs []float32, w *weight, n int) {
 	qt, rows, cols := w.dt.Quant(), w.rows, w.cols
+	packed := w.packed != nil
 	xb := asm.InputRowBytes(qt, cols)
+	if packed {
+		xb = asm.PackedInputRowBytes(qt, cols)
+	}
 	if need := n * xb; len(b.xq) < need {
 		b.xq = asm.InputBuffer(need)
 	}
 	xq := b.xq[:n*xb]
 	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
-		mustKernel(b.k.QuantizeInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
-	})
-	rb := w.dt.RowBytes(cols)
-	block := matMulBlock(rows, rb, n, b.pool.workers)
-	run := func(lo, hi int) {
-		if err := b.k.MatMulQ(qt, d[lo:], rows, w.q[lo*rb:hi*rb], hi-lo, cols, xq, n); err != nil {
-			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
+		if packed {
+			mustKernel(b.k.PackInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
+		} else {
+			mustKernel(b.k.QuantizeInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
 		}
-	}
-	b.rowBlocks(rows, block, run)
-}
-
-// matMulQPacked is matMulQ on a weight in the packed layout: the inputs
-// are quantized and packed once, then the blocks of weight rows, each a
-// multiple of the layout's 16 rows, run as for float weights.
-func (b *Backend) matMulQPacked(d, xs []float32, w *weight, n int) {
-	qt, rows, cols := w.dt.Quant(), w.rows, w.cols
-	xb := asm.PackedInputRowBytes(qt, cols)
-	if need := n * xb; len(b.xq) < need {
-		b.xq = asm.InputBuffer(need)
-	}
-	xq := b.xq[:n*xb]
-	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
-		mustKernel(b.k.PackInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
 	})
-	group := asm.PackedQBytes(qt, 16, cols)
-	block := matMulBlock(rows, w.dt.RowBytes(cols), n, b.pool.workers)
+	rb, group := w.dt.RowBytes(cols), asm.PackedQBytes(qt, 16, cols)
+	block := matMulBlock(rows, rb, n, b.pool.workers)
 	b.rowBlocks(rows, block, func(lo, hi int) {
-		if err := b.k.MatMulQPacked(qt, d[lo:], rows, w.packed[lo/16*group:], hi-lo, cols, xq, n); err != nil {
+		var err error
+		if packed {
+			err = b.k.MatMulQPacked(qt, d[lo:], rows, w.packed[lo/16*group:], hi-lo, cols, xq, n)
+		} else {
+			err = b.k.MatMulQ(qt, d[lo:], rows, w.q[lo*rb:hi*rb], hi-lo, cols, xq, n)
+		}
+		if err != nil {
 			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
 		}
 	})

@@ -153,31 +153,10 @@ func x86QPackQ6K(g *gen, nb int) {
 		g.l("VMOVDQU32 %d(SI), Z18", 192*j)
 		g.l("VMOVDQU32 %d(SI), Z19", 192*j+64)
 		g.l("VMOVDQU32 %d(SI), Z20", 192*j+128)
-		// The last four columns: bits 0-1 from A's top, 2-3 from B's,
-		// 4-5 from C's (word shifts; the bits they drag across bytes are
-		// masked off). VPTERNLOGD 0xE2: Z21 = mask ? Z21 : Z22.
-		g.l("VPSRLW $6, Z18, Z21")
-		g.l("VPSRLW $4, Z19, Z22")
-		g.l("VPTERNLOGD $0xe2, Z22, Z31, Z21")
-		g.l("VPSRLW $2, Z20, Z22")
-		g.l("VPTERNLOGD $0xe2, Z22, Z30, Z21")
-		g.l("VPANDD Z29, Z21, Z21")
-		for w := 18; w < 21; w++ {
-			g.l("VPANDD Z29, Z%d, Z%d", w, w)
-		}
+		q6kUnpack(g)
 		g.l("VPMOVSXBD %d(R10), Z23", 16*j)
 		for i := range nb {
-			acc, in := 16+i%2, qpInputs[i]
-			g.l("VPBROADCASTD %d%s, Z%d", qKInputCorr+4*j, in, acc)
-			for s := range 4 {
-				g.l("VPDPBUSD.BCST %d%s, Z%d, Z%d", 16*j+4*s, in, 18+s, acc)
-			}
-			if j == 0 {
-				g.l("VPMULLD Z23, Z%d, Z%d", acc, 8+i)
-			} else {
-				g.l("VPMULLD Z23, Z%d, Z%d", acc, acc)
-				g.l("VPADDD Z%d, Z%d, Z%d", acc, 8+i, 8+i)
-			}
+			q6kSubBlock(g, j, 16+i%2, 8+i, qpInputs[i])
 		}
 	}
 	g.l("VCVTPH2PS 256(R10), Z24")
@@ -195,6 +174,41 @@ func x86QPackQ6K(g *gen, nb int) {
 	g.l("DECQ CX")
 	g.l("JNZ block")
 	qpStore(g, nb)
+}
+
+// q6kUnpack makes the four weight vectors of a Q6_K sub-block, 6-bit
+// values as bytes, in Z18..Z21 from the three loaded A, B, C in Z18..Z20
+// (Z22 a temporary; masks 0x3F, 0x0F, 0x03 in Z29..Z31).
+func q6kUnpack(g *gen) {
+	// The last four columns: bits 0-1 from A's top, 2-3 from B's, 4-5
+	// from C's (word shifts; the bits they drag across bytes are masked
+	// off). VPTERNLOGD 0xE2: Z21 = mask ? Z21 : Z22.
+	g.l("VPSRLW $6, Z18, Z21")
+	g.l("VPSRLW $4, Z19, Z22")
+	g.l("VPTERNLOGD $0xe2, Z22, Z31, Z21")
+	g.l("VPSRLW $2, Z20, Z22")
+	g.l("VPTERNLOGD $0xe2, Z22, Z30, Z21")
+	g.l("VPANDD Z29, Z21, Z21")
+	for w := 18; w < 21; w++ {
+		g.l("VPANDD Z29, Z%d, Z%d", w, w)
+	}
+}
+
+// q6kSubBlock adds sub-block j's integer sum of one input (at in) to S in
+// Z(s): the sum starts at the input's −32·Σq in Z(acc), takes four
+// VPDPBUSD with the weights Z18..Z21 and is multiplied by the rows'
+// scales in Z23 (sub-block 0 sets S).
+func q6kSubBlock(g *gen, j, acc, s int, in string) {
+	g.l("VPBROADCASTD %d%s, Z%d", qKInputCorr+4*j, in, acc)
+	for k := range 4 {
+		g.l("VPDPBUSD.BCST %d%s, Z%d, Z%d", 16*j+4*k, in, 18+k, acc)
+	}
+	if j == 0 {
+		g.l("VPMULLD Z23, Z%d, Z%d", acc, s)
+		return
+	}
+	g.l("VPMULLD Z23, Z%d, Z%d", acc, acc)
+	g.l("VPADDD Z%d, Z%d, Z%d", acc, s, s)
 }
 
 // x86QPackQ4K emits the packed Q4_K×Q8_K kernel for nb inputs. Sub-block

@@ -150,27 +150,9 @@ func x86QPackQ6KGroups(g *gen, ng int) {
 			for c := range 3 {
 				g.l("VMOVDQU32 %s, Z%d", qpGroup(h, 192*j+64*c, false), 18+c)
 			}
-			g.l("VPSRLW $6, Z18, Z21")
-			g.l("VPSRLW $4, Z19, Z22")
-			g.l("VPTERNLOGD $0xe2, Z22, Z31, Z21")
-			g.l("VPSRLW $2, Z20, Z22")
-			g.l("VPTERNLOGD $0xe2, Z22, Z30, Z21")
-			g.l("VPANDD Z29, Z21, Z21")
-			for c := range 3 {
-				g.l("VPANDD Z29, Z%d, Z%d", 18+c, 18+c)
-			}
+			q6kUnpack(g)
 			g.l("VPMOVSXBD %s, Z23", qpGroup(h, 16*j, true))
-			acc := 12 + h
-			g.l("VPBROADCASTD %d(R13), Z%d", qKInputCorr+4*j, acc)
-			for s := range 4 {
-				g.l("VPDPBUSD.BCST %d(R13), Z%d, Z%d", 16*j+4*s, 18+s, acc)
-			}
-			if j == 0 {
-				g.l("VPMULLD Z23, Z%d, Z%d", acc, 8+h)
-			} else {
-				g.l("VPMULLD Z23, Z%d, Z%d", acc, acc)
-				g.l("VPADDD Z%d, Z%d, Z%d", acc, 8+h, 8+h)
-			}
+			q6kSubBlock(g, j, 12+h, 8+h, "(R13)")
 		}
 	}
 	for h := range ng {
