@@ -10,8 +10,10 @@
 // Every kernel has a plain Go twin that states its contract and serves as the
 // fallback. Hand-written assembly versions exist for amd64 (AVX2+FMA+F16C, and
 // AVX-512 F/BW/VL with an AVX512_BF16 path using VDPBF16PS; the AVX-512
-// sets run the AVX2 quantized kernels) and for arm64 (NEON, with SDOT for the
-// quantized products where FEAT_DotProd is present). The assembly lives in
+// sets run the AVX2 quantized kernels on GGML's layout, and with
+// AVX512_VNNI the packed products of Q8_0, Q4_K and Q6_K weights, 16 rows
+// interleaved: see PackQ) and for arm64 (NEON, with SDOT for the quantized
+// products where FEAT_DotProd is present). The assembly lives in
 // generated files; run "go generate" in this directory after changing
 // internal/asmgen. Building with the "noasm" tag leaves only the Go twins.
 //
