@@ -284,9 +284,9 @@ var (
 func packInputRow(dst []byte, a []quant.BlockQ8_0) {
 	for b := range a {
 		out := dst[b*q8PackInput:][:q8PackInput]
+		copy(out[:32], unsafe.Slice((*byte)(unsafe.Pointer(&a[b].Qs[0])), len(a[b].Qs)))
 		var s int32
-		for i, q := range a[b].Qs {
-			out[i] = byte(q)
+		for _, q := range a[b].Qs {
 			s += int32(q)
 		}
 		binary.LittleEndian.PutUint32(out[32:], math.Float32bits(half.F16ToF32(a[b].D)))

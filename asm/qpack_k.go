@@ -3,6 +3,7 @@ package asm
 import (
 	"encoding/binary"
 	"math"
+	"unsafe"
 
 	"github.com/govinfer/govinfer/quant"
 )
@@ -167,16 +168,11 @@ func packInputRowK(dst []byte, a []quant.BlockQ8K) {
 	for b := range a {
 		out := dst[b*qKPackInput:][:qKPackInput]
 		y := &a[b]
-		for i, q := range y.Qs {
-			out[i] = byte(q)
-		}
+		copy(out[:256], unsafe.Slice((*byte)(unsafe.Pointer(&y.Qs[0])), len(y.Qs)))
 		binary.LittleEndian.PutUint32(out[256:], math.Float32bits(y.D))
-		for j := range 16 {
-			var s int32
-			for _, q := range y.Qs[16*j : 16*j+16] {
-				s += int32(q)
-			}
-			binary.LittleEndian.PutUint32(out[qKInputCorr+4*j:], uint32(-32*s))
+		// Bsums[j] is the exact sum of values 16j..16j+15 (QuantizeQ8K).
+		for j, bs := range y.Bsums {
+			binary.LittleEndian.PutUint32(out[qKInputCorr+4*j:], uint32(-32*int32(bs)))
 		}
 		for j := range 8 {
 			binary.LittleEndian.PutUint16(out[qKInputBsum32+2*j:], uint16(int32(y.Bsums[2*j])+int32(y.Bsums[2*j+1])))
