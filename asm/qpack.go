@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"unsafe"
 
@@ -285,13 +286,24 @@ func packInputRow(dst []byte, a []quant.BlockQ8_0) {
 	for b := range a {
 		out := dst[b*q8PackInput:][:q8PackInput]
 		copy(out[:32], unsafe.Slice((*byte)(unsafe.Pointer(&a[b].Qs[0])), len(a[b].Qs)))
-		var s int32
-		for _, q := range a[b].Qs {
-			s += int32(q)
-		}
+		s := sumInt8x32(&a[b].Qs)
 		binary.LittleEndian.PutUint32(out[32:], math.Float32bits(half.F16ToF32(a[b].D)))
 		binary.LittleEndian.PutUint32(out[36:], uint32(-128*s))
 	}
+}
+
+// sumInt8x32 returns the sum of q, eight bytes at a time: the unsigned
+// bytes summed in 16-bit lanes (at most 8·255 each), less 256 for every
+// negative one.
+func sumInt8x32(q *[32]int8) int32 {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&q[0])), len(q))
+	var u, neg uint64
+	for i := 0; i < len(b); i += 8 {
+		v := binary.LittleEndian.Uint64(b[i:])
+		u += v&0x00ff00ff00ff00ff + v>>8&0x00ff00ff00ff00ff
+		neg += uint64(bits.OnesCount64(v & 0x8080808080808080))
+	}
+	return int32(u*0x0001000100010001>>48) - 256*int32(neg)
 }
 
 // unpackInputRow is packInputRow's inverse.

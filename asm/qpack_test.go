@@ -383,3 +383,31 @@ func benchMatMulQPacked(b *testing.B, qt quant.Type) {
 		}
 	}
 }
+
+// TestSumInt8x32 checks the word-wise sum of 32 int8 against a plain loop
+// on extreme and random blocks.
+func TestSumInt8x32(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for c := range 200 {
+		var q [32]int8
+		for i := range q {
+			switch c {
+			case 0:
+				q[i] = -128
+			case 1:
+				q[i] = 127
+			case 2:
+				q[i] = int8(-128 + 255*(i%2))
+			default:
+				q[i] = int8(r.Uint32())
+			}
+		}
+		var want int32
+		for _, v := range q {
+			want += int32(v)
+		}
+		if got := sumInt8x32(&q); got != want {
+			t.Fatalf("case %d: %d, want %d", c, got, want)
+		}
+	}
+}
