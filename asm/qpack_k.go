@@ -41,7 +41,7 @@ func packK(t quant.Type, dst, w []byte, rows, cols int) {
 				blk := w[row*rb+b*bb:][:bb]
 				qp, sd := quants[b*qb:][:qb], side[b*sb:][:sb]
 				if t == quant.Q6_K {
-					q6KValues(&q, blk)
+					quant.Q6KValues(&q, blk)
 					for j := range 16 {
 						c := 16 * j
 						for i := range 4 {
@@ -58,7 +58,7 @@ func packK(t quant.Type, dst, w []byte, rows, cols int) {
 				for v := range 32 {
 					copy(qp[64*v+4*r:][:4], blk[16+4*v:][:4])
 				}
-				sc, m := q4KScaleMins(blk[4:16])
+				sc, m := quant.Q4KScaleMins(blk[4:16])
 				for j := range 8 {
 					sd[16*j+r] = sc[j]
 					sd[128+32*(j/2)+2*r+j%2] = m[j]
@@ -95,7 +95,7 @@ func unpackKRow(t quant.Type, dst, packed []byte, cols, row int) {
 				}
 				blk[192+j] = sd[16*j+r]
 			}
-			q6KSetValues(blk, &q)
+			quant.PutQ6KValues(blk, &q)
 			blk[208], blk[209] = sd[256+2*r], sd[257+2*r]
 			continue
 		}
@@ -107,57 +107,9 @@ func unpackKRow(t quant.Type, dst, packed []byte, cols, row int) {
 			sc[j] = sd[16*j+r]
 			m[j] = sd[128+32*(j/2)+2*r+j%2]
 		}
-		q4KSetScaleMins(blk[4:16], &sc, &m)
+		quant.PutQ4KScaleMins(blk[4:16], &sc, &m)
 		blk[0], blk[1] = sd[256+2*r], sd[257+2*r]
 		blk[2], blk[3] = sd[288+2*r], sd[289+2*r]
-	}
-}
-
-// q6KValues sets q to the 256 6-bit values (0..63) of the Q6_K block blk,
-// as DotQ6KQ8K reads them: value 128h+l+32k from ql and qh.
-func q6KValues(q *[256]byte, blk []byte) {
-	for h := range 2 {
-		ql, qh := blk[64*h:64*h+64], blk[128+32*h:128+32*h+32]
-		v := q[128*h : 128*h+128]
-		for l := range 32 {
-			v[l] = ql[l]&0x0f | (qh[l]&3)<<4
-			v[l+32] = ql[l+32]&0x0f | (qh[l]>>2&3)<<4
-			v[l+64] = ql[l]>>4 | (qh[l]>>4&3)<<4
-			v[l+96] = ql[l+32]>>4 | (qh[l]>>6)<<4
-		}
-	}
-}
-
-// q6KSetValues is q6KValues' inverse: it writes ql and qh of blk.
-func q6KSetValues(blk []byte, q *[256]byte) {
-	for h := range 2 {
-		ql, qh := blk[64*h:64*h+64], blk[128+32*h:128+32*h+32]
-		v := q[128*h : 128*h+128]
-		for l := range 32 {
-			ql[l] = v[l]&0x0f | v[l+64]<<4
-			ql[l+32] = v[l+32]&0x0f | v[l+96]<<4
-			qh[l] = v[l]>>4 | v[l+32]>>4<<2 | v[l+64]>>4<<4 | v[l+96]>>4<<6
-		}
-	}
-}
-
-// q4KScaleMins unpacks the 12 scale bytes s of a Q4_K block into the eight
-// 6-bit scales and mins (ggml's get_scale_min_k4).
-func q4KScaleMins(s []byte) (sc, m [8]byte) {
-	for j := range 4 {
-		sc[j], m[j] = s[j]&63, s[j+4]&63
-		sc[j+4] = s[j+8]&0x0f | (s[j]>>6)<<4
-		m[j+4] = s[j+8]>>4 | (s[j+4]>>6)<<4
-	}
-	return sc, m
-}
-
-// q4KSetScaleMins is q4KScaleMins' inverse.
-func q4KSetScaleMins(s []byte, sc, m *[8]byte) {
-	for j := range 4 {
-		s[j] = sc[j]&63 | (sc[j+4]>>4)<<6
-		s[j+4] = m[j]&63 | (m[j+4]>>4)<<6
-		s[j+8] = sc[j+4]&0x0f | m[j+4]<<4
 	}
 }
 

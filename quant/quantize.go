@@ -196,19 +196,12 @@ func quantizeKScaleMin(hdr []byte, L *[qkK]uint8, x []float32, nmax int, rmin fl
 		invMin = 63 / maxM
 	}
 	s := hdr[4:16]
-	clear(s)
-	for j := 0; j < 8; j++ {
-		ls := min(uint8(nearestInt(invScale*scales[j])), 63)
-		lm := min(uint8(nearestInt(invMin*mins[j])), 63)
-		if j < 4 {
-			s[j] = ls
-			s[j+4] = lm
-		} else {
-			s[j+4] = ls&0x0f | (lm&0x0f)<<4
-			s[j-4] |= (ls >> 4) << 6
-			s[j] |= (lm >> 4) << 6
-		}
+	var ls, lm [8]uint8
+	for j := range 8 {
+		ls[j] = min(uint8(nearestInt(invScale*scales[j])), 63)
+		lm[j] = min(uint8(nearestInt(invMin*mins[j])), 63)
 	}
+	PutQ4KScaleMins(s, &ls, &lm)
 	putF16(hdr[0:], maxScale/63)
 	putF16(hdr[2:], maxM/63)
 	dAll, dminAll := fp16(hdr[0:]), fp16(hdr[2:])
@@ -344,17 +337,11 @@ func quantizeBlockQ6K(y []byte, x []float32) {
 			L[16*j+ii] = int8(max(-32, min(31, l)) + 32)
 		}
 	}
-	for h := 0; h < 2; h++ {
-		ql := y[64*h : 64*h+64]
-		qh := y[128+32*h : 128+32*h+32]
-		Lh := L[128*h : 128*h+128]
-		for l := 0; l < 32; l++ {
-			q1, q2, q3, q4 := uint8(Lh[l]), uint8(Lh[l+32]), uint8(Lh[l+64]), uint8(Lh[l+96])
-			ql[l] = q1&0x0f | (q3&0x0f)<<4
-			ql[l+32] = q2&0x0f | (q4&0x0f)<<4
-			qh[l] = q1>>4 | (q2>>4)<<2 | (q3>>4)<<4 | (q4>>4)<<6
-		}
+	var q [qkK]uint8
+	for i, l := range L {
+		q[i] = uint8(l)
 	}
+	PutQ6KValues(y, &q)
 }
 
 // makeQX is ggml's make_qx_quants with rmse_type 1 and no importance
