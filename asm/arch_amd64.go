@@ -308,8 +308,6 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 		k.qpGroupsQ4_K = &qpGroupKernels{qpQ4KVNNI2g, qpQ4KVNNI4g}
 		k.qpGroupsQ6_K = &qpGroupKernels{qpQ6KVNNI2g, qpQ6KVNNI4g}
 		k.name += "-vnni"
-	} else {
-		f.AVX512VNNI = false
 	}
 	return f
 }

@@ -248,31 +248,11 @@ func (k *Kernels) PackInputs(t quant.Type, dst []byte, x []float32, n, cols int)
 	case n > 0 && uintptr(unsafe.Pointer(&dst[0]))%4 != 0:
 		return fmt.Errorf("asm: PackInputs: output not 4-byte aligned")
 	}
-	if t != quant.Q8_0 {
-		blocks := cols / 256
-		p := q8KPool.Get().(*[]quant.BlockQ8K)
-		if cap(*p) < blocks {
-			*p = make([]quant.BlockQ8K, blocks)
-		}
-		tmp := (*p)[:blocks]
-		for i := range n {
-			k.quantQ8K(tmp, x[i*cols:(i+1)*cols])
-			packInputRowK(dst[i*rb:(i+1)*rb], tmp)
-		}
-		q8KPool.Put(p)
-		return nil
+	if t == quant.Q8_0 {
+		packInputs(&q80Pool, cols/32, k.quantQ80, packInputRow, dst, rb, x, n, cols)
+	} else {
+		packInputs(&q8KPool, cols/256, k.quantQ8K, packInputRowK, dst, rb, x, n, cols)
 	}
-	blocks := cols / 32
-	p := q80Pool.Get().(*[]quant.BlockQ8_0)
-	if cap(*p) < blocks {
-		*p = make([]quant.BlockQ8_0, blocks)
-	}
-	tmp := (*p)[:blocks]
-	for i := range n {
-		k.quantQ80(tmp, x[i*cols:(i+1)*cols])
-		packInputRow(dst[i*rb:(i+1)*rb], tmp)
-	}
-	q80Pool.Put(p)
 	return nil
 }
 
@@ -280,6 +260,21 @@ var (
 	q80Pool = sync.Pool{New: func() any { return new([]quant.BlockQ8_0) }}
 	q8KPool = sync.Pool{New: func() any { return new([]quant.BlockQ8K) }}
 )
+
+// packInputs quantizes each of n rows of cols values into blocks B blocks
+// held in pool's scratch, then packs them into rb bytes of dst.
+func packInputs[B any](pool *sync.Pool, blocks int, quantize func([]B, []float32), pack func([]byte, []B), dst []byte, rb int, x []float32, n, cols int) {
+	p := pool.Get().(*[]B)
+	if cap(*p) < blocks {
+		*p = make([]B, blocks)
+	}
+	tmp := (*p)[:blocks]
+	for i := range n {
+		quantize(tmp, x[i*cols:(i+1)*cols])
+		pack(dst[i*rb:(i+1)*rb], tmp)
+	}
+	pool.Put(p)
+}
 
 // packInputRow writes the Q8_0 blocks a as one packed input row.
 func packInputRow(dst []byte, a []quant.BlockQ8_0) {
