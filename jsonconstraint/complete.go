@@ -333,6 +333,79 @@ func (s state) completionLen() int {
 	return len(out)
 }
 
-// growth bounds how much one byte can lengthen a completion: it may open
-// a value whose smallest form is the longest any node has.
-func (g *Grammar) growth() int { return g.maxMinimal + 2 }
+// growth bounds how much one byte can lengthen a completion (see
+// byteGrowth).
+func (g *Grammar) growth() int { return g.byteGrowth }
+
+// maxNumberCompletion bounds the completion of a number: a sign, 18
+// integer digits, a point, 18 fraction digits, and an exponent of two
+// digits with its sign.
+const maxNumberCompletion = 1 + 18 + 1 + 18 + 1 + 1 + 2
+
+// pendingCompletion bounds what an unfinished escape or UTF-8 sequence
+// adds to a completion (the four hex digits of \u).
+const pendingCompletion = 4
+
+// byteGrowth bounds how many bytes one byte of output can add to the
+// completion of any state of the grammar rooted at root. A byte can start
+// a value, which then completes to the smallest form of the kind it
+// chose (an object's required members, an array's required items, a
+// string's required characters, a bounded number's digits, the rest of
+// a literal), which may be longer than the node's smallest value of any
+// kind; begin a member or item after a comma, or a key, which needs the
+// key, its colon and the value's smallest form; or leave an escape or a
+// UTF-8 sequence open.
+func byteGrowth(root *node) int {
+	seen := map[*node]bool{root: true}
+	todo := []*node{root}
+	most := pendingCompletion
+	for len(todo) > 0 {
+		n := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		most = max(most, len(n.minimal))
+		for _, l := range n.literals {
+			most = max(most, len(l))
+		}
+		if n.kinds&kString != 0 {
+			k := 0
+			if n.str != nil {
+				k = int(n.str.minLen)
+			}
+			most = max(most, k+2+pendingCompletion)
+		}
+		if n.kinds&(kNumber|kInteger) != 0 && n.num != nil {
+			most = max(most, maxNumberCompletion)
+		}
+		if n.kinds&kObject != 0 {
+			if v, ok := n.smallestObject(); ok {
+				most = max(most, len(v))
+			}
+			for _, p := range n.props {
+				most = max(most, len(`,"":`)+len(p.name)+len(p.n.minimal)+1)
+			}
+			if n.extra != nil {
+				// A free key: its quotes, colon and value, or one letter
+				// more to step off the name of a property already used.
+				most = max(most, len(`,"":`)+1+len(n.extra.minimal)+1)
+			}
+		}
+		if n.kinds&kArray != 0 && n.items != nil {
+			k := 1
+			if n.arr != nil {
+				k = max(k, int(n.arr.minItems))
+			}
+			most = max(most, 2+k*(len(n.items.minimal)+1))
+		}
+		next := []*node{n.extra, n.items}
+		for _, p := range n.props {
+			next = append(next, p.n)
+		}
+		for _, c := range next {
+			if c != nil && !seen[c] {
+				seen[c] = true
+				todo = append(todo, c)
+			}
+		}
+	}
+	return most + 2
+}

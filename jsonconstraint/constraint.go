@@ -23,9 +23,18 @@ type Constraint struct {
 	forced  Forced
 	forcing bool
 
-	cache map[state][]uint64
-	ar    arena
-	walk  []state // scratch: the state at each trie depth
+	// The budget Budget set for the current state (left is 0 when none
+	// is set): the tokens left, the length of the completion, and the
+	// tokenizer's encoding to force it with.
+	left    int
+	compLen int
+	encode  func(string) []int
+
+	cache    map[state][]uint64
+	ar       arena
+	walk     []state  // scratch: the state at each trie depth
+	checkAr  arena    // scratch: the stack of one token checked for a budget
+	filtered []uint64 // scratch: a mask less the tokens a budget rules out
 }
 
 // NewConstraint starts a constrained generation.
@@ -35,7 +44,8 @@ func NewConstraint(g *Grammar, v *Vocab) *Constraint {
 
 // Clone returns an independent copy of c at the same point.
 func (c *Constraint) Clone() *Constraint {
-	return &Constraint{g: c.g, v: c.v, s: c.s, finished: c.finished, forced: c.forced, forcing: c.forcing}
+	return &Constraint{g: c.g, v: c.v, s: c.s, finished: c.finished, forced: c.forced, forcing: c.forcing,
+		left: c.left, compLen: c.compLen, encode: c.encode}
 }
 
 // Completion returns the bytes that complete the document from here (see
@@ -46,13 +56,17 @@ func (c *Constraint) Completion() []byte {
 }
 
 // Budget makes the document end within tokens more tokens, the
-// end-of-sequence token included: once the completion from the current
-// position, plus the most one token can add to it, no longer fits, the
-// constraint forces the completion (see Vocab.Force: with encode, the
-// tokenizer's encoding, its tokens exactly; otherwise any tokens spelling
-// it) and then an end-of-sequence token. Call it before each mask with the
-// tokens left; the guarantee holds when the budget starts above the
-// completion of an empty document.
+// end-of-sequence token included. Call it before each mask with the tokens
+// left; the guarantee holds when the budget starts above the completion
+// of the empty document (Grammar.Minimal) by one.
+//
+// The constraint keeps the length of the completion from the current
+// position (in bytes, which bounds its tokens), plus one for the
+// end-of-sequence token, within the budget: the mask leaves out every
+// token after which the completion would no longer fit in the tokens
+// left. Once only the completion fits, it is forced (see Vocab.Force: with
+// encode, the tokenizer's encoding, its tokens exactly; otherwise any
+// tokens spelling it), then an end-of-sequence token.
 func (c *Constraint) Budget(tokens int, encode func(string) []int) {
 	if c.forcing || c.finished {
 		return
@@ -61,10 +75,19 @@ func (c *Constraint) Budget(tokens int, encode func(string) []int) {
 	if !ok {
 		return
 	}
-	f := c.v.Force(out, encode)
-	if tokens <= f.Tokens()+1+c.g.growth() {
-		c.forced, c.forcing = f, true
+	c.left, c.compLen, c.encode = max(tokens, 1), len(out), encode
+	if tokens <= len(out)+1 {
+		c.force(out)
 	}
+}
+
+// force starts forcing the completion out.
+func (c *Constraint) force(out []byte) {
+	f := c.v.Force(out, c.encode)
+	if f.Tokens() > len(out) {
+		f = c.v.Force(out, nil)
+	}
+	c.forced, c.forcing = f, true
 }
 
 // Forcing reports whether Budget has started forcing the completion.
@@ -114,6 +137,7 @@ func (c *Constraint) Accept(token int) error {
 		}
 	}
 	c.s, c.forced = s, f
+	c.left = 0
 	return nil
 }
 
@@ -175,6 +199,72 @@ func (c *Constraint) walkTrie(tr *tokTrie, m []uint64) {
 // maskBits returns the allowed tokens as a bit set (shared with the cache:
 // do not modify).
 func (c *Constraint) maskBits() []uint64 {
+	m := c.stateMask()
+	if c.left == 0 || c.forcing || c.finished {
+		return m
+	}
+	return c.withinBudget(m)
+}
+
+// withinBudget returns m less the tokens after which the completion would
+// not fit in the budget, or starts forcing the completion if no token is
+// left. A token can lengthen the completion by at most the grammar's
+// growth for each of its bytes that can open something, and for its
+// start; only tokens that could break the budget by that bound are
+// checked by running the automaton over them.
+func (c *Constraint) withinBudget(m []uint64) []uint64 {
+	slack := c.left - 2 - c.compLen // the growth the next token may bring
+	g := c.g.growth()
+	if slack >= (1+2*c.v.maxStructs)*g {
+		return m
+	}
+	v := c.v
+	l := c.s.lx
+	inString := l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0)
+	if len(c.filtered) != len(m) {
+		c.filtered = make([]uint64, len(m))
+	}
+	out := c.filtered
+	copy(out, m)
+	allowed := 0
+	for w, word := range m {
+		for z := word; z != 0; z &= z - 1 {
+			id := w*64 + bits.TrailingZeros64(z)
+			if v.isEOS[id] || inString && v.flat[w]&(1<<(id&63)) != 0 || (1+2*int(v.structs[id]))*g <= slack {
+				allowed++
+				continue
+			}
+			s := c.s
+			c.checkAr.links = c.checkAr.links[:0]
+			fits := true
+			for _, b := range v.tokens[id] {
+				if !s.step(b, &c.checkAr) {
+					fits = false
+					break
+				}
+			}
+			if fits {
+				after, ok := s.completion()
+				fits = ok && len(after) <= c.compLen+slack
+			}
+			if fits {
+				allowed++
+			} else {
+				out[w] &^= 1 << (id & 63)
+			}
+		}
+	}
+	if allowed == 0 {
+		out, _ := c.s.completion()
+		c.force(out)
+		return c.stateMask()
+	}
+	return out
+}
+
+// stateMask returns the allowed tokens of the current state, forced ones
+// included, before any budget.
+func (c *Constraint) stateMask() []uint64 {
 	if m, ok := c.cache[c.s]; ok && !c.finished && !c.forcing {
 		return m
 	}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -149,8 +151,10 @@ func TestCompletionFromEveryPrefix(t *testing.T) {
 	}
 }
 
-// TestBudget runs random walks that call Budget before each token and
-// checks every document ends within its budget and matches its schema.
+// TestBudget runs walks that call Budget before each token and checks
+// every document ends within its budget and matches its schema. Budgets
+// start just above the smallest document; half the walks pick tokens at
+// random, half pick the token after which the completion is longest.
 func TestBudget(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	tokens, eos := randomVocab(rng, 1500)
@@ -159,14 +163,16 @@ func TestBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	logits := make([]float32, len(tokens))
-	for name, schemaText := range testSchemas {
+	for _, name := range slices.Sorted(maps.Keys(testSchemas)) {
+		schemaText := testSchemas[name]
 		var schema any
 		if err := json.Unmarshal([]byte(schemaText), &schema); err != nil {
 			t.Fatal(err)
 		}
 		g := mustCompile(t, schemaText)
-		for range 20 {
-			budget := len(g.root.minimal) + 1 + g.growth() + rng.IntN(40)
+		for walk := range 20 {
+			greedy := walk%2 == 1
+			budget := len(g.root.minimal) + 1 + rng.IntN(40)
 			c := NewConstraint(g, v)
 			var out []byte
 			for used := 0; ; used++ {
@@ -187,6 +193,9 @@ func TestBudget(t *testing.T) {
 					}
 				}
 				pick := allowed[rng.IntN(len(allowed))]
+				if greedy {
+					pick = longestAfter(c, allowed)
+				}
 				if err := c.Accept(pick); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
@@ -197,6 +206,71 @@ func TestBudget(t *testing.T) {
 			}
 			if err := validate(schema, decode(t, out), schema); err != nil {
 				t.Fatalf("%s: %s does not match: %v", name, out, err)
+			}
+		}
+	}
+}
+
+// longestAfter returns the token of ids after which c's completion is
+// longest.
+func longestAfter(c *Constraint, ids []int) int {
+	best, most := ids[0], -1
+	for _, id := range ids {
+		d := c.Clone()
+		if d.Accept(id) != nil || d.Finished() {
+			continue
+		}
+		if n := len(d.Completion()); n > most {
+			best, most = id, n
+		}
+	}
+	return best
+}
+
+// TestGrowthBound checks the bounds budgets rest on, on random walks:
+// one byte lengthens a completion by at most the grammar's growth, and one
+// token by at most that for its start and twice that for each of its
+// bytes that can open something.
+func TestGrowthBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	tokens, eos := randomVocab(rng, 1500)
+	v, err := NewVocab(tokens, eos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mask := make([]bool, len(tokens))
+	for _, name := range slices.Sorted(maps.Keys(testSchemas)) {
+		g := mustCompile(t, testSchemas[name])
+		for range 6 {
+			c := NewConstraint(g, v)
+			for step := 0; step < 40 && !c.Done(); step++ {
+				before := len(c.Completion())
+				c.Allowed(mask)
+				var allowed []int
+				for id, ok := range mask {
+					if ok && !v.isEOS[id] {
+						allowed = append(allowed, id)
+					}
+				}
+				for _, id := range allowed {
+					s := c.s
+					for i, b := range tokens[id] {
+						prev, _ := s.completion()
+						if !s.step(b, nil) {
+							t.Fatalf("%s: allowed token %q fails at byte %d", name, tokens[id], i)
+						}
+						if now, _ := s.completion(); len(now)-len(prev) > g.growth() {
+							t.Fatalf("%s: byte %q after %q lengthens %q to %q, more than %d", name, b, tokens[id][:i], prev, now, g.growth())
+						}
+					}
+					after, _ := s.completion()
+					if bound := (1 + 2*int(v.structs[id])) * g.growth(); len(after)-before > bound {
+						t.Fatalf("%s: token %q lengthens the completion by %d, more than %d", name, tokens[id], len(after)-before, bound)
+					}
+				}
+				if err := c.Accept(allowed[rng.IntN(len(allowed))]); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}

@@ -44,6 +44,19 @@ func BenchmarkApplyMask(b *testing.B) {
 			}
 			b.ReportMetric(float64(n), "allowed")
 		})
+		b.Run(tc.name+"/budget", func(b *testing.B) {
+			// A budget a few tokens above the completion: every token
+			// that could break it is checked.
+			b.ReportAllocs()
+			n := 0
+			left := len(c.Completion()) + 4
+			for b.Loop() {
+				d := c.Clone()
+				d.Budget(left, nil)
+				n = d.ApplyMask(logits)
+			}
+			b.ReportMetric(float64(n), "allowed")
+		})
 		b.Run(tc.name+"/cached", func(b *testing.B) {
 			b.ReportAllocs()
 			c.ApplyMask(logits)

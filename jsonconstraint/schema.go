@@ -54,8 +54,9 @@
 // the value being read finished, then each open container given the
 // smallest members or items its schema requires, and closed
 // (Acceptor.Completion). Constraint.Budget uses it to end a document
-// within a token budget: when the completion no longer fits comfortably,
-// only its bytes are allowed.
+// within a token budget: a token after which the completion would no
+// longer fit in the tokens left is not allowed, and once only the
+// completion fits, it is forced.
 //
 // # Output form
 //
@@ -132,19 +133,21 @@ type prop struct {
 // number of Constraints.
 type Grammar struct {
 	root       *node
-	maxMinimal int // the longest smallest value of any node
+	byteGrowth int // see byteGrowth
 }
 
 // AnyJSON returns a grammar accepting any JSON value.
 func AnyJSON() *Grammar {
-	return &Grammar{root: anyNode(), maxMinimal: 2}
+	root := anyNode()
+	return &Grammar{root: root, byteGrowth: byteGrowth(root)}
 }
 
 // AnyObject returns a grammar accepting any JSON object (response_format
 // json_object).
 func AnyObject() *Grammar {
 	a := anyNode()
-	return &Grammar{root: &node{kinds: kObject, extra: a, resolved: 2, minimal: []byte("{}")}, maxMinimal: 2}
+	root := &node{kinds: kObject, extra: a, resolved: 2, minimal: []byte("{}")}
+	return &Grammar{root: root, byteGrowth: byteGrowth(root)}
 }
 
 func anyNode() *node {
@@ -196,11 +199,10 @@ func compileDoc(doc any, o Options) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
-	longest, err := resolve(root)
-	if err != nil {
+	if _, err := resolve(root); err != nil {
 		return nil, err
 	}
-	return &Grammar{root: root, maxMinimal: longest}, nil
+	return &Grammar{root: root, byteGrowth: byteGrowth(root)}, nil
 }
 
 type compiler struct {

@@ -29,6 +29,16 @@ type Vocab struct {
 	// rules (no \u escapes), and ruleChars the characters each starts.
 	ruleStay  []uint64
 	ruleChars []uint16
+
+	// For budgets (see Constraint.Budget): structs counts the bytes of
+	// each token that can open a container, a member, a key or a value
+	// ({ [ , : "), saturating at 255, and maxStructs is the largest
+	// count; flat are the tokens of strStay without a backslash that end
+	// on a character boundary, which never lengthen a completion from
+	// inside a string.
+	structs    []uint8
+	maxStructs int
+	flat       []uint64
 }
 
 // tokTrie is a token trie, one entry per node in depth-first pre-order
@@ -68,6 +78,8 @@ func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
 	v.keyStay = make([]uint64, words)
 	v.ruleStay = make([]uint64, words)
 	v.ruleChars = make([]uint16, len(tokens))
+	v.structs = make([]uint8, len(tokens))
+	v.flat = make([]uint64, words)
 	freeKeys := &node{extra: &node{}}
 	counted := &node{kinds: kString, str: &strRule{maxLen: -1}}
 	var all, quoted []int32
@@ -76,6 +88,15 @@ func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
 			continue
 		}
 		all = append(all, int32(id))
+		n := 0
+		for _, b := range t {
+			switch b {
+			case '{', '[', ',', ':', '"':
+				n++
+			}
+		}
+		v.structs[id] = uint8(min(n, 255))
+		v.maxStructs = max(v.maxStructs, int(v.structs[id]))
 		if bytes.IndexByte(t, '"') >= 0 {
 			quoted = append(quoted, int32(id))
 			continue
@@ -95,6 +116,9 @@ func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
 		}
 		if strOK {
 			v.strStay[id>>6] |= 1 << (id & 63)
+			if str.lx.sub == strBody && bytes.IndexByte(t, '\\') < 0 {
+				v.flat[id>>6] |= 1 << (id & 63)
+			}
 		}
 		if keyOK {
 			v.keyStay[id>>6] |= 1 << (id & 63)

@@ -122,33 +122,9 @@ func (g *Grammar) Properties() []Property {
 	n := g.root
 	out := make([]Property, len(n.props))
 	for i, p := range n.props {
-		out[i] = Property{Name: p.name, Required: n.required&(1<<i) != 0, Grammar: &Grammar{root: p.n, maxMinimal: longestMinimal(p.n)}}
+		out[i] = Property{Name: p.name, Required: n.required&(1<<i) != 0, Grammar: &Grammar{root: p.n, byteGrowth: byteGrowth(p.n)}}
 	}
 	return out
-}
-
-// longestMinimal returns the longest smallest value of the nodes reachable
-// from n.
-func longestMinimal(n *node) int {
-	seen := map[*node]bool{n: true}
-	todo := []*node{n}
-	longest := 0
-	for len(todo) > 0 {
-		x := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		longest = max(longest, len(x.minimal))
-		next := []*node{x.extra, x.items}
-		for _, p := range x.props {
-			next = append(next, p.n)
-		}
-		for _, c := range next {
-			if c != nil && !seen[c] {
-				seen[c] = true
-				todo = append(todo, c)
-			}
-		}
-	}
-	return longest
 }
 
 // Minimal returns the shortest value the grammar allows.
