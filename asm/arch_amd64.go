@@ -309,6 +309,10 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 		k.qpGroupsQ6_K = &qpGroupKernels{qpQ6KVNNI2g, qpQ6KVNNI4g}
 		k.name += "-vnni"
 	}
+	if f.AMXBF16 {
+		k.matMulBF16Tiles = matMulBF16TilesAMX
+		k.name += "-amx"
+	}
 	return f
 }
 

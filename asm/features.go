@@ -19,6 +19,10 @@ type Features struct {
 	// AVX512VNNI means AVX512_VNNI (VPDPBUSD, the packed quantized
 	// products); it is used only together with AVX512.
 	AVX512VNNI bool
+	// AMXBF16 means AMX-TILE and AMX-BF16 (TDPBF16PS, the tile products
+	// of MatMulBF16Tiles) with the operating system's permission to use
+	// tile data; it is used only together with AVX512BF16.
+	AMXBF16 bool
 	// NEON means the arm64 Advanced SIMD unit (ASIMD).
 	NEON bool
 	// DotProd means FEAT_DotProd (SDOT, arm64); it is used only together with NEON.
@@ -40,6 +44,7 @@ func DetectFeatures() Features {
 		f.AVX512 = f.AVX2 && c.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
 		f.AVX512BF16 = f.AVX512 && c.Supports(cpuid.AVX512BF16)
 		f.AVX512VNNI = f.AVX512 && c.Supports(cpuid.AVX512VNNI)
+		f.AMXBF16 = f.AVX512BF16 && c.Supports(cpuid.AMXTILE, cpuid.AMXBF16) && tileDataPermitted()
 	case "arm64":
 		// ASIMD is mandatory on arm64; cpuid may not see it everywhere
 		// (for example under user-mode emulation), so trust the architecture.
@@ -51,13 +56,14 @@ func DetectFeatures() Features {
 
 // and returns the capabilities present in both f and g, keeping the
 // implications between them (AVX512 needs AVX2, AVX512BF16 and AVX512VNNI need AVX512,
-// DotProd needs NEON).
+// AMXBF16 needs AVX512BF16, DotProd needs NEON).
 func (f Features) and(g Features) Features {
 	r := Features{
 		AVX2:       f.AVX2 && g.AVX2,
 		AVX512:     f.AVX512 && g.AVX512,
 		AVX512BF16: f.AVX512BF16 && g.AVX512BF16,
 		AVX512VNNI: f.AVX512VNNI && g.AVX512VNNI,
+		AMXBF16:    f.AMXBF16 && g.AMXBF16,
 		NEON:       f.NEON && g.NEON,
 		DotProd:    f.DotProd && g.DotProd,
 		packedBF16: f.packedBF16 || g.packedBF16,
@@ -65,6 +71,7 @@ func (f Features) and(g Features) Features {
 	r.AVX512 = r.AVX512 && r.AVX2
 	r.AVX512BF16 = r.AVX512BF16 && r.AVX512
 	r.AVX512VNNI = r.AVX512VNNI && r.AVX512
+	r.AMXBF16 = r.AMXBF16 && r.AVX512BF16
 	r.DotProd = r.DotProd && r.NEON
 	return r
 }

@@ -44,6 +44,9 @@ type impl struct {
 	matMulF32  func(dst []float32, ldd int, w []float32, ldw, rows, cols int, x []float32, n int)
 	gemmBF16   func(dst []float32, ldd int, w []uint16, rows, cols int, x []uint16, n int)
 
+	// matMulBF16Tiles is MatMulBF16Tiles on tiles (nil: the Go twin).
+	matMulBF16Tiles func(dst []float32, ldd int, w []uint16, rows, cols int, xp []uint16, n, parts int)
+
 	matMulQ  func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
 	quantQ8K func(dst []quant.BlockQ8K, x []float32)
 	quantQ80 func(dst []quant.BlockQ8_0, x []float32)
@@ -109,7 +112,8 @@ func Generic() *Kernels { return New(Features{}) }
 
 // Name names the kernel set, such as "go", "avx2", "avx512", "avx512bf16", "neon" or
 // "neondot" (NEON with SDOT for the quantized products); the AVX-512 sets
-// end in "-vnni" where they have the packed quantized products (PacksQ).
+// end in "-vnni" where they have the packed quantized products (PacksQ),
+// then in "-amx" where they have AMX tile products (TilesBF16).
 func (k *Kernels) Name() string { return k.name }
 
 // Features reports the capabilities the kernel set actually uses.

@@ -31,6 +31,7 @@ func kernelSets(t testing.TB) []*Kernels {
 		{AVX2: true, AVX512: true, AVX512BF16: true},
 		{AVX2: true, AVX512: true, AVX512VNNI: true},
 		{AVX2: true, AVX512: true, AVX512BF16: true, AVX512VNNI: true},
+		{AVX2: true, AVX512: true, AVX512BF16: true, AVX512VNNI: true, AMXBF16: true},
 		{NEON: true},
 		{NEON: true, DotProd: true},
 	}

@@ -1,0 +1,49 @@
+package asm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkMatMulBF16Tiles times one thread's tile product of a 4096×4096
+// bf16 matrix, packing included, against MatMulBF16 on the same kernel set
+// (GFLOP/s: two per multiply-add of the result).
+func BenchmarkMatMulBF16Tiles(b *testing.B) {
+	k := Detect()
+	if !k.TilesBF16() {
+		b.Skip("no AMX tiles on this CPU")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	const rows, cols = 4096, 4096
+	w := randU16(r, kinds[0], rows*cols)
+	for _, n := range []int{1, 16, 128, 512} {
+		x := randF32(r, n*cols)
+		dst := make([]float32, n*rows)
+		flops := func(b *testing.B) {
+			b.ReportMetric(2*float64(rows)*cols*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		}
+		for parts := 1; parts <= MaxTileParts; parts++ {
+			b.Run(fmt.Sprintf("tiles/n=%d/parts=%d", n, parts), func(b *testing.B) {
+				xp := make([]uint16, TileBF16InputLen(n, cols, parts))
+				for b.Loop() {
+					if err := PackTileBF16(xp, x, n, cols, parts, 0, n); err != nil {
+						b.Fatal(err)
+					}
+					if err := k.MatMulBF16Tiles(dst, rows, w, rows, cols, xp, n, parts); err != nil {
+						b.Fatal(err)
+					}
+				}
+				flops(b)
+			})
+		}
+		b.Run(fmt.Sprintf("matmul/n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if err := k.MatMulBF16(dst, rows, w, rows, cols, x, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			flops(b)
+		})
+	}
+}
