@@ -311,6 +311,7 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 	}
 	if f.AMXBF16 {
 		k.matMulBF16Tiles = matMulBF16TilesAMX
+		k.packTileBF16 = packTileBF16AVX512
 		k.name += "-amx"
 	}
 	return f

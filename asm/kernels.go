@@ -46,6 +46,10 @@ type impl struct {
 
 	// matMulBF16Tiles is MatMulBF16Tiles on tiles (nil: the Go twin).
 	matMulBF16Tiles func(dst []float32, ldd int, w []uint16, rows, cols int, xp []uint16, n, parts int)
+	// packTileBF16 packs one input for the tile products (nil: the Go
+	// twin): steps steps of 32 values at x, in parts parts, step t's part
+	// p at dst + (t·parts + p)·1 KiB.
+	packTileBF16 func(dst *uint16, x *float32, steps, parts int)
 
 	matMulQ  func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
 	quantQ8K func(dst []quant.BlockQ8K, x []float32)

@@ -4,66 +4,192 @@
 
 #include "textflag.h"
 
-// func tileBF16AMX(cfg *byte, w *uint16, lda int, x *uint16, groupBytes, partBytes, parts, steps, groups int, c *float32)
+// func tileBF16AMX(cfg *byte, x *uint16, stepBytes, tokBytes, partBytes, parts int, w *uint16, groupBytes, steps, flags int, c *float32, ldc int)
 // 
-// For 32 weight rows (w, rows lda bytes apart) and one or two groups of
-// 16 packed inputs (x; the second group groupBytes after the first; parts
-// parts, each partBytes after the one before), over steps steps of 32
-// columns: c[r*32+i] = Σ_k w[r,k]·x[i,k] (i < 32), each step adding the
-// parts' products in order. Loads the AMX configuration cfg and releases
-// the tiles before it returns.
-TEXT ·tileBF16AMX(SB), NOSPLIT, $0-80
+// Sums, over steps steps of 32 columns, the products of one or two tiles
+// of inputs (x, 1 KiB tiles of rows 64 bytes apart, a step's stepBytes
+// after the one before; the second tile tokBytes after the first; parts
+// parts, each partBytes after the one before) and one or two
+// groups of 16 weight rows in the tile layout (w; the second group
+// groupBytes after the first), and stores them at c (rows ldc bytes apart:
+// input tile 0 and group 0 at c, group 1 64 bytes on, input tile 1 16 rows
+// down). flags bit 0: two input tiles; bit 1: two groups; bit 2: the sums
+// start from those at c (float32, so a product cut into runs of steps adds
+// in the same order as one call), else from zero. Each step adds the
+// parts' products in order. Loads the configuration cfg and releases the
+// tiles before it returns.
+TEXT ·tileBF16AMX(SB), NOSPLIT, $0-96
 	MOVQ cfg+0(FP), AX
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // LDTILECFG (AX)
-	MOVQ w+8(FP), SI
-	MOVQ lda+16(FP), DX
-	MOVQ DX, DI
-	SHLQ $4, DI
-	ADDQ SI, DI
-	MOVQ x+24(FP), BX
-	MOVQ groupBytes+32(FP), R9
-	MOVQ partBytes+40(FP), R10
-	MOVQ parts+48(FP), R12
-	MOVQ steps+56(FP), R8
-	MOVQ groups+64(FP), R11
+	MOVQ x+8(FP), SI
+	MOVQ stepBytes+16(FP), DX
+	MOVQ tokBytes+24(FP), R9
+	MOVQ partBytes+32(FP), R10
+	MOVQ parts+40(FP), R12
+	MOVQ w+48(FP), DI
+	MOVQ groupBytes+56(FP), R11
+	MOVQ steps+64(FP), R8
+	MOVQ flags+72(FP), BX
 	MOVQ $64, CX
+	TESTQ $4, BX
+	JNZ resume
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC0 // TILEZERO tmm0
+	TESTQ $2, BX
+	JZ zero1
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC8 // TILEZERO tmm1
+zero1:
+	TESTQ $1, BX
+	JZ step
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xD0 // TILEZERO tmm2
+	TESTQ $2, BX
+	JZ step
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xD8 // TILEZERO tmm3
+	JMP step
+resume:
+	MOVQ c+80(FP), AX
+	MOVQ ldc+88(FP), CX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x04; BYTE $0x08 // TILELOADD tmm0, (AX)(CX*1)
+	TESTQ $2, BX
+	JZ resume1
+	ADDQ $64, AX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x0C; BYTE $0x08 // TILELOADD tmm1, (AX)(CX*1)
+	SUBQ $64, AX
+resume1:
+	TESTQ $1, BX
+	JZ resumed
+	SHLQ $4, CX
+	ADDQ CX, AX
+	SHRQ $4, CX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x14; BYTE $0x08 // TILELOADD tmm2, (AX)(CX*1)
+	TESTQ $2, BX
+	JZ resumed
+	ADDQ $64, AX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x1C; BYTE $0x08 // TILELOADD tmm3, (AX)(CX*1)
+resumed:
+	MOVQ $64, CX
 step:
-	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x24; BYTE $0x16 // TILELOADD tmm4, (SI)(DX*1)
-	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x2C; BYTE $0x17 // TILELOADD tmm5, (DI)(DX*1)
-	MOVQ BX, AX
+	PREFETCHT0 4096(DI)
+	PREFETCHT0 4160(DI)
+	PREFETCHT0 4224(DI)
+	PREFETCHT0 4288(DI)
+	PREFETCHT0 4352(DI)
+	PREFETCHT0 4416(DI)
+	PREFETCHT0 4480(DI)
+	PREFETCHT0 4544(DI)
+	PREFETCHT0 4608(DI)
+	PREFETCHT0 4672(DI)
+	PREFETCHT0 4736(DI)
+	PREFETCHT0 4800(DI)
+	PREFETCHT0 4864(DI)
+	PREFETCHT0 4928(DI)
+	PREFETCHT0 4992(DI)
+	PREFETCHT0 5056(DI)
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x34; BYTE $0x0F // TILELOADD tmm6, (DI)(CX*1)
+	TESTQ $2, BX
+	JZ parts
+	LEAQ (DI)(R11*1), AX
+	PREFETCHT0 4096(AX)
+	PREFETCHT0 4160(AX)
+	PREFETCHT0 4224(AX)
+	PREFETCHT0 4288(AX)
+	PREFETCHT0 4352(AX)
+	PREFETCHT0 4416(AX)
+	PREFETCHT0 4480(AX)
+	PREFETCHT0 4544(AX)
+	PREFETCHT0 4608(AX)
+	PREFETCHT0 4672(AX)
+	PREFETCHT0 4736(AX)
+	PREFETCHT0 4800(AX)
+	PREFETCHT0 4864(AX)
+	PREFETCHT0 4928(AX)
+	PREFETCHT0 4992(AX)
+	PREFETCHT0 5056(AX)
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x3C; BYTE $0x08 // TILELOADD tmm7, (AX)(CX*1)
+parts:
+	MOVQ SI, AX
 	MOVQ R12, R13
 part:
-	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x34; BYTE $0x08 // TILELOADD tmm6, (AX)(CX*1)
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x24; BYTE $0x08 // TILELOADD tmm4, (AX)(CX*1)
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x4A; BYTE $0x5C; BYTE $0xC4 // TDPBF16PS tmm0, tmm4, tmm6
-	BYTE $0xC4; BYTE $0xE2; BYTE $0x4A; BYTE $0x5C; BYTE $0xD5 // TDPBF16PS tmm2, tmm5, tmm6
-	CMPQ R11, $2
-	JNE partDone
-	ADDQ R9, AX
-	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x3C; BYTE $0x08 // TILELOADD tmm7, (AX)(CX*1)
+	TESTQ $2, BX
+	JZ second
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x42; BYTE $0x5C; BYTE $0xCC // TDPBF16PS tmm1, tmm4, tmm7
+second:
+	TESTQ $1, BX
+	JZ partDone
+	ADDQ R9, AX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x2C; BYTE $0x08 // TILELOADD tmm5, (AX)(CX*1)
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x4A; BYTE $0x5C; BYTE $0xD5 // TDPBF16PS tmm2, tmm5, tmm6
+	TESTQ $2, BX
+	JZ secondDone
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x42; BYTE $0x5C; BYTE $0xDD // TDPBF16PS tmm3, tmm5, tmm7
+secondDone:
 	SUBQ R9, AX
 partDone:
 	ADDQ R10, AX
 	DECQ R13
 	JNZ part
-	ADDQ $64, SI
-	ADDQ $64, DI
-	ADDQ $1024, BX
+	ADDQ DX, SI
+	ADDQ $1024, DI
 	DECQ R8
 	JNZ step
-	MOVQ c+72(FP), AX
-	MOVQ $128, CX
-	LEAQ 64(AX), BX
-	LEAQ 2048(AX), SI
-	LEAQ 2112(AX), DI
+	MOVQ c+80(FP), AX
+	MOVQ ldc+88(FP), CX
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x04; BYTE $0x08 // TILESTORED (AX)(CX*1), tmm0
-	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x0C; BYTE $0x0B // TILESTORED (BX)(CX*1), tmm1
-	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x14; BYTE $0x0E // TILESTORED (SI)(CX*1), tmm2
-	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x1C; BYTE $0x0F // TILESTORED (DI)(CX*1), tmm3
+	TESTQ $2, BX
+	JZ store1
+	LEAQ 64(AX), DX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x0C; BYTE $0x0A // TILESTORED (DX)(CX*1), tmm1
+store1:
+	TESTQ $1, BX
+	JZ done
+	MOVQ CX, DX
+	SHLQ $4, DX
+	ADDQ AX, DX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x14; BYTE $0x0A // TILESTORED (DX)(CX*1), tmm2
+	TESTQ $2, BX
+	JZ done
+	ADDQ $64, DX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x1C; BYTE $0x0A // TILESTORED (DX)(CX*1), tmm3
+done:
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0xC0 // TILERELEASE
+	RET
+// func packTileBF16AVX512(dst *uint16, x *float32, steps, parts int)
+// 
+// Writes the steps×32 values at x in parts bf16 parts, rounded to nearest
+// even (VCVTNE2PS2BF16, hand-encoded; AVX512_BF16), each part the rounding
+// of what the parts before it leave of the value (the residuals exact in
+// float32): step t's part p at dst + (t·parts + p)·1 KiB, 64 bytes.
+TEXT ·packTileBF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ steps+16(FP), CX
+	MOVQ parts+24(FP), DX
+	MOVQ DX, R8
+	SHLQ $10, R8
+step:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	MOVQ DI, AX
+	MOVQ DX, BX
+part:
+	BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // VCVTNE2PS2BF16 Z0, Z1, Z2
+	VMOVDQU64 Z2, (AX)
+	DECQ BX
+	JZ partsDone
+	VPMOVZXWD Y2, Z3
+	VPSLLD $16, Z3, Z3
+	VSUBPS Z3, Z0, Z0
+	VEXTRACTI64X4 $1, Z2, Y4
+	VPMOVZXWD Y4, Z4
+	VPSLLD $16, Z4, Z4
+	VSUBPS Z4, Z1, Z1
+	ADDQ $1024, AX
+	JMP part
+partsDone:
+	ADDQ $128, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ step
+	VZEROUPPER
 	RET

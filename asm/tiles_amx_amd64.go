@@ -2,76 +2,108 @@
 
 package asm
 
-import "sync"
-
-//go:noescape
-func tileBF16AMX(cfg *byte, w *uint16, lda int, x *uint16, groupBytes, partBytes, parts, steps, groups int, c *float32)
-
-// tileConfig is the AMX palette-1 configuration of tileBF16AMX: all eight
-// tiles 16 rows of 64 bytes.
-var tileConfig = func() (cfg [64]byte) {
-	cfg[0] = 1
-	for t := range 8 {
-		cfg[16+2*t] = 64
-		cfg[48+t] = 16
-	}
-	return cfg
-}()
-
-var (
-	// amxSums holds the sums of one kernel call (32 rows × 32 inputs).
-	amxSums = sync.Pool{New: func() any { return new([32 * 32]float32) }}
-	// amxPad holds a last block of fewer than 32 weight rows, zero-padded.
-	amxPad = sync.Pool{New: func() any { return new([]uint16) }}
+import (
+	"slices"
+	"sync"
 )
 
-// tileRowBlock is the weight rows a tile product keeps in L2 while the
-// packed inputs stream past them, 32 rows (one kernel call) at a time.
-const tileRowBlock = 128
+//go:noescape
+func packTileBF16AVX512(dst *uint16, x *float32, steps, parts int)
 
-// matMulBF16TilesAMX is MatMulBF16Tiles on AMX tiles: per block of 128
-// weight rows, each pair of input groups (32 inputs) meets the block's
-// rows 32 at a time, so both stay in L2; a last block of fewer than 32
-// rows is copied into zero-padded scratch first.
-func matMulBF16TilesAMX(dst []float32, ldd int, w []uint16, rows, cols int, xp []uint16, n, parts int) {
-	steps := cols / tileCols
-	groups := (n + tileInputs - 1) / tileInputs
-	groupLen := steps * tileCols * tileInputs
-	partBytes := 2 * len(xp) / parts
-	cfg := tileConfig
-	c := amxSums.Get().(*[32 * 32]float32)
-	defer amxSums.Put(c)
-	full := rows / 32 * 32
-	var pad []uint16
-	if full < rows {
-		p := amxPad.Get().(*[]uint16)
-		defer amxPad.Put(p)
-		if cap(*p) < 32*cols {
-			*p = make([]uint16, 32*cols)
+//go:noescape
+func tileBF16AMX(cfg *byte, x *uint16, stepBytes, tokBytes, partBytes, parts int, w *uint16, groupBytes, steps, flags int, c *float32, ldc int)
+
+// tileConfig returns the AMX palette-1 configuration of tileBF16AMX for
+// input tiles of m0 and m1 inputs (m1 0: one tile) and one or two weight
+// groups: tiles 0-3 the sums, 4-5 the inputs, 6-7 the weights.
+func tileConfig(m0, m1, groups int) (cfg [64]byte) {
+	cfg[0] = 1
+	set := func(t, rows int) {
+		if rows > 0 {
+			cfg[16+2*t] = 64
+			cfg[48+t] = byte(rows)
 		}
-		pad = (*p)[:32*cols]
-		clear(pad[copy(pad, w[full*cols:rows*cols]):])
 	}
-	for rb := 0; rb < rows; rb += tileRowBlock {
-		rbEnd := min(rb+tileRowBlock, rows)
-		for g := 0; g < groups; g += 2 {
-			ng := min(2, groups-g)
-			i0 := g * tileInputs
-			m := min(2*tileInputs, n-i0)
-			for r0 := rb; r0 < rbEnd; r0 += 32 {
-				wp := &w[r0*cols]
-				if r0 == full {
-					wp = &pad[0]
-				}
-				tileBF16AMX(&cfg[0], wp, 2*cols, &xp[g*groupLen], 2*groupLen, partBytes, parts, steps, ng, &c[0])
-				rs := min(32, rows-r0)
-				for i := range m {
-					out := dst[(i0+i)*ldd+r0:][:rs]
-					for r := range out {
-						out[r] = c[r*32+i]
+	set(0, m0)
+	set(4, m0)
+	set(6, tileRows)
+	set(2, m1)
+	set(5, m1)
+	if groups == 2 {
+		set(1, m0)
+		set(3, m1)
+		set(7, tileRows)
+	}
+	return cfg
+}
+
+// amxSums holds the sums of the last groups of a product whose rows end
+// inside them, across its runs of columns.
+var amxSums = sync.Pool{New: func() any { return new([]float32) }}
+
+// Blocking of the tile products: a run of tileChunkSteps steps (1024
+// columns) of the weights of tileRowBlock rows (256 KiB) and of 32
+// inputs' parts (up to 192 KiB) stay in L2 while they meet.
+const (
+	tileRowBlock   = 512
+	tileChunkSteps = 32
+)
+
+// matMulBF16TilesAMX is MatMulBF16Tiles on AMX tiles. The columns are cut
+// into runs of 1024; per run, per block of 128 weight rows, each 32
+// inputs meet the block's groups two at a time. The sums are kept in dst
+// between runs (float32 stores and loads change nothing, so the order of
+// the additions is that of one pass), except for the last groups of a
+// product whose rows end inside them, which are summed in scratch.
+func matMulBF16TilesAMX(dst []float32, ldd int, wp []uint16, rows, cols int, xp []uint16, n, parts int) {
+	steps := cols / tileCols
+	groups := (rows + tileRows - 1) / tileRows
+	groupLen := steps * tileCols * tileRows        // the values of one weight group
+	tileLen := steps * parts * tileCols * tileRows // the values of one input tile
+	var scratch []float32
+	scratchRow := -1 // the first row summed in scratch
+	if rows%(2*tileRows) != 0 {
+		p := amxSums.Get().(*[]float32)
+		defer amxSums.Put(p)
+		*p = slices.Grow((*p)[:0], n*2*tileRows)[:n*2*tileRows]
+		scratch = *p
+	}
+	for s0 := 0; s0 < steps; s0 += tileChunkSteps {
+		run := min(tileChunkSteps, steps-s0)
+		for gb := 0; gb < groups; gb += tileRowBlock / tileRows {
+			gbEnd := min(gb+tileRowBlock/tileRows, groups)
+			for i0 := 0; i0 < n; i0 += 2 * tileRows {
+				m := min(2*tileRows, n-i0)
+				m0, m1 := min(m, tileRows), max(m-tileRows, 0)
+				x := &xp[i0/tileRows*tileLen+s0*parts*tileCols*tileRows]
+				for g := gb; g < gbEnd; g += 2 {
+					ng := min(2, gbEnd-g)
+					flags := 0
+					if m1 > 0 {
+						flags |= 1
 					}
+					if ng == 2 {
+						flags |= 2
+					}
+					if s0 > 0 {
+						flags |= 4
+					}
+					cfg := tileConfig(m0, m1, ng)
+					r0 := g * tileRows
+					w := &wp[g*groupLen+s0*tileCols*tileRows]
+					c, ldc := &dst[i0*ldd+r0], 4*ldd
+					if r0+ng*tileRows > rows {
+						c, ldc = &scratch[i0*2*tileRows], 4*2*tileRows
+						scratchRow = r0
+					}
+					tileBF16AMX(&cfg[0], x, parts*2*tileCols*tileRows, 2*tileLen, 2*tileCols*tileRows, parts, w, 2*groupLen, run, flags, c, ldc)
 				}
 			}
+		}
+	}
+	if scratchRow >= 0 {
+		for i := range n {
+			copy(dst[i*ldd+scratchRow:i*ldd+rows], scratch[i*2*tileRows:])
 		}
 	}
 }

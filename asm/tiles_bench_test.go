@@ -17,6 +17,10 @@ func BenchmarkMatMulBF16Tiles(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const rows, cols = 4096, 4096
 	w := randU16(r, kinds[0], rows*cols)
+	wp := make([]uint16, TileBF16WeightLen(rows, cols))
+	if err := PackTileBF16Weights(wp, w, rows, cols); err != nil {
+		b.Fatal(err)
+	}
 	for _, n := range []int{1, 16, 128, 512} {
 		x := randF32(r, n*cols)
 		dst := make([]float32, n*rows)
@@ -27,10 +31,10 @@ func BenchmarkMatMulBF16Tiles(b *testing.B) {
 			b.Run(fmt.Sprintf("tiles/n=%d/parts=%d", n, parts), func(b *testing.B) {
 				xp := make([]uint16, TileBF16InputLen(n, cols, parts))
 				for b.Loop() {
-					if err := PackTileBF16(xp, x, n, cols, parts, 0, n); err != nil {
+					if err := k.PackTileBF16(xp, x, n, cols, parts, 0, n); err != nil {
 						b.Fatal(err)
 					}
-					if err := k.MatMulBF16Tiles(dst, rows, w, rows, cols, xp, n, parts); err != nil {
+					if err := k.MatMulBF16Tiles(dst, rows, wp, rows, cols, xp, n, parts); err != nil {
 						b.Fatal(err)
 					}
 				}

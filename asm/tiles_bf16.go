@@ -8,45 +8,108 @@ import (
 )
 
 // Tile products of bf16 weights. On CPUs with AMX (Features.AMXBF16) a
-// TDPBF16PS multiplies a tile of 16 weight rows × 32 columns by a tile of
-// the same 32 columns of 16 inputs, adding the bf16 products in float32 to
-// a 16×16 tile of sums: 8192 multiply-adds an instruction, sixteen times a
-// 512-bit VDPBF16PS. The weights are read as stored (row-major, the rows
-// of a tile cols values apart); the inputs are packed for the tiles once
-// per product (PackTileBF16): per group of 16 inputs and step of 32
-// columns, 16 rows of 16 inputs × 2 columns, the column pairs (2p, 2p+1)
-// of row p, a 1 KiB tile.
+// TDPBF16PS multiplies a tile of up to 16 inputs × 32 columns by a tile of
+// the same 32 columns of 16 weight rows, adding the bf16 products in
+// float32 to a tile of up to 16×16 sums: 8192 multiply-adds an
+// instruction, sixteen times a 512-bit VDPBF16PS.
 //
-// Inputs are float32 and the tiles take bf16, so PackTileBF16 writes
-// each input x as parts bf16 values whose sum is x or nearly: the bf16
+// The weights are packed once (PackTileBF16Weights): per group of 16 rows
+// (the last padded with zero rows) and step of 32 columns, a 1 KiB tile of
+// 16 lines, line p holding the columns 2p and 2p+1 of each of the 16 rows.
+// A product then streams its weights front to back, as decode needs.
+//
+// The inputs are packed per product (PackTileBF16), as 1 KiB tiles too:
+// per tile of 16 inputs (the last padded with zero inputs), step of 32
+// columns and part, 16 lines of the 32 columns of one input each. A tile
+// load then reads 1 KiB in a row: loads of 16 input rows 2·cols bytes
+// apart fell into the same L1 sets, and three parts ran 5.7 times as long
+// as one (n=512, 4096×4096). Inputs are float32 and the tiles take bf16,
+// so each input x
+// is written as parts bf16 values whose sum is x or nearly: the bf16
 // rounding h of x, then (parts ≥ 2) the rounding l of x−h (exact in
-// float32), then (parts = 3) the rounding of x−h−l; MatMulBF16Tiles adds
-// every part's products. One part keeps 8 significant bits of x (as
-// GemmBF16 takes its inputs), two keep 17 (x−h−l is below 2^-17·|x|),
-// three keep more than float32's 24 (below 2^-26·|x|), so the products
-// are exact and only the float32 sums round, as in MatMulBF16. Two parts
-// are not enough for the goldens: on the tiny checkpoint a greedy step's
-// logits moved by 1.27e-4 of the largest (the bound is 1e-4), with the Go
-// twin as with the AMX tiles.
+// float32), then (parts = 3) the rounding of x−h−l. One part keeps 8
+// significant bits of x (as GemmBF16 takes its inputs), two keep 17, three
+// keep more than float32's 24 (x−h−l−l' is below 2^-26·|x|), so the
+// products are exact and only the float32 sums round, as in MatMulBF16.
+// Two parts are not enough for the goldens: on the tiny checkpoint a
+// greedy step's logits moved by 1.27e-4 of the largest (the bound is
+// 1e-4), with the Go twin as with the AMX tiles. A part that would be a
+// subnormal bf16 is zero (the tiles treat subnormal inputs as zero).
 //
 // Each element is summed over the columns in the same order whatever n
 // and rows, the element's place among them and the blocks a caller cuts a
 // product into: a step of 32 columns at a time, and in each step the
-// parts' products in order. The order of the additions inside one TDPBF16PS is the
-// hardware's, so the AMX sums are not bit for bit the Go twin's (which
-// adds the pairs in order); both are within the bounds the tests check
-// against exact sums.
+// parts' products in order. The order of the additions inside one
+// TDPBF16PS is the hardware's, so the AMX sums are not bit for bit the Go
+// twin's (which adds the pairs in order); both are within the bounds the
+// tests check against exact sums.
 
-// tileCols is the columns of one tile step, and tileInputs the inputs of
-// one packed group.
+// tileCols is the columns of one tile step, and tileRows the weight rows
+// of a packed group and the inputs of a tile.
 const (
-	tileCols   = 32
-	tileInputs = 16
+	tileCols = 32
+	tileRows = 16
 )
 
 // MaxTileParts is the most bf16 parts an input is split into for the tile
-// products (see the package doc's tile products).
+// products.
 const MaxTileParts = 3
+
+// TileBF16WeightLen returns the uint16 values of a rows×cols bf16 matrix
+// in the tile layout, or 0 when cols is not a multiple of 32.
+func TileBF16WeightLen(rows, cols int) int {
+	if cols%tileCols != 0 || rows < 0 || cols < 0 {
+		return 0
+	}
+	return (rows + tileRows - 1) / tileRows * tileRows * cols
+}
+
+// PackTileBF16Weights writes the rows×cols bf16 matrix w (row-major) into
+// dst, TileBF16WeightLen(rows, cols) values, in the tile layout.
+func PackTileBF16Weights(dst, w []uint16, rows, cols int) error {
+	size := TileBF16WeightLen(rows, cols)
+	switch {
+	case size == 0 && rows > 0:
+		return fmt.Errorf("asm: PackTileBF16Weights: %d columns are not a multiple of %d", cols, tileCols)
+	case len(w) != rows*cols || len(dst) != size:
+		return fmt.Errorf("asm: PackTileBF16Weights: %d weights and %d packed for %d×%d, want %d and %d", len(w), len(dst), rows, cols, rows*cols, size)
+	}
+	steps := cols / tileCols
+	for r := range size / cols {
+		g, lane := r/tileRows, r%tileRows
+		for t := range steps {
+			tile := dst[(g*steps+t)*tileCols*tileRows:][:tileCols*tileRows]
+			for c := range tileCols {
+				var v uint16
+				if r < rows {
+					v = w[r*cols+t*tileCols+c]
+				}
+				tile[c/2*2*tileRows+2*lane+c%2] = v
+			}
+		}
+	}
+	return nil
+}
+
+// UnpackTileBF16Row writes row r of a rows×cols matrix in the tile layout
+// into dst (cols values).
+func UnpackTileBF16Row(dst, packed []uint16, rows, cols, r int) error {
+	switch {
+	case TileBF16WeightLen(rows, cols) == 0 || len(packed) != TileBF16WeightLen(rows, cols):
+		return fmt.Errorf("asm: UnpackTileBF16Row: %d values are no %d×%d tile matrix", len(packed), rows, cols)
+	case r < 0 || r >= rows || len(dst) != cols:
+		return fmt.Errorf("asm: UnpackTileBF16Row: row %d of %d into %d values", r, rows, len(dst))
+	}
+	steps := cols / tileCols
+	g, lane := r/tileRows, r%tileRows
+	for t := range steps {
+		tile := packed[(g*steps+t)*tileCols*tileRows:][:tileCols*tileRows]
+		for c := range tileCols {
+			dst[t*tileCols+c] = tile[c/2*2*tileRows+2*lane+c%2]
+		}
+	}
+	return nil
+}
 
 // TileBF16InputLen returns the uint16 values of n inputs of cols values
 // packed in parts bf16 parts for MatMulBF16Tiles, or 0 when cols is not a
@@ -55,43 +118,48 @@ func TileBF16InputLen(n, cols, parts int) int {
 	if cols%tileCols != 0 || n < 0 || cols < 0 || parts < 1 || parts > MaxTileParts {
 		return 0
 	}
-	return (n + tileInputs - 1) / tileInputs * tileInputs * cols * parts
+	return (n + tileRows - 1) / tileRows * tileRows * cols * parts
 }
 
 // PackTileBF16 packs inputs lo..hi-1 of the n inputs x (row-major, cols
 // values each) in parts parts into dst, TileBF16InputLen(n, cols, parts)
-// values, one part after the other, for
-// MatMulBF16Tiles; lo and hi must be multiples of 16 (hi may be n). The
-// groups of 16 are independent, so callers may pack them in parallel; the
-// inputs from n up to the next multiple of 16 are packed as zeros with the
-// group that holds input n-1.
-func PackTileBF16(dst []uint16, x []float32, n, cols, parts int, lo, hi int) error {
+// values, for MatMulBF16Tiles. Inputs are independent, so callers may pack
+// runs of them in parallel; the padding rows after input n-1 are written
+// by the call whose hi is n. The values are the Go twin's bit for bit
+// (see splitBF16).
+func (k *Kernels) PackTileBF16(dst []uint16, x []float32, n, cols, parts int, lo, hi int) error {
 	size := TileBF16InputLen(n, cols, parts)
 	switch {
 	case size == 0 && n > 0:
 		return fmt.Errorf("asm: PackTileBF16: %d columns in %d parts have no tile layout", cols, parts)
 	case len(dst) != size || len(x) < n*cols:
 		return fmt.Errorf("asm: PackTileBF16: %d inputs of %d need %d values and %d packed, have %d and %d", n, cols, n*cols, size, len(x), len(dst))
-	case lo < 0 || lo > hi || hi > n || lo%tileInputs != 0 || hi%tileInputs != 0 && hi != n:
-		return fmt.Errorf("asm: PackTileBF16: inputs [%d, %d) of %d are not whole groups of %d", lo, hi, n, tileInputs)
+	case lo < 0 || lo > hi || hi > n:
+		return fmt.Errorf("asm: PackTileBF16: inputs [%d, %d) of %d", lo, hi, n)
 	}
 	steps := cols / tileCols
-	groupLen := steps * tileCols * tileInputs
-	partLen := size / parts
-	for i := lo; i < (hi+tileInputs-1)/tileInputs*tileInputs; i++ {
-		g, slot := i/tileInputs, i%tileInputs
-		for t := range steps {
-			base := g*groupLen + t*tileCols*tileInputs + 2*slot
-			for c := range tileCols {
-				o := base + c/2*2*tileInputs + c%2
-				var v float32
-				if i < n {
-					v = x[i*cols+t*tileCols+c]
+	if hi == n {
+		for i := n; i < (n+tileRows-1)/tileRows*tileRows; i++ {
+			for t := range steps {
+				for p := range parts {
+					clear(dst[tileInputAt(i, t, p, steps, parts):][:tileCols])
 				}
+			}
+		}
+	}
+	if k.packTileBF16 != nil {
+		for i := lo; i < hi; i++ {
+			k.packTileBF16(&dst[tileInputAt(i, 0, 0, steps, parts)], &x[i*cols], steps, parts)
+		}
+		return nil
+	}
+	for i := lo; i < hi; i++ {
+		for t := range steps {
+			for c, v := range x[i*cols+t*tileCols:][:tileCols] {
 				for p := range parts {
 					var h uint16
 					h, v = splitBF16(v)
-					dst[p*partLen+o] = h
+					dst[tileInputAt(i, t, p, steps, parts)+c] = h
 				}
 			}
 		}
@@ -99,15 +167,22 @@ func PackTileBF16(dst []uint16, x []float32, n, cols, parts int, lo, hi int) err
 	return nil
 }
 
-// splitBF16 returns x's bf16 rounding h and the residual x−h, exact in
-// float32 (0 where x is not finite).
+// tileInputAt returns where the 32 values of step t, part p of input i
+// start in packed inputs of steps steps and parts parts.
+func tileInputAt(i, t, p, steps, parts int) int {
+	return ((i/tileRows*steps+t)*parts+p)*tileCols*tileRows + i%tileRows*tileCols
+}
+
+// splitBF16 returns x's bf16 rounding h, as VCVTNE2PS2BF16 rounds (to
+// nearest even, a subnormal x to a zero of its sign), and the residual
+// x−h, exact in float32 for finite h.
 func splitBF16(x float32) (h uint16, r float32) {
-	h = half.F32ToBF16(x)
-	r = x - math.Float32frombits(uint32(h)<<16)
-	if math.IsNaN(float64(r)) || math.IsInf(float64(x), 0) {
-		r = 0
+	v := x
+	if b := math.Float32bits(x); b&0x7F800000 == 0 {
+		v = math.Float32frombits(b & 0x80000000)
 	}
-	return h, r
+	h = half.F32ToBF16(v)
+	return h, x - math.Float32frombits(uint32(h)<<16)
 }
 
 // TilesBF16 reports whether k multiplies bf16 weights on AMX tiles
@@ -115,51 +190,53 @@ func splitBF16(x float32) (h uint16, r float32) {
 // twin.
 func (k *Kernels) TilesBF16() bool { return k.features.AMXBF16 }
 
-// MatMulBF16Tiles is MatMulBF16 on inputs packed by PackTileBF16 (with
-// the same n, cols and parts): dst[i*ldd+r] = Σ_c w[r*cols+c]·x[i,c] for
-// i < n and r < rows, each element summed as the package doc's tile
-// products sum it. cols must be a multiple of 32.
-func (k *Kernels) MatMulBF16Tiles(dst []float32, ldd int, w []uint16, rows, cols int, xp []uint16, n, parts int) error {
+// MatMulBF16Tiles multiplies n inputs packed by PackTileBF16 (with the
+// same n, cols and parts) by a rows×cols bf16 matrix in the tile layout
+// (wp, PackTileBF16Weights): dst[i*ldd+r] = Σ_c w[r,c]·x[i,c] for i < n
+// and r < rows, each element summed as the package doc's tile products
+// sum it. A packed matrix's groups of 16 rows are consecutive, so rows
+// [16g, 16g+m) of a larger one are wp[16g*cols:] with rows m.
+func (k *Kernels) MatMulBF16Tiles(dst []float32, ldd int, wp []uint16, rows, cols int, xp []uint16, n, parts int) error {
 	size := TileBF16InputLen(n, cols, parts)
-	if size == 0 && n > 0 {
+	wl := TileBF16WeightLen(rows, cols)
+	switch {
+	case (size == 0 || wl == 0) && n > 0 && rows > 0:
 		return fmt.Errorf("asm: MatMulBF16Tiles: %d columns in %d parts have no tile layout", cols, parts)
-	}
-	if err := checkMat("MatMulBF16Tiles", len(dst), ldd, len(w), rows, cols, n*cols, n); err != nil {
-		return err
-	}
-	if len(xp) != size {
+	case len(wp) < wl:
+		return fmt.Errorf("asm: MatMulBF16Tiles: weights have %d values, need %d", len(wp), wl)
+	case len(xp) != size:
 		return fmt.Errorf("asm: MatMulBF16Tiles: packed inputs have %d values, want %d", len(xp), size)
+	}
+	if err := checkMat("MatMulBF16Tiles", len(dst), ldd, rows*cols, rows, cols, n*cols, n); err != nil {
+		return err
 	}
 	if rows == 0 || n == 0 {
 		return nil
 	}
 	if k.matMulBF16Tiles != nil {
-		k.matMulBF16Tiles(dst, ldd, w[:rows*cols], rows, cols, xp, n, parts)
+		k.matMulBF16Tiles(dst, ldd, wp[:wl], rows, cols, xp, n, parts)
 		return nil
 	}
-	matMulBF16TilesGo(dst, ldd, w[:rows*cols], rows, cols, xp, n, parts)
+	matMulBF16TilesGo(dst, ldd, wp[:wl], rows, cols, xp, n, parts)
 	return nil
 }
 
 // matMulBF16TilesGo is the Go twin of MatMulBF16Tiles: per step of 32
 // columns and part, the pairs of columns in order, each pair's two exact
 // products added and the pair added to the sum in float32.
-func matMulBF16TilesGo(dst []float32, ldd int, w []uint16, rows, cols int, xp []uint16, n, parts int) {
+func matMulBF16TilesGo(dst []float32, ldd int, wp []uint16, rows, cols int, xp []uint16, n, parts int) {
 	steps := cols / tileCols
-	groupLen := steps * tileCols * tileInputs
-	partLen := len(xp) / parts
-	for i := range n {
-		g, slot := i/tileInputs, i%tileInputs
-		for r := range rows {
-			row := w[r*cols : (r+1)*cols]
+	for r := range rows {
+		g, lane := r/tileRows, r%tileRows
+		for i := range n {
 			var s float32
 			for t := range steps {
-				for part := range parts {
-					base := part*partLen + g*groupLen + t*tileCols*tileInputs + 2*slot
-					for p := range tileCols / 2 {
-						o := base + p*2*tileInputs
-						w0, w1 := bf16(row[t*tileCols+2*p]), bf16(row[t*tileCols+2*p+1])
-						s += float32(w0*bf16(xp[o])) + float32(w1*bf16(xp[o+1]))
+				tile := wp[(g*steps+t)*tileCols*tileRows:][:tileCols*tileRows]
+				for p := range parts {
+					in := xp[tileInputAt(i, t, p, steps, parts):][:tileCols]
+					for q := range tileCols / 2 {
+						w0, w1 := bf16(tile[q*2*tileRows+2*lane]), bf16(tile[q*2*tileRows+2*lane+1])
+						s += float32(w0*bf16(in[2*q])) + float32(w1*bf16(in[2*q+1]))
 					}
 				}
 			}

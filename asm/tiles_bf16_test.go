@@ -12,25 +12,34 @@ type tileCase struct{ rows, cols, n int }
 
 var tileCases = []tileCase{
 	{1, 32, 1}, {16, 32, 16}, {17, 64, 5}, {31, 96, 17}, {32, 32, 32}, {33, 128, 33},
-	{70, 320, 40}, {130, 64, 3}, {48, 1024, 20}, {5, 2048, 1},
+	{70, 320, 40}, {130, 64, 3}, {48, 1024, 20}, {5, 2048, 1}, {160, 64, 70}, {40, 1088, 33},
 }
 
-// packTiles packs x for a tile product, in two calls of whole groups where
-// there are several, as parallel callers do.
-func packTiles(t *testing.T, x []float32, n, cols, parts int) []uint16 {
+// packTiles packs x for a tile product, in two calls where there are
+// several inputs, as parallel callers do.
+func packTiles(t *testing.T, k *Kernels, x []float32, n, cols, parts int) []uint16 {
 	t.Helper()
 	xp := make([]uint16, TileBF16InputLen(n, cols, parts))
 	for i := range xp {
 		xp[i] = 0xFFFF // NaN: a value the packing forgets shows
 	}
-	mid := n / 2 / tileInputs * tileInputs
-	if err := PackTileBF16(xp, x, n, cols, parts, 0, mid); err != nil {
+	if err := k.PackTileBF16(xp, x, n, cols, parts, 0, n/2); err != nil {
 		t.Fatal(err)
 	}
-	if err := PackTileBF16(xp, x, n, cols, parts, mid, n); err != nil {
+	if err := k.PackTileBF16(xp, x, n, cols, parts, n/2, n); err != nil {
 		t.Fatal(err)
 	}
 	return xp
+}
+
+// packWeights packs w in the tile layout.
+func packWeights(t *testing.T, w []uint16, rows, cols int) []uint16 {
+	t.Helper()
+	wp := make([]uint16, TileBF16WeightLen(rows, cols))
+	if err := PackTileBF16Weights(wp, w, rows, cols); err != nil {
+		t.Fatal(err)
+	}
+	return wp
 }
 
 // TestMatMulBF16Tiles checks every kernel set's tile products against
@@ -44,17 +53,26 @@ func TestMatMulBF16Tiles(t *testing.T) {
 	for _, k := range kernelSets(t) {
 		for _, c := range tileCases {
 			w := randU16(r, kinds[0], c.rows*c.cols)
+			wp := packWeights(t, w, c.rows, c.cols)
 			x := randF32(r, c.n*c.cols)
 			for parts := 1; parts <= MaxTileParts; parts++ {
 				what := fmt.Sprintf("%s %dx%d n=%d parts=%d", k.Name(), c.rows, c.cols, c.n, parts)
-				xp := packTiles(t, x, c.n, c.cols, parts)
+				xp := packTiles(t, k, x, c.n, c.cols, parts)
 				ldd := c.rows + 3
 				buf, dst := guarded((c.n-1)*ldd + c.rows)
-				if err := k.MatMulBF16Tiles(dst, ldd, w, c.rows, c.cols, xp, c.n, parts); err != nil {
+				for i := range dst {
+					dst[i] = sentinel
+				}
+				if err := k.MatMulBF16Tiles(dst, ldd, wp, c.rows, c.cols, xp, c.n, parts); err != nil {
 					t.Fatal(err)
 				}
 				checkGuards(t, what, buf)
 				for i := range c.n {
+					for row := c.rows; row < ldd && i+1 < c.n; row++ {
+						if dst[i*ldd+row] != sentinel {
+							t.Fatalf("%s: input %d: wrote past the rows, at %d", what, i, row)
+						}
+					}
 					for row := range c.rows {
 						var want, abs float64
 						for col := range c.cols {
@@ -76,13 +94,6 @@ func TestMatMulBF16Tiles(t *testing.T) {
 						if d := math.Abs(float64(dst[i*ldd+row]) - want); !(d <= tol) {
 							t.Fatalf("%s: input %d row %d: got %g, want %g (error %g, allowed %g)", what, i, row, dst[i*ldd+row], want, d, tol)
 						}
-						if i+1 < c.n {
-							for g := row + 1; g < ldd && i*ldd+g < len(dst); g++ {
-								if g >= c.rows && dst[i*ldd+g] != sentinel {
-									t.Fatalf("%s: wrote past row %d of input %d", what, c.rows, i)
-								}
-							}
-						}
 					}
 				}
 			}
@@ -92,26 +103,27 @@ func TestMatMulBF16Tiles(t *testing.T) {
 
 // TestMatMulBF16TilesInvariant checks that an element of a tile product
 // does not depend on the rest of the call: the product of one input alone,
-// of any run of inputs (packed from its own start), or of any run of rows
-// gives the same bits.
+// of any run of inputs (packed from its own start), or of any run of
+// whole groups of rows gives the same bits.
 func TestMatMulBF16TilesInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(33, 34))
-	const rows, cols, n = 75, 256, 37
+	const rows, cols, n = 75, 1088, 37
 	w := randU16(r, kinds[0], rows*cols)
+	wp := packWeights(t, w, rows, cols)
 	x := randF32(r, n*cols)
 	for _, k := range kernelSets(t) {
 		for parts := 1; parts <= MaxTileParts; parts++ {
 			all := make([]float32, n*rows)
-			if err := k.MatMulBF16Tiles(all, rows, w, rows, cols, packTiles(t, x, n, cols, parts), n, parts); err != nil {
+			if err := k.MatMulBF16Tiles(all, rows, wp, rows, cols, packTiles(t, k, x, n, cols, parts), n, parts); err != nil {
 				t.Fatal(err)
 			}
 			runs := [][2]int{{0, 1}, {5, 6}, {36, 37}, {3, 20}, {17, 37}, {1, 36}}
 			for _, in := range runs {
 				m := in[1] - in[0]
-				xs := x[in[0]*cols : in[1]*cols]
-				for _, rr := range [][2]int{{0, rows}, {1, 2}, {7, 40}, {32, 75}, {74, 75}, {3, 70}} {
+				xp := packTiles(t, k, x[in[0]*cols:in[1]*cols], m, cols, parts)
+				for _, rr := range [][2]int{{0, rows}, {0, 1}, {16, 40}, {32, 75}, {64, 75}, {48, 64}} {
 					got := make([]float32, m*rows)
-					if err := k.MatMulBF16Tiles(got[rr[0]:], rows, w[rr[0]*cols:rr[1]*cols], rr[1]-rr[0], cols, packTiles(t, xs, m, cols, parts), m, parts); err != nil {
+					if err := k.MatMulBF16Tiles(got[rr[0]:], rows, wp[rr[0]*cols:], rr[1]-rr[0], cols, xp, m, parts); err != nil {
 						t.Fatal(err)
 					}
 					for i := range m {
@@ -127,27 +139,76 @@ func TestMatMulBF16TilesInvariant(t *testing.T) {
 	}
 }
 
-// TestPackTileBF16 checks the packed layout and the parts: each packed
-// pair holds its input's two columns, the parts of padding inputs are
-// zero, and the parts add up to the input within 2^-8, 2^-17 or 2^-26 of
-// it.
+// TestTileBF16Weights checks the weight layout: every row unpacks to
+// itself, padding rows are zero, and each tile line holds its columns.
+func TestTileBF16Weights(t *testing.T) {
+	r := rand.New(rand.NewPCG(37, 38))
+	const rows, cols = 21, 96
+	w := randU16(r, kinds[0], rows*cols)
+	wp := packWeights(t, w, rows, cols)
+	row := make([]uint16, cols)
+	for i := range rows {
+		if err := UnpackTileBF16Row(row, wp, rows, cols, i); err != nil {
+			t.Fatal(err)
+		}
+		for c, v := range row {
+			if v != w[i*cols+c] {
+				t.Fatalf("row %d col %d: unpacked %#x, want %#x", i, c, v, w[i*cols+c])
+			}
+			g, lane, st := i/16, i%16, c/32
+			if got := wp[(g*3+st)*512+c%32/2*32+2*lane+c%2]; got != v {
+				t.Fatalf("row %d col %d: packed %#x, want %#x", i, c, got, v)
+			}
+		}
+	}
+	for i := rows * cols; i < len(wp); i++ {
+		if g, lane := i/(3*512), i%32/2; g == 1 && lane >= rows-16 && wp[i] != 0 {
+			t.Fatalf("padding value %d is %#x", i, wp[i])
+		}
+	}
+	if err := PackTileBF16Weights(wp, w[:10], rows, cols); err == nil {
+		t.Fatal("a short matrix was accepted")
+	}
+	if err := UnpackTileBF16Row(row, wp, rows, cols, rows); err == nil {
+		t.Fatal("a row past the end was unpacked")
+	}
+	if TileBF16WeightLen(2, 48) != 0 {
+		t.Fatal("48 columns have a tile layout")
+	}
+}
+
+// TestPackTileBF16 checks the packed inputs of every kernel set against
+// the Go twin's, bit for bit, and the layout: 1 KiB tiles of 16 inputs'
+// 32 columns per step and part, zero padding inputs, and parts that add
+// up to the input within 2^-8, 2^-17 or 2^-26 of it. The inputs include
+// zeros, subnormals, values that round up to the next power of two and
+// the largest finite ones.
 func TestPackTileBF16(t *testing.T) {
 	r := rand.New(rand.NewPCG(35, 36))
 	const n, cols = 21, 96
 	x := randF32(r, n*cols)
-	x[7] = 1e-30
-	x[8] = 3e38
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-40, 1e-45, 0x1.ffffffp+0, -0x1.ff8p-3,
+		math.MaxFloat32, -3e38, 0x1.fe01p+127, 1.17549435e-38, 65504}
+	for i, v := range special {
+		x[5*i+3] = v
+	}
 	steps := cols / tileCols
+	sets := kernelSets(t)
 	for parts := 1; parts <= MaxTileParts; parts++ {
-		xp := packTiles(t, x, n, cols, parts)
-		partLen := len(xp) / parts
+		want := packTiles(t, sets[0], x, n, cols, parts)
+		for _, k := range sets[1:] {
+			got := packTiles(t, k, x, n, cols, parts)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%s: %d parts: value %d is %#x, the twin's %#x", k.Name(), parts, i, got[i], want[i])
+				}
+			}
+		}
 		for i := range 32 {
 			for c := range cols {
-				g, slot, st, p, e := i/16, i%16, c/32, c%32/2, c%2
-				o := g*steps*512 + st*512 + p*32 + 2*slot + e
 				var sum float64
 				for q := range parts {
-					v := bf16(xp[q*partLen+o])
+					v := bf16(want[tileInputAt(i, c/32, q, steps, parts)+c%32])
 					if i >= n && v != 0 {
 						t.Fatalf("padding input %d col %d part %d: %g", i, c, q, v)
 					}
@@ -157,17 +218,21 @@ func TestPackTileBF16(t *testing.T) {
 					continue
 				}
 				v := float64(x[i*cols+c])
+				if math.Abs(v) > 0x1.fefp+127 || math.Abs(v) < 0x1p-126 {
+					continue // rounds to infinity, or a subnormal read as zero
+				}
 				if d := math.Abs(v - sum); d > math.Ldexp(math.Abs(v), 1-9*parts) {
 					t.Fatalf("%d parts: input %d col %d: %g split into parts summing to %g", parts, i, c, v, sum)
 				}
 			}
 		}
 	}
+	k := Generic()
 	xp := make([]uint16, TileBF16InputLen(n, cols, 3))
-	if err := PackTileBF16(xp, x, n, cols, 3, 3, n); err == nil {
-		t.Fatal("a start inside a group was accepted")
+	if err := k.PackTileBF16(xp, x, n, cols, 3, 5, 3); err == nil {
+		t.Fatal("an empty run backwards was accepted")
 	}
-	if err := PackTileBF16(xp[:10], x, n, cols, 3, 0, n); err == nil {
+	if err := k.PackTileBF16(xp[:10], x, n, cols, 3, 0, n); err == nil {
 		t.Fatal("a short output was accepted")
 	}
 	if TileBF16InputLen(2, 48, 1) != 0 || TileBF16InputLen(2, 64, 4) != 0 || TileBF16InputLen(2, 64, 0) != 0 {

@@ -55,71 +55,195 @@ func (g *gen) tdpbf16ps(c, a, b int) {
 	g.vex(2, b, 0x5C, 0xC0|byte(c)<<3|byte(a), -1, fmt.Sprintf("TDPBF16PS tmm%d, tmm%d, tmm%d", c, a, b))
 }
 
-// x86TileAMX writes tileBF16AMX: the tiles are C00 tmm0 (weight rows
-// 0-15, inputs 0-15), C01 tmm1 (rows 0-15, inputs 16-31), C10 tmm2, C11
-// tmm3, the weights A0 tmm4 (rows 0-15) and A1 tmm5 (rows 16-31), the
-// inputs tmm6 and tmm7, each 16 rows of 64 bytes (the caller's
-// configuration).
-func x86TileAMX(g *gen) {
-	g.text("tileBF16AMX", "$0-80", `func tileBF16AMX(cfg *byte, w *uint16, lda int, x *uint16, groupBytes, partBytes, parts, steps, groups int, c *float32)
+// tilePrefetch is how far ahead of its tile loads tileBF16AMX prefetches
+// the weights, in bytes.
+const tilePrefetch = 4096
 
-For 32 weight rows (w, rows lda bytes apart) and one or two groups of
-16 packed inputs (x; the second group groupBytes after the first; parts
-parts, each partBytes after the one before), over steps steps of 32
-columns: c[r*32+i] = Σ_k w[r,k]·x[i,k] (i < 32), each step adding the
-parts' products in order. Loads the AMX configuration cfg and releases
-the tiles before it returns.`)
+// x86TileAMX writes tileBF16AMX: the tiles are C00 tmm0 (input tile 0,
+// weight group 0), C01 tmm1 (inputs 0, group 1), C10 tmm2 (inputs 1,
+// group 0), C11 tmm3; the inputs A0 tmm4 and A1 tmm5; the weights B0 tmm6
+// and B1 tmm7 (16 lines of 64 bytes); the caller's configuration gives
+// the input tiles and their sums as many rows as they have inputs.
+func x86TileAMX(g *gen) {
+	g.text("tileBF16AMX", "$0-96", `func tileBF16AMX(cfg *byte, x *uint16, stepBytes, tokBytes, partBytes, parts int, w *uint16, groupBytes, steps, flags int, c *float32, ldc int)
+
+Sums, over steps steps of 32 columns, the products of one or two tiles
+of inputs (x, 1 KiB tiles of rows 64 bytes apart, a step's stepBytes
+after the one before; the second tile tokBytes after the first; parts
+parts, each partBytes after the one before) and one or two
+groups of 16 weight rows in the tile layout (w; the second group
+groupBytes after the first), and stores them at c (rows ldc bytes apart:
+input tile 0 and group 0 at c, group 1 64 bytes on, input tile 1 16 rows
+down). flags bit 0: two input tiles; bit 1: two groups; bit 2: the sums
+start from those at c (float32, so a product cut into runs of steps adds
+in the same order as one call), else from zero. Each step adds the
+parts' products in order. Loads the configuration cfg and releases the
+tiles before it returns.`)
 	g.l("MOVQ cfg+0(FP), AX")
 	g.ldtilecfg("AX")
-	g.l("MOVQ w+8(FP), SI")
-	g.l("MOVQ lda+16(FP), DX")
-	g.l("MOVQ DX, DI")
-	g.l("SHLQ $4, DI")
-	g.l("ADDQ SI, DI")
-	g.l("MOVQ x+24(FP), BX")
-	g.l("MOVQ groupBytes+32(FP), R9")
-	g.l("MOVQ partBytes+40(FP), R10")
-	g.l("MOVQ parts+48(FP), R12")
-	g.l("MOVQ steps+56(FP), R8")
-	g.l("MOVQ groups+64(FP), R11")
+	g.l("MOVQ x+8(FP), SI")
+	g.l("MOVQ stepBytes+16(FP), DX")
+	g.l("MOVQ tokBytes+24(FP), R9")
+	g.l("MOVQ partBytes+32(FP), R10")
+	g.l("MOVQ parts+40(FP), R12")
+	g.l("MOVQ w+48(FP), DI")
+	g.l("MOVQ groupBytes+56(FP), R11")
+	g.l("MOVQ steps+64(FP), R8")
+	g.l("MOVQ flags+72(FP), BX")
 	g.l("MOVQ $64, CX")
-	for t := range 4 {
-		g.tilezero(t)
-	}
+	g.l("TESTQ $4, BX")
+	g.l("JNZ resume")
+	g.tilezero(0)
+	g.l("TESTQ $2, BX")
+	g.l("JZ zero1")
+	g.tilezero(1)
+	g.label("zero1")
+	g.l("TESTQ $1, BX")
+	g.l("JZ step")
+	g.tilezero(2)
+	g.l("TESTQ $2, BX")
+	g.l("JZ step")
+	g.tilezero(3)
+	g.l("JMP step")
+	g.label("resume")
+	g.l("MOVQ c+80(FP), AX")
+	g.l("MOVQ ldc+88(FP), CX")
+	g.tileloadd(0, "AX", "CX")
+	g.l("TESTQ $2, BX")
+	g.l("JZ resume1")
+	g.l("ADDQ $64, AX")
+	g.tileloadd(1, "AX", "CX")
+	g.l("SUBQ $64, AX")
+	g.label("resume1")
+	g.l("TESTQ $1, BX")
+	g.l("JZ resumed")
+	g.l("SHLQ $4, CX")
+	g.l("ADDQ CX, AX")
+	g.l("SHRQ $4, CX")
+	g.tileloadd(2, "AX", "CX")
+	g.l("TESTQ $2, BX")
+	g.l("JZ resumed")
+	g.l("ADDQ $64, AX")
+	g.tileloadd(3, "AX", "CX")
+	g.label("resumed")
+	g.l("MOVQ $64, CX")
 	g.label("step")
-	g.tileloadd(4, "SI", "DX")
-	g.tileloadd(5, "DI", "DX")
-	g.l("MOVQ BX, AX")
+	for j := range 16 {
+		g.l("PREFETCHT0 %d(DI)", tilePrefetch+64*j)
+	}
+	g.tileloadd(6, "DI", "CX")
+	g.l("TESTQ $2, BX")
+	g.l("JZ parts")
+	g.l("LEAQ (DI)(R11*1), AX")
+	for j := range 16 {
+		g.l("PREFETCHT0 %d(AX)", tilePrefetch+64*j)
+	}
+	g.tileloadd(7, "AX", "CX")
+	g.label("parts")
+	g.l("MOVQ SI, AX")
 	g.l("MOVQ R12, R13")
 	g.label("part")
-	g.tileloadd(6, "AX", "CX")
+	g.tileloadd(4, "AX", "CX")
 	g.tdpbf16ps(0, 4, 6)
-	g.tdpbf16ps(2, 5, 6)
-	g.l("CMPQ R11, $2")
-	g.l("JNE partDone")
-	g.l("ADDQ R9, AX")
-	g.tileloadd(7, "AX", "CX")
+	g.l("TESTQ $2, BX")
+	g.l("JZ second")
 	g.tdpbf16ps(1, 4, 7)
+	g.label("second")
+	g.l("TESTQ $1, BX")
+	g.l("JZ partDone")
+	g.l("ADDQ R9, AX")
+	g.tileloadd(5, "AX", "CX")
+	g.tdpbf16ps(2, 5, 6)
+	g.l("TESTQ $2, BX")
+	g.l("JZ secondDone")
 	g.tdpbf16ps(3, 5, 7)
+	g.label("secondDone")
 	g.l("SUBQ R9, AX")
 	g.label("partDone")
 	g.l("ADDQ R10, AX")
 	g.l("DECQ R13")
 	g.l("JNZ part")
-	g.l("ADDQ $64, SI")
-	g.l("ADDQ $64, DI")
-	g.l("ADDQ $1024, BX")
+	g.l("ADDQ DX, SI")
+	g.l("ADDQ $1024, DI")
 	g.l("DECQ R8")
 	g.l("JNZ step")
-	g.l("MOVQ c+72(FP), AX")
-	g.l("MOVQ $128, CX")
-	g.l("LEAQ 64(AX), BX")
-	g.l("LEAQ 2048(AX), SI")
-	g.l("LEAQ 2112(AX), DI")
+	g.l("MOVQ c+80(FP), AX")
+	g.l("MOVQ ldc+88(FP), CX")
 	g.tilestored(0, "AX", "CX")
-	g.tilestored(1, "BX", "CX")
-	g.tilestored(2, "SI", "CX")
-	g.tilestored(3, "DI", "CX")
+	g.l("TESTQ $2, BX")
+	g.l("JZ store1")
+	g.l("LEAQ 64(AX), DX")
+	g.tilestored(1, "DX", "CX")
+	g.label("store1")
+	g.l("TESTQ $1, BX")
+	g.l("JZ done")
+	g.l("MOVQ CX, DX")
+	g.l("SHLQ $4, DX")
+	g.l("ADDQ AX, DX")
+	g.tilestored(2, "DX", "CX")
+	g.l("TESTQ $2, BX")
+	g.l("JZ done")
+	g.l("ADDQ $64, DX")
+	g.tilestored(3, "DX", "CX")
+	g.label("done")
 	g.tilerelease()
+	g.l("RET")
+}
+
+// cvtne2ps2bf16 returns the bytes of VCVTNE2PS2BF16 zmm<src2>, zmm<src1>,
+// zmm<dst> in Go operand order (Intel: VCVTNE2PS2BF16 zmm_dst, zmm_src1,
+// zmm_src2), which the Go assembler does not know: dst.bf16[i] is
+// src2.f32[i] and dst.bf16[16+i] is src1.f32[i], rounded to nearest even.
+func cvtne2ps2bf16(dst, src1, src2 int) []byte {
+	b := dpbf16ps(dst, src1, src2)
+	b[2] |= 0b11 // pp=F2
+	b[4] = 0x72
+	return b
+}
+
+// x86PackTileBF16 writes packTileBF16AVX512, the packing of one input for
+// the tile products.
+func x86PackTileBF16(g *gen) {
+	g.text("packTileBF16AVX512", "$0-32", `func packTileBF16AVX512(dst *uint16, x *float32, steps, parts int)
+
+Writes the steps×32 values at x in parts bf16 parts, rounded to nearest
+even (VCVTNE2PS2BF16, hand-encoded; AVX512_BF16), each part the rounding
+of what the parts before it leave of the value (the residuals exact in
+float32): step t's part p at dst + (t·parts + p)·1 KiB, 64 bytes.`)
+	g.l("MOVQ dst+0(FP), DI")
+	g.l("MOVQ x+8(FP), SI")
+	g.l("MOVQ steps+16(FP), CX")
+	g.l("MOVQ parts+24(FP), DX")
+	g.l("MOVQ DX, R8")
+	g.l("SHLQ $10, R8")
+	g.label("step")
+	g.l("VMOVUPS (SI), Z0")
+	g.l("VMOVUPS 64(SI), Z1")
+	g.l("MOVQ DI, AX")
+	g.l("MOVQ DX, BX")
+	g.label("part")
+	var parts []string
+	for _, b := range cvtne2ps2bf16(2, 1, 0) {
+		parts = append(parts, fmt.Sprintf("$0x%02x", b))
+	}
+	g.l("BYTE %s // VCVTNE2PS2BF16 Z0, Z1, Z2", strings.Join(parts, "; BYTE "))
+	g.l("VMOVDQU64 Z2, (AX)")
+	g.l("DECQ BX")
+	g.l("JZ partsDone")
+	g.l("VPMOVZXWD Y2, Z3")
+	g.l("VPSLLD $16, Z3, Z3")
+	g.l("VSUBPS Z3, Z0, Z0")
+	g.l("VEXTRACTI64X4 $1, Z2, Y4")
+	g.l("VPMOVZXWD Y4, Z4")
+	g.l("VPSLLD $16, Z4, Z4")
+	g.l("VSUBPS Z4, Z1, Z1")
+	g.l("ADDQ $1024, AX")
+	g.l("JMP part")
+	g.label("partsDone")
+	g.l("ADDQ $128, SI")
+	g.l("ADDQ R8, DI")
+	g.l("DECQ CX")
+	g.l("JNZ step")
+	g.l("VZEROUPPER")
 	g.l("RET")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,25 @@ func TestDPBF16PS(t *testing.T) {
 	for _, c := range cases {
 		if got := dpbf16ps(c.dst, c.src1, c.src2); !bytes.Equal(got, c.want) {
 			t.Errorf("VDPBF16PS z%d, z%d, z%d: got % x, want % x", c.dst, c.src1, c.src2, got, c.want)
+		}
+	}
+}
+
+// TestCVTNE2PS2BF16 checks the hand encoding against the GNU assembler's
+// output for the same instructions.
+func TestCVTNE2PS2BF16(t *testing.T) {
+	cases := []struct {
+		dst, src1, src2 int
+		want            []byte
+	}{
+		// vcvtne2ps2bf16 %zmm0,%zmm1,%zmm2
+		{2, 1, 0, []byte{0x62, 0xf2, 0x77, 0x48, 0x72, 0xd0}},
+		// vcvtne2ps2bf16 %zmm31,%zmm17,%zmm9
+		{9, 17, 31, []byte{0x62, 0x12, 0x77, 0x40, 0x72, 0xcf}},
+	}
+	for _, c := range cases {
+		if got := cvtne2ps2bf16(c.dst, c.src1, c.src2); !bytes.Equal(got, c.want) {
+			t.Errorf("VCVTNE2PS2BF16 z%d, z%d, z%d: got % x, want % x", c.dst, c.src1, c.src2, got, c.want)
 		}
 	}
 }
@@ -51,6 +71,34 @@ func TestNEONEncodings(t *testing.T) {
 	for op, w := range want {
 		if got := neonEnc(op, 1, 2, 3); got != w {
 			t.Errorf("%s v1, v2, v3: got %#08x, want %#08x", op, got, w)
+		}
+	}
+}
+
+// TestAMXEncodings checks the AMX bytes against the GNU assembler's output
+// for the same instructions.
+func TestAMXEncodings(t *testing.T) {
+	var g gen
+	g.ldtilecfg("AX")           // ldtilecfg (%rax)
+	g.tdpbf16ps(0, 4, 6)        // tdpbf16ps %tmm6,%tmm4,%tmm0
+	g.tileloadd(4, "SI", "DX")  // tileloadd (%rsi,%rdx,1),%tmm4
+	g.tilestored(3, "DI", "CX") // tilestored %tmm3,(%rdi,%rcx,1)
+	g.tilezero(2)               // tilezero %tmm2
+	g.tilerelease()             // tilerelease
+	want := []string{
+		"c4 e2 78 49 00", "c4 e2 4a 5c c4", "c4 e2 7b 4b 24 16",
+		"c4 e2 7a 4b 1c 0f", "c4 e2 7b 49 d0", "c4 e2 78 49 c0",
+	}
+	lines := strings.Split(strings.TrimSpace(g.b.String()), "\n")
+	for i, line := range lines {
+		code, _, _ := strings.Cut(line, "//")
+		var got []string
+		for _, f := range strings.Split(code, ";") {
+			f = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(f), "BYTE $0x"))
+			got = append(got, strings.ToLower(f))
+		}
+		if s := strings.Join(got, " "); s != want[i] {
+			t.Errorf("%s: got %s, want %s", strings.TrimSpace(line), s, want[i])
 		}
 	}
 }
