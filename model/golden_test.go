@@ -257,4 +257,13 @@ func TestGoldenKernelSets(t *testing.T) {
 			runGoldens(t, "tiny", Options{Backend: be})
 		})
 	}
+	// The bf16 products on AMX tiles, inputs in three bf16 parts (where
+	// the CPU has AMX; the default products elsewhere).
+	for _, shape := range []string{"tiny", "small"} {
+		t.Run("amx-tiles/"+shape, func(t *testing.T) {
+			be := cpu.New(cpu.Options{AMXTiles: true})
+			defer be.Close()
+			runGoldens(t, shape, Options{Backend: be})
+		})
+	}
 }

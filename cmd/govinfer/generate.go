@@ -36,6 +36,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	bf16In := bf16InputsFlag(fs.FlagSet)
+	amxTiles := amxTilesFlag(fs.FlagSet)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -85,7 +86,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 			return fail(exitUsage, "prompt token %d is outside the vocabulary [0, %d)", id, cfg.VocabSize)
 		}
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, log: io.err})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, amxTiles: *amxTiles, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

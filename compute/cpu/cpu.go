@@ -47,7 +47,9 @@ type Backend struct {
 	convJobs   []convJob
 	xq         []byte   // the inputs of a quantized MatMul, quantized
 	xb         []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
+	xt         []uint16 // the inputs of a MatMul on AMX tiles, packed
 	bf16In     bool     // Options.BF16Inputs
+	tiles      bool     // Options.AMXTiles, where the kernels have them
 }
 
 // Options configures a CPU backend.
@@ -70,6 +72,17 @@ type Options struct {
 	// give the same bits. Off by default; on CPUs without AVX512_BF16 it
 	// rounds the same way and runs no faster.
 	BF16Inputs bool
+	// AMXTiles multiplies bf16 weights on AMX tiles where the CPU has
+	// them (asm.Kernels.TilesBF16): the weights are repacked once at load
+	// into the tile layout, and every product, whatever its number of
+	// inputs, runs on the tiles, with each input split into three bf16
+	// parts so that the products stay exact (one part, its bf16 rounding,
+	// with BF16Inputs). On a Sapphire Rapids-class Xeon, 2 threads, the
+	// 9B-width test model: prefill 2.3 times the FMA products' rate, but
+	// decode at 0.8 times (a one-input product chains three dependent
+	// tile multiplies per step), so it is off by default. Ignored where
+	// the CPU has no AMX.
+	AMXTiles bool
 }
 
 // New returns a CPU backend.
@@ -82,7 +95,7 @@ func New(o Options) *Backend {
 	if k == nil {
 		k = asm.Detect()
 	}
-	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs}
+	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: o.AMXTiles && k.TilesBF16()}
 }
 
 // BF16Inputs reports whether products with bf16 weights round their inputs
@@ -135,7 +148,11 @@ type weight struct {
 	// packed holds a block format in the kernels' packed layout
 	// (asm.PackQ) instead of q, where the kernels have one.
 	packed []byte
-	u16    []uint16 // BF16 or F16
+	// tiles holds a bf16 matrix in the AMX tile layout
+	// (asm.PackTileBF16Weights) instead of u16, where the kernels have
+	// tile products.
+	tiles []uint16
+	u16   []uint16 // BF16 or F16
 	// f32 holds F32 weights, and a float32 copy of small BF16/F16 ones
 	// (norm weights, conv taps, gate parameters) read element by element.
 	f32 []float32
@@ -146,7 +163,7 @@ type weight struct {
 const smallWeight = 1 << 16
 
 // OwnsData implements compute.DataOwner: packed weights are a copy.
-func (w *weight) OwnsData() bool { return w.packed != nil }
+func (w *weight) OwnsData() bool { return w.packed != nil || w.tiles != nil }
 
 func (w *weight) Rows() int            { return w.rows }
 func (w *weight) Cols() int            { return w.cols }
@@ -175,6 +192,16 @@ func (w *weight) row(dst []float32, r int) {
 		}
 	case w.f32 != nil:
 		copy(dst, w.f32[lo:lo+w.cols])
+	case w.tiles != nil:
+		p := tileRowPool.Get().(*[]uint16)
+		*p = slices.Grow((*p)[:0], w.cols)[:w.cols]
+		if err := asm.UnpackTileBF16Row(*p, w.tiles, w.rows, w.cols, r); err != nil {
+			panic(fmt.Sprintf("cpu: weight %s: %v", w.name, err))
+		}
+		for i, v := range *p {
+			dst[i] = half.BF16ToF32(v)
+		}
+		tileRowPool.Put(p)
 	case w.dt == compute.BF16:
 		for i, v := range w.u16[lo : lo+w.cols] {
 			dst[i] = half.BF16ToF32(v)
@@ -191,6 +218,14 @@ func (w *weight) at(i int) float32 {
 	switch {
 	case w.f32 != nil:
 		return w.f32[i]
+	case w.tiles != nil:
+		p := rowPool.Get().(*[]byte) // a row of float32, as bytes
+		*p = slices.Grow((*p)[:0], 4*w.cols)[:4*w.cols]
+		row := unsafe.Slice((*float32)(unsafe.Pointer(&(*p)[0])), w.cols)
+		w.row(row, i/w.cols)
+		v := row[i%w.cols]
+		rowPool.Put(p)
+		return v
 	case w.dt == compute.BF16:
 		return half.BF16ToF32(w.u16[i])
 	default:
@@ -246,6 +281,16 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 				w.row(f[r*cols:(r+1)*cols], r) // converts from u16 while f32 is unset
 			}
 			w.f32 = f
+		}
+		if dt == compute.BF16 && b.tiles && asm.TileBF16WeightLen(rows, cols) > 0 {
+			// The tile products stream this layout: one copy now, and
+			// data is no longer referenced (rows come from the copy, or
+			// from the float32 one of a small weight).
+			w.tiles = make([]uint16, asm.TileBF16WeightLen(rows, cols))
+			if err := asm.PackTileBF16Weights(w.tiles, w.u16, rows, cols); err != nil {
+				return nil, fmt.Errorf("cpu: weight %s: %w", name, err)
+			}
+			w.u16 = nil
 		}
 	}
 	return w, nil
@@ -310,6 +355,10 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	xs = xs[:n*cols]
 	if w.q != nil || w.packed != nil {
 		b.matMulQ(d, xs, w, n)
+		return
+	}
+	if w.tiles != nil {
+		b.matMulBF16Tiles(d, xs, w, n)
 		return
 	}
 	if w.dt == compute.BF16 && b.bf16In {
@@ -393,6 +442,34 @@ func (b *Backend) matMulBF16Inputs(d, xs []float32, w *weight, n int) {
 		}
 	})
 }
+
+// matMulBF16Tiles is MatMul with a bf16 weight in the tile layout
+// (asm.Kernels.MatMulBF16Tiles), for every n, so that an input's result
+// never depends on the batch around it: the inputs are packed once (runs
+// of them split over the workers), in three bf16 parts, which keep them
+// exact, or with Options.BF16Inputs as their bf16 rounding only; then the
+// weight rows are cut into blocks of whole 16-row groups.
+func (b *Backend) matMulBF16Tiles(d, xs []float32, w *weight, n int) {
+	rows, cols := w.rows, w.cols
+	parts := asm.MaxTileParts
+	if b.bf16In {
+		parts = 1
+	}
+	b.xt = grow(b.xt, asm.TileBF16InputLen(n, cols, parts))
+	xt := b.xt
+	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
+		mustKernel(b.k.PackTileBF16(xt, xs, n, cols, parts, lo, hi))
+	})
+	block := matMulBlock(rows, cols*2, n, b.pool.workers)
+	b.rowBlocks(rows, block, func(lo, hi int) {
+		if err := b.k.MatMulBF16Tiles(d[lo:], rows, w.tiles[lo*cols:], hi-lo, cols, xt, n, parts); err != nil {
+			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
+		}
+	})
+}
+
+// tileRowPool holds the rows unpacked from tile-layout weights.
+var tileRowPool = sync.Pool{New: func() any { return new([]uint16) }}
 
 // rowBlocks calls run on the blocks [j*block, (j+1)*block) covering
 // [0, rows), which the workers take from a queue in turn.

@@ -41,4 +41,15 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+	// Products of bf16 weights on AMX tiles where the CPU has them,
+	// exact (three bf16 parts per input) and on bf16-rounded inputs.
+	for _, bf16In := range []bool{false, true} {
+		t.Run("best/amx-tiles", func(t *testing.T) {
+			computetest.Run(t, func(t *testing.T) compute.Backend {
+				b := cpu.New(cpu.Options{Threads: 3, AMXTiles: true, BF16Inputs: bf16In})
+				t.Cleanup(func() { b.Close() })
+				return b
+			})
+		})
+	}
 }

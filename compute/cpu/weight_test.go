@@ -15,9 +15,19 @@ import (
 func TestWeightReads(t *testing.T) {
 	b := New(Options{Threads: 2})
 	defer b.Close()
+	readBack(t, b, 4)
+	// bf16 weights in the AMX tile layout where the CPU has it.
+	tiles := New(Options{Threads: 2, AMXTiles: true})
+	defer tiles.Close()
+	readBack(t, tiles, 64)
+}
+
+// readBack loads weights of cols columns, below and above the size that
+// keeps a float32 copy, and checks that Embed reads them as stored.
+func readBack(t *testing.T, b *Backend, cols int) {
+	t.Helper()
 	for _, dt := range []compute.DType{compute.BF16, compute.F16, compute.F32} {
-		for _, rows := range []int{3, smallWeight/4 + 1} {
-			const cols = 4
+		for _, rows := range []int{3, smallWeight/cols + 5} {
 			want := make([]float32, rows*cols)
 			data := make([]byte, rows*cols*dt.Size())
 			for i := range want {
@@ -52,7 +62,7 @@ func TestWeightReads(t *testing.T) {
 			}
 			for i := range want {
 				if got[i] != want[i] {
-					t.Fatalf("%v %d rows: element %d = %v, stored %v", dt, rows, i, got[i], want[i])
+					t.Fatalf("%v %d×%d: element %d = %v, stored %v", dt, rows, cols, i, got[i], want[i])
 				}
 			}
 		}
