@@ -11,6 +11,9 @@ import (
 func packTileBF16AVX512(dst *uint16, x *float32, steps, parts int)
 
 //go:noescape
+func tileBF16AMX3(cfg *byte, x *uint16, stepBytes, partBytes, parts int, w *uint16, groupBytes, steps, flags int, c *float32, ldc int)
+
+//go:noescape
 func tileBF16AMX(cfg *byte, x *uint16, stepBytes, tokBytes, partBytes, parts int, w *uint16, groupBytes, steps, flags int, c *float32, ldc int)
 
 // tileConfig returns the AMX palette-1 configuration of tileBF16AMX for
@@ -37,6 +40,20 @@ func tileConfig(m0, m1, groups int) (cfg [64]byte) {
 	return cfg
 }
 
+// tileConfig3 returns the configuration of tileBF16AMX3 for m inputs:
+// tiles 0-2 the sums, 3 and 7 the inputs, 4-6 the weights.
+func tileConfig3(m int) (cfg [64]byte) {
+	cfg[0] = 1
+	for t := range 8 {
+		cfg[16+2*t] = 64
+		cfg[48+t] = byte(m)
+		if t >= 4 && t <= 6 {
+			cfg[48+t] = tileRows
+		}
+	}
+	return cfg
+}
+
 // amxSums holds the sums of the last groups of a product whose rows end
 // inside them, across its runs of columns.
 var amxSums = sync.Pool{New: func() any { return new([]float32) }}
@@ -45,6 +62,7 @@ var amxSums = sync.Pool{New: func() any { return new([]float32) }}
 // columns) of the weights of tileRowBlock rows (256 KiB) and of 32
 // inputs' parts (up to 192 KiB) stay in L2 while they meet.
 const (
+	maxTileRuns    = 64 // runs of 32 inputs per call of matMulBF16TilesAMX
 	tileRowBlock   = 512
 	tileChunkSteps = 32
 )
@@ -60,13 +78,29 @@ func matMulBF16TilesAMX(dst []float32, ldd int, wp []uint16, rows, cols int, xp 
 	groups := (rows + tileRows - 1) / tileRows
 	groupLen := steps * tileCols * tileRows        // the values of one weight group
 	tileLen := steps * parts * tileCols * tileRows // the values of one input tile
+	// The last groups' sums, where rows end inside them: per run of 32
+	// inputs, the first row summed in scratch (the groups' place depends
+	// on the kernel the run takes), or -1.
 	var scratch []float32
-	scratchRow := -1 // the first row summed in scratch
+	var scratchRow [maxTileRuns]int
 	if rows%(2*tileRows) != 0 {
 		p := amxSums.Get().(*[]float32)
 		defer amxSums.Put(p)
 		*p = slices.Grow((*p)[:0], n*2*tileRows)[:n*2*tileRows]
 		scratch = *p
+	}
+	runs := (n + 2*tileRows - 1) / (2 * tileRows)
+	if runs > maxTileRuns {
+		// Products this wide run as several of at most maxTileRuns·32
+		// inputs, each summed exactly as the whole.
+		for i := 0; i < n; i += maxTileRuns * 2 * tileRows {
+			m := min(maxTileRuns*2*tileRows, n-i)
+			matMulBF16TilesAMX(dst[i*ldd:], ldd, wp, rows, cols, xp[i/tileRows*steps*parts*tileCols*tileRows:][:(m+tileRows-1)/tileRows*steps*parts*tileCols*tileRows], m, parts)
+		}
+		return
+	}
+	for i := range scratchRow {
+		scratchRow[i] = -1
 	}
 	for s0 := 0; s0 < steps; s0 += tileChunkSteps {
 		run := min(tileChunkSteps, steps-s0)
@@ -76,7 +110,20 @@ func matMulBF16TilesAMX(dst []float32, ldd int, wp []uint16, rows, cols int, xp 
 				m := min(2*tileRows, n-i0)
 				m0, m1 := min(m, tileRows), max(m-tileRows, 0)
 				x := &xp[i0/tileRows*tileLen+s0*parts*tileCols*tileRows]
-				for g := gb; g < gbEnd; g += 2 {
+				for g := gb; g < gbEnd; {
+					r0 := g * tileRows
+					if m1 == 0 && gbEnd-g >= 3 && r0+3*tileRows <= rows {
+						// A few inputs stream the weights: three groups
+						// at once keep more reads in flight.
+						cfg := tileConfig3(m0)
+						flags := 0
+						if s0 > 0 {
+							flags = 4
+						}
+						tileBF16AMX3(&cfg[0], x, parts*2*tileCols*tileRows, 2*tileCols*tileRows, parts, &wp[g*groupLen+s0*tileCols*tileRows], 2*groupLen, run, flags, &dst[i0*ldd+r0], 4*ldd)
+						g += 3
+						continue
+					}
 					ng := min(2, gbEnd-g)
 					flags := 0
 					if m1 > 0 {
@@ -89,21 +136,21 @@ func matMulBF16TilesAMX(dst []float32, ldd int, wp []uint16, rows, cols int, xp 
 						flags |= 4
 					}
 					cfg := tileConfig(m0, m1, ng)
-					r0 := g * tileRows
 					w := &wp[g*groupLen+s0*tileCols*tileRows]
 					c, ldc := &dst[i0*ldd+r0], 4*ldd
 					if r0+ng*tileRows > rows {
 						c, ldc = &scratch[i0*2*tileRows], 4*2*tileRows
-						scratchRow = r0
+						scratchRow[i0/(2*tileRows)] = r0
 					}
+					g += ng
 					tileBF16AMX(&cfg[0], x, parts*2*tileCols*tileRows, 2*tileLen, 2*tileCols*tileRows, parts, w, 2*groupLen, run, flags, c, ldc)
 				}
 			}
 		}
 	}
-	if scratchRow >= 0 {
-		for i := range n {
-			copy(dst[i*ldd+scratchRow:i*ldd+rows], scratch[i*2*tileRows:])
+	for i := range n {
+		if r0 := scratchRow[i/(2*tileRows)]; r0 >= 0 {
+			copy(dst[i*ldd+r0:i*ldd+rows], scratch[i*2*tileRows:])
 		}
 	}
 }

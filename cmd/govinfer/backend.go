@@ -75,7 +75,7 @@ func bf16InputsFlag(fs *flag.FlagSet) *bool {
 func amxTilesFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("amx-tiles", false, "CPU: multiply bf16 weights on AMX tiles where the CPU has AMX-BF16 (Sapphire Rapids and later), "+
 		"with the inputs split into three bf16 parts so the products stay exact (one with --bf16-inputs); the weights are "+
-		"repacked at load; measured on such a Xeon: 2.3x the prefill rate, 0.8x decode; ignored on other CPUs")
+		"repacked at load; measured on such a Xeon: 2.2-2.3x the prefill rate, 0.6-0.8x decode; ignored on other CPUs")
 }
 
 // runtimeThreads is the default number of CPU worker threads.

@@ -78,10 +78,10 @@ type Options struct {
 	// inputs, runs on the tiles, with each input split into three bf16
 	// parts so that the products stay exact (one part, its bf16 rounding,
 	// with BF16Inputs). On a Sapphire Rapids-class Xeon, 2 threads, the
-	// 9B-width test model: prefill 2.3 times the FMA products' rate, but
-	// decode at 0.8 times (a one-input product chains three dependent
-	// tile multiplies per step), so it is off by default. Ignored where
-	// the CPU has no AMX.
+	// 9B-width test model: prefill 2.2-2.3 times the FMA products' rate,
+	// but decode at 0.6-0.8 times (a one-input product streams its
+	// weights through tile loads more slowly than the FMA kernels), so it
+	// is off by default. Ignored where the CPU has no AMX.
 	AMXTiles bool
 }
 

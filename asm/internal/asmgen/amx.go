@@ -247,3 +247,91 @@ float32): step t's part p at dst + (t·parts + p)·1 KiB, 64 bytes.`)
 	g.l("VZEROUPPER")
 	g.l("RET")
 }
+
+// x86TileAMX3 writes tileBF16AMX3, the one-tile variant of tileBF16AMX
+// over three weight groups at once, for products of at most 16 inputs,
+// which stream their weights: three streams keep more reads in flight
+// than two. Tiles: sums C0-C2 tmm0-2 (groups 0-2), inputs tmm3 and tmm7
+// (parts alternate, so a load need not wait for the multiplies reading
+// the other), weights tmm4-6.
+func x86TileAMX3(g *gen) {
+	g.text("tileBF16AMX3", "$0-88", `func tileBF16AMX3(cfg *byte, x *uint16, stepBytes, partBytes, parts int, w *uint16, groupBytes, steps, flags int, c *float32, ldc int)
+
+tileBF16AMX for one tile of inputs and three groups of weights (the
+second groupBytes after the first, the third as far again), the sums of
+group j stored 64·j bytes after c. flags bit 2: the sums start from
+those at c, else from zero.`)
+	g.l("MOVQ cfg+0(FP), AX")
+	g.ldtilecfg("AX")
+	g.l("MOVQ x+8(FP), SI")
+	g.l("MOVQ stepBytes+16(FP), DX")
+	g.l("MOVQ partBytes+24(FP), R10")
+	g.l("MOVQ parts+32(FP), R12")
+	g.l("MOVQ w+40(FP), DI")
+	g.l("MOVQ groupBytes+48(FP), R11")
+	g.l("MOVQ steps+56(FP), R8")
+	g.l("MOVQ flags+64(FP), BX")
+	g.l("TESTQ $4, BX")
+	g.l("JNZ resume")
+	for t := range 3 {
+		g.tilezero(t)
+	}
+	g.l("JMP start")
+	g.label("resume")
+	g.l("MOVQ c+72(FP), AX")
+	g.l("MOVQ ldc+80(FP), CX")
+	g.tileloadd(0, "AX", "CX")
+	g.l("ADDQ $64, AX")
+	g.tileloadd(1, "AX", "CX")
+	g.l("ADDQ $64, AX")
+	g.tileloadd(2, "AX", "CX")
+	g.label("start")
+	g.l("MOVQ $64, CX")
+	g.label("step")
+	g.l("MOVQ DI, AX")
+	for j := range 16 {
+		g.l("PREFETCHT0 %d(AX)", tilePrefetch+64*j)
+	}
+	g.tileloadd(4, "AX", "CX")
+	g.l("ADDQ R11, AX")
+	for j := range 16 {
+		g.l("PREFETCHT0 %d(AX)", tilePrefetch+64*j)
+	}
+	g.tileloadd(5, "AX", "CX")
+	g.l("ADDQ R11, AX")
+	for j := range 16 {
+		g.l("PREFETCHT0 %d(AX)", tilePrefetch+64*j)
+	}
+	g.tileloadd(6, "AX", "CX")
+	g.l("MOVQ SI, AX")
+	g.l("MOVQ R12, R13")
+	g.label("part")
+	g.tileloadd(3, "AX", "CX")
+	g.tdpbf16ps(0, 3, 4)
+	g.tdpbf16ps(1, 3, 5)
+	g.tdpbf16ps(2, 3, 6)
+	g.l("DECQ R13")
+	g.l("JZ stepDone")
+	g.l("ADDQ R10, AX")
+	g.tileloadd(7, "AX", "CX")
+	g.tdpbf16ps(0, 7, 4)
+	g.tdpbf16ps(1, 7, 5)
+	g.tdpbf16ps(2, 7, 6)
+	g.l("ADDQ R10, AX")
+	g.l("DECQ R13")
+	g.l("JNZ part")
+	g.label("stepDone")
+	g.l("ADDQ DX, SI")
+	g.l("ADDQ $1024, DI")
+	g.l("DECQ R8")
+	g.l("JNZ step")
+	g.l("MOVQ c+72(FP), AX")
+	g.l("MOVQ ldc+80(FP), CX")
+	g.tilestored(0, "AX", "CX")
+	g.l("ADDQ $64, AX")
+	g.tilestored(1, "AX", "CX")
+	g.l("ADDQ $64, AX")
+	g.tilestored(2, "AX", "CX")
+	g.tilerelease()
+	g.l("RET")
+}
