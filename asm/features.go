@@ -3,6 +3,7 @@ package asm
 import (
 	"runtime"
 
+	"github.com/govinfer/govinfer/internal/amx"
 	"github.com/klauspost/cpuid/v2"
 )
 
@@ -44,7 +45,7 @@ func DetectFeatures() Features {
 		f.AVX512 = f.AVX2 && c.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
 		f.AVX512BF16 = f.AVX512 && c.Supports(cpuid.AVX512BF16)
 		f.AVX512VNNI = f.AVX512 && c.Supports(cpuid.AVX512VNNI)
-		f.AMXBF16 = f.AVX512BF16 && c.Supports(cpuid.AMXTILE, cpuid.AMXBF16) && tileDataPermitted()
+		f.AMXBF16 = f.AVX512BF16 && c.Supports(cpuid.AMXTILE, cpuid.AMXBF16) && amx.Permitted()
 	case "arm64":
 		// ASIMD is mandatory on arm64; cpuid may not see it everywhere
 		// (for example under user-mode emulation), so trust the architecture.

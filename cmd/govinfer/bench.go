@@ -84,6 +84,10 @@ type benchResult struct {
 	DotBF16GFLOPS        float64 `json:"dot_bf16_gflops,omitempty"`
 	DotInt8GOPS1Thread   float64 `json:"dot_int8_gops_1_thread,omitempty"`
 	DotInt8GOPS          float64 `json:"dot_int8_gops,omitempty"`
+	// AMXBF16GFLOPS1Thread and AMXBF16GFLOPS are the AMX bf16 tile peaks
+	// (TDPBF16PS), where the CPU has AMX and the operating system allows it.
+	AMXBF16GFLOPS1Thread float64 `json:"amx_bf16_gflops_1_thread,omitempty"`
+	AMXBF16GFLOPS        float64 `json:"amx_bf16_gflops,omitempty"`
 	// MachineProbeSeconds is how long the measurements above took.
 	MachineProbeSeconds float64 `json:"machine_probe_seconds,omitempty"`
 	// PrefillFLOPs is the work of one prompt's prefill (see prefillFLOPs),
@@ -92,8 +96,11 @@ type benchResult struct {
 	PrefillGFLOPS float64 `json:"prefill_gflops"`
 	// CPU backend: PrefillPeak names the peak the prefill kernels can reach
 	// ("dot_bf16" with --bf16-inputs on the avx512bf16 kernels, whose
-	// products of bf16 weights then run on VDPBF16PS; else "fma_f32"),
-	// PrefillPeakFraction is PrefillGFLOPS over it at the bench's threads.
+	// products of bf16 weights then run on VDPBF16PS; "amx_bf16" with
+	// --amx-tiles on AMX, the tile peak over the three bf16 parts of each
+	// input, or one with --bf16-inputs; "dot_int8" for a quantized model;
+	// else "fma_f32"), PrefillPeakFraction is PrefillGFLOPS over it at the
+	// bench's threads.
 	PrefillPeak         string  `json:"prefill_peak,omitempty"`
 	PrefillPeakFraction float64 `json:"prefill_peak_fraction,omitempty"`
 	// DecodeReadFraction is DecodeGBPerSecond / ReadGBPerSecond (CPU).
@@ -112,8 +119,8 @@ const benchJSONKeys = "print one JSON object instead of a table. Keys: model, ba
 	"prefill_tokens_per_second, decode_tokens_per_second, decode_gb_per_second, decode_bytes_per_token, " +
 	"memory_read_gb_per_second, memory_baseline, decode_bandwidth_fraction, " +
 	"cpu_model, cpu_features, cpu_l1d_bytes, cpu_l2_bytes, cpu_l3_bytes, cpu_logical_cpus, kernels, read_gb_per_second_1_thread, read_gb_per_second, read_probe, " +
-	"fma_f32_gflops_1_thread, fma_f32_gflops, fma_probe, dot_bf16_gflops_1_thread, dot_bf16_gflops (AVX512_BF16 only), dot_int8_gops_1_thread, dot_int8_gops (AVX512_VNNI only), machine_probe_seconds, " +
-	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32, dot_bf16 or dot_int8), prefill_peak_fraction, decode_read_fraction, " +
+	"fma_f32_gflops_1_thread, fma_f32_gflops, fma_probe, dot_bf16_gflops_1_thread, dot_bf16_gflops (AVX512_BF16 only), dot_int8_gops_1_thread, dot_int8_gops (AVX512_VNNI only), amx_bf16_gflops_1_thread, amx_bf16_gflops (AMX-BF16 only), machine_probe_seconds, " +
+	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32, dot_bf16, amx_bf16 or dot_int8), prefill_peak_fraction, decode_read_fraction, " +
 	"batch, batch_decode_tokens_per_second, batch_decode_speedup (--batch > 1), " +
 	"prefill_profile, decode_profile, batch_decode_profile (--profile: rows of op, count and ms per prompt, token or batch step), " +
 	"decode_dispatches_per_token, decode_barriers_per_token, decode_submissions_per_token (Vulkan)"
@@ -371,7 +378,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	} else {
 		kernels := backendKernels(inner)
 		rep := machine.Measure(machine.Options{Threads: nThreads, ReadBytes: *memMiB << 20})
-		res.setMachine(rep, kernels, *bf16In, 2*m.BlockFormatBytes() > m.WeightBytes())
+		res.setMachine(rep, kernels, *bf16In, *amxTiles, 2*m.BlockFormatBytes() > m.WeightBytes())
 	}
 	if res.MemoryReadGBPerSecond > 0 {
 		res.DecodeBandwidthFraction = res.DecodeGBPerSecond / res.MemoryReadGBPerSecond
@@ -400,9 +407,11 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 //
 // The prefill peak is the one of the kernels that run most of the
 // products: dot_bf16 for bf16 weights with --bf16-inputs on AVX512_BF16,
-// dot_int8 for a model mostly in block formats on AVX512_VNNI (whose
-// packed products are VPDPBUSD), else fma_f32.
-func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels, bf16Inputs, quantized bool) {
+// amx_bf16 for bf16 weights with --amx-tiles on AMX (the tile peak over
+// the inputs' bf16 parts: three, or one with --bf16-inputs), dot_int8 for
+// a model mostly in block formats on AVX512_VNNI (whose packed products
+// are VPDPBUSD), else fma_f32.
+func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels, bf16Inputs, amxTiles, quantized bool) {
 	res.Kernels = kernels.Name()
 	res.ReadGBPerSecond1Thread, res.ReadGBPerSecond, res.ReadProbe = rep.ReadOne.Value, rep.Read.Value, rep.Read.Probe
 	res.MemoryReadGBPerSecond = rep.Read.Value
@@ -414,11 +423,21 @@ func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels, bf1
 	if rep.Int8 {
 		res.DotInt8GOPS1Thread, res.DotInt8GOPS = rep.DotInt8One.Value, rep.DotInt8.Value
 	}
+	if rep.AMX {
+		res.AMXBF16GFLOPS1Thread, res.AMXBF16GFLOPS = rep.TileBF16One.Value, rep.TileBF16.Value
+	}
 	res.MachineProbeSeconds = rep.Elapsed.Seconds()
 	peak := res.FMAF32GFLOPS
 	res.PrefillPeak = "fma_f32"
 	if bf16Inputs && kernels.Features().AVX512BF16 && rep.BF16 {
 		peak, res.PrefillPeak = res.DotBF16GFLOPS, "dot_bf16"
+	}
+	if amxTiles && kernels.TilesBF16() && rep.AMX {
+		parts := asm.MaxTileParts
+		if bf16Inputs {
+			parts = 1
+		}
+		peak, res.PrefillPeak = res.AMXBF16GFLOPS/float64(parts), "amx_bf16"
 	}
 	if quantized && kernels.Features().AVX512VNNI && rep.Int8 {
 		peak, res.PrefillPeak = res.DotInt8GOPS, "dot_int8"
@@ -449,6 +468,10 @@ func (res *benchResult) print(w goio.Writer) {
 		if res.DotInt8GOPS > 0 {
 			fmt.Fprintf(w, "int8 dot   %8.1f GOP/s    at 1 thread, %.1f GOP/s at %d (VPDPBUSD zmm)\n",
 				res.DotInt8GOPS1Thread, res.DotInt8GOPS, res.Threads)
+		}
+		if res.AMXBF16GFLOPS > 0 {
+			fmt.Fprintf(w, "amx bf16   %8.1f GFLOP/s  at 1 thread, %.1f GFLOP/s at %d (TDPBF16PS tiles)\n",
+				res.AMXBF16GFLOPS1Thread, res.AMXBF16GFLOPS, res.Threads)
 		}
 	}
 	fmt.Fprintf(w, "prefill    %8.2f tokens/s  (%d-token prompt, median of %d)\n", res.PrefillTokensPerSecond, res.Prompt, res.Repeat)

@@ -47,7 +47,7 @@ func TestReadProbes(t *testing.T) {
 // TestComputeProbes checks that every compute loop the CPU can run does
 // the iterations it is asked for.
 func TestComputeProbes(t *testing.T) {
-	ps := append(append(fmaProbes(), bf16Probes()...), int8Probes()...)
+	ps := append(append(append(fmaProbes(), bf16Probes()...), int8Probes()...), amxProbes()...)
 	for _, p := range ps {
 		for _, n := range []int{1, 7, 1000} {
 			if got, want := p.run(n), p.perIter*float32(n); got != want {
@@ -87,6 +87,11 @@ func TestRates(t *testing.T) {
 	} else if HasDotInt8() {
 		t.Errorf("HasDotInt8 but DotInt8 measured nothing")
 	}
+	if r, ok := TileBF16(threads, 2, 2*time.Millisecond); ok {
+		check("tile bf16", r, 0.1, 1e6)
+	} else if HasTileBF16() {
+		t.Errorf("HasTileBF16 but TileBF16 measured nothing")
+	}
 }
 
 // TestMeasure checks that the whole probe, with its defaults, takes less
@@ -98,7 +103,8 @@ func TestMeasure(t *testing.T) {
 	r := Measure(Options{})
 	if r.ReadOne.Value <= 0 || r.Read.Value <= 0 || r.FMAOne.Value <= 0 || r.FMA.Value <= 0 || r.BF16 != HasDotBF16() ||
 		(r.BF16 && (r.DotBF16.Value <= 0 || r.DotBF16One.Value <= 0)) || r.Int8 != HasDotInt8() ||
-		(r.Int8 && (r.DotInt8.Value <= 0 || r.DotInt8One.Value <= 0)) {
+		(r.Int8 && (r.DotInt8.Value <= 0 || r.DotInt8One.Value <= 0)) || r.AMX != HasTileBF16() ||
+		(r.AMX && (r.TileBF16.Value <= 0 || r.TileBF16One.Value <= 0)) {
 		t.Errorf("implausible report: %+v", r)
 	}
 	// Two seconds on a machine of its own; twice that where other work

@@ -171,6 +171,21 @@ func DotInt8(threads, runs int, d time.Duration) (Rate, bool) {
 // HasDotInt8 reports whether DotInt8 can measure on this CPU and build.
 func HasDotInt8() bool { return len(int8Probes()) > 0 }
 
+// TileBF16 returns the AMX bf16 tile rate (TDPBF16PS: bf16 products
+// accumulated in float32 tiles, four independent sums) of threads OS
+// threads, best of runs of about d each, and false where the CPU (or this
+// build, or the operating system) has no AMX.
+func TileBF16(threads, runs int, d time.Duration) (Rate, bool) {
+	ps := amxProbes()
+	if len(ps) == 0 {
+		return Rate{}, false
+	}
+	return peak(ps[0], threads, runs, d), true
+}
+
+// HasTileBF16 reports whether TileBF16 can measure on this CPU and build.
+func HasTileBF16() bool { return len(amxProbes()) > 0 }
+
 // parallel runs fn(0..threads-1) on as many goroutines, each locked to its
 // own OS thread, and returns the time from their common start to the end of
 // the last.
@@ -214,6 +229,10 @@ type Report struct {
 	// measured (in billions of integer operations per second).
 	Int8                bool
 	DotInt8One, DotInt8 Rate
+	// AMX says whether the AMX bf16 tile peaks TileBF16One and TileBF16
+	// were measured.
+	AMX                   bool
+	TileBF16One, TileBF16 Rate
 	// Elapsed is how long Measure took, buffer allocation included.
 	Elapsed time.Duration
 }
@@ -272,6 +291,11 @@ func Measure(o Options) Report {
 		r.Int8 = true
 		r.DotInt8One, _ = DotInt8(1, 3, o.ComputeTime)
 		r.DotInt8, _ = DotInt8(o.Threads, 3, o.ComputeTime)
+	}
+	if HasTileBF16() {
+		r.AMX = true
+		r.TileBF16One, _ = TileBF16(1, 3, o.ComputeTime)
+		r.TileBF16, _ = TileBF16(o.Threads, 3, o.ComputeTime)
 	}
 	r.Elapsed = time.Since(start)
 	return r

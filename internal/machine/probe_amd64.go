@@ -2,7 +2,10 @@
 
 package machine
 
-import "github.com/klauspost/cpuid/v2"
+import (
+	"github.com/govinfer/govinfer/internal/amx"
+	"github.com/klauspost/cpuid/v2"
+)
 
 //go:noescape
 func readXorAVX2(p *byte, n int) uint64
@@ -17,6 +20,9 @@ func fmaAVX512(iters int, x float32) float32
 func dotBF16AVX512(iters int, x uint32) float32
 
 func dotInt8AVX512(iters int, x uint32) float32
+
+//go:noescape
+func tdpBF16AMX(cfg *byte, ones *uint16, iters int, out *float32)
 
 // hasAVX2 and friends say which probes the running CPU can execute.
 var (
@@ -70,4 +76,32 @@ func int8Probes() []computeProbe {
 	// Each VPDPBUSD zmm does 64 byte multiply-adds: 128 integer operations.
 	// Every byte of 0x01010101 is 1, so each instruction adds 4 to a lane.
 	return []computeProbe{{"avx512_vnni VPDPBUSD zmm x12", 12 * 64 * 2, func(n int) float32 { return dotInt8AVX512(n, 0x01010101) }, 8}}
+}
+
+// amxProbes returns the AMX tile loops the CPU can run; none without
+// AMX-BF16 or the operating system's permission to use tile data.
+func amxProbes() []computeProbe {
+	if !hasAVX512 || !cpuid.CPU.Supports(cpuid.AMXTILE, cpuid.AMXBF16) || !amx.Permitted() {
+		return nil
+	}
+	// Each TDPBF16PS does 16×16×32 bf16 multiply-adds. The tiles hold bf16
+	// 1.0, so every instruction adds 32 to each sum.
+	return []computeProbe{{"amx_bf16 TDPBF16PS x4", 4 * 16 * 16 * 32 * 2, tdpBF16Ones, 32}}
+}
+
+// tdpBF16Ones runs n iterations of tdpBF16AMX on tiles of ones and
+// returns the first sum.
+func tdpBF16Ones(n int) float32 {
+	var cfg [64]byte
+	cfg[0] = 1
+	for t := range 8 {
+		cfg[16+2*t], cfg[48+t] = 64, 16
+	}
+	var ones [512]uint16
+	for i := range ones {
+		ones[i] = 0x3f80
+	}
+	var out [256]float32
+	tdpBF16AMX(&cfg[0], &ones[0], n, &out[0])
+	return out[0]
 }

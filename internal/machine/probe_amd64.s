@@ -254,3 +254,35 @@ dotint8loop:
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
 	RET
+
+// func tdpBF16AMX(cfg *byte, ones *uint16, iters int, out *float32)
+// Loads the AMX configuration cfg (eight tiles of 16 rows of 64 bytes),
+// fills tiles 4-7 from the 1 KiB at ones, runs iters iterations of four
+// independent TDPBF16PS (tiles 0-3 += 4·6, 5·6, 4·7, 5·7), stores tile 0
+// at out and releases the tiles. The Go assembler has no AMX mnemonics:
+// the instructions are written as their VEX bytes (see asm's asmgen).
+TEXT ·tdpBF16AMX(SB), NOSPLIT, $0-32
+	MOVQ cfg+0(FP), AX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // LDTILECFG (AX)
+	MOVQ ones+8(FP), SI
+	MOVQ iters+16(FP), CX
+	MOVQ $64, DX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC0 // TILEZERO tmm0
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC8 // TILEZERO tmm1
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xD0 // TILEZERO tmm2
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xD8 // TILEZERO tmm3
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x24; BYTE $0x16 // TILELOADD tmm4, (SI)(DX*1)
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x2C; BYTE $0x16 // TILELOADD tmm5, (SI)(DX*1)
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x34; BYTE $0x16 // TILELOADD tmm6, (SI)(DX*1)
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x3C; BYTE $0x16 // TILELOADD tmm7, (SI)(DX*1)
+amxloop:
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x4A; BYTE $0x5C; BYTE $0xC4 // TDPBF16PS tmm0, tmm4, tmm6
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x4A; BYTE $0x5C; BYTE $0xCD // TDPBF16PS tmm1, tmm5, tmm6
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x42; BYTE $0x5C; BYTE $0xD4 // TDPBF16PS tmm2, tmm4, tmm7
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x42; BYTE $0x5C; BYTE $0xDD // TDPBF16PS tmm3, tmm5, tmm7
+	DECQ CX
+	JNZ amxloop
+	MOVQ out+24(FP), AX
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x04; BYTE $0x10 // TILESTORED (AX)(DX*1), tmm0
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0xC0 // TILERELEASE
+	RET

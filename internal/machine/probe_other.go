@@ -10,3 +10,5 @@ func readProbes() []readProbe    { return []readProbe{goReadProbe} }
 func fmaProbes() []computeProbe  { return []computeProbe{goFMAProbe} }
 func bf16Probes() []computeProbe { return nil }
 func int8Probes() []computeProbe { return nil }
+
+func amxProbes() []computeProbe { return nil }

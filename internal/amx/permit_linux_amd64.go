@@ -1,6 +1,6 @@
 //go:build !noasm
 
-package asm
+package amx
 
 import (
 	"sync"
@@ -15,10 +15,10 @@ const (
 	xfeatureTileData = 18
 )
 
-// tileDataPermitted asks Linux, once per process, for permission to use
-// AMX tile data, which the kernel grants per process before the first
-// tile instruction (without it, LDTILECFG faults).
-var tileDataPermitted = sync.OnceValue(func() bool {
+// Permitted asks Linux, once per process, for permission to use AMX tile
+// data and reports whether it is granted. It does not check that the CPU
+// has AMX.
+var Permitted = sync.OnceValue(func() bool {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_ARCH_PRCTL, archReqXCompPerm, xfeatureTileData, 0); errno != 0 {
 		return false
 	}
