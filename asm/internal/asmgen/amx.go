@@ -59,6 +59,13 @@ func (g *gen) tdpbf16ps(c, a, b int) {
 // the weights, in bytes.
 const tilePrefetch = 4096
 
+// prefetchTile prefetches the 1 KiB tile tilePrefetch bytes after base.
+func (g *gen) prefetchTile(base string) {
+	for j := range 16 {
+		g.l("PREFETCHT0 %d(%s)", tilePrefetch+64*j, base)
+	}
+}
+
 // x86TileAMX writes tileBF16AMX: the tiles are C00 tmm0 (input tile 0,
 // weight group 0), C01 tmm1 (inputs 0, group 1), C10 tmm2 (inputs 1,
 // group 0), C11 tmm3; the inputs A0 tmm4 and A1 tmm5; the weights B0 tmm6
@@ -128,16 +135,12 @@ tiles before it returns.`)
 	g.label("resumed")
 	g.l("MOVQ $64, CX")
 	g.label("step")
-	for j := range 16 {
-		g.l("PREFETCHT0 %d(DI)", tilePrefetch+64*j)
-	}
+	g.prefetchTile("DI")
 	g.tileloadd(6, "DI", "CX")
 	g.l("TESTQ $2, BX")
 	g.l("JZ parts")
 	g.l("LEAQ (DI)(R11*1), AX")
-	for j := range 16 {
-		g.l("PREFETCHT0 %d(AX)", tilePrefetch+64*j)
-	}
+	g.prefetchTile("AX")
 	g.tileloadd(7, "AX", "CX")
 	g.label("parts")
 	g.l("MOVQ SI, AX")
@@ -289,19 +292,13 @@ those at c, else from zero.`)
 	g.l("MOVQ $64, CX")
 	g.label("step")
 	g.l("MOVQ DI, AX")
-	for j := range 16 {
-		g.l("PREFETCHT0 %d(AX)", tilePrefetch+64*j)
-	}
+	g.prefetchTile("AX")
 	g.tileloadd(4, "AX", "CX")
 	g.l("ADDQ R11, AX")
-	for j := range 16 {
-		g.l("PREFETCHT0 %d(AX)", tilePrefetch+64*j)
-	}
+	g.prefetchTile("AX")
 	g.tileloadd(5, "AX", "CX")
 	g.l("ADDQ R11, AX")
-	for j := range 16 {
-		g.l("PREFETCHT0 %d(AX)", tilePrefetch+64*j)
-	}
+	g.prefetchTile("AX")
 	g.tileloadd(6, "AX", "CX")
 	g.l("MOVQ SI, AX")
 	g.l("MOVQ R12, R13")

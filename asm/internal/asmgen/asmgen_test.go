@@ -6,40 +6,27 @@ import (
 	"testing"
 )
 
-// TestDPBF16PS checks the hand encoding against the GNU assembler's output
-// for the same instructions.
-func TestDPBF16PS(t *testing.T) {
+// TestEVEXEncodings checks the hand encodings of the AVX512_BF16
+// instructions against the GNU assembler's output for the same ones.
+func TestEVEXEncodings(t *testing.T) {
 	cases := []struct {
+		name            string
+		enc             func(dst, src1, src2 int) []byte
 		dst, src1, src2 int
 		want            []byte
 	}{
 		// vdpbf16ps %zmm2,%zmm1,%zmm0
-		{0, 1, 2, []byte{0x62, 0xf2, 0x76, 0x48, 0x52, 0xc2}},
+		{"VDPBF16PS", dpbf16ps, 0, 1, 2, []byte{0x62, 0xf2, 0x76, 0x48, 0x52, 0xc2}},
 		// vdpbf16ps %zmm31,%zmm17,%zmm9
-		{9, 17, 31, []byte{0x62, 0x12, 0x76, 0x40, 0x52, 0xcf}},
-	}
-	for _, c := range cases {
-		if got := dpbf16ps(c.dst, c.src1, c.src2); !bytes.Equal(got, c.want) {
-			t.Errorf("VDPBF16PS z%d, z%d, z%d: got % x, want % x", c.dst, c.src1, c.src2, got, c.want)
-		}
-	}
-}
-
-// TestCVTNE2PS2BF16 checks the hand encoding against the GNU assembler's
-// output for the same instructions.
-func TestCVTNE2PS2BF16(t *testing.T) {
-	cases := []struct {
-		dst, src1, src2 int
-		want            []byte
-	}{
+		{"VDPBF16PS", dpbf16ps, 9, 17, 31, []byte{0x62, 0x12, 0x76, 0x40, 0x52, 0xcf}},
 		// vcvtne2ps2bf16 %zmm0,%zmm1,%zmm2
-		{2, 1, 0, []byte{0x62, 0xf2, 0x77, 0x48, 0x72, 0xd0}},
+		{"VCVTNE2PS2BF16", cvtne2ps2bf16, 2, 1, 0, []byte{0x62, 0xf2, 0x77, 0x48, 0x72, 0xd0}},
 		// vcvtne2ps2bf16 %zmm31,%zmm17,%zmm9
-		{9, 17, 31, []byte{0x62, 0x12, 0x77, 0x40, 0x72, 0xcf}},
+		{"VCVTNE2PS2BF16", cvtne2ps2bf16, 9, 17, 31, []byte{0x62, 0x12, 0x77, 0x40, 0x72, 0xcf}},
 	}
 	for _, c := range cases {
-		if got := cvtne2ps2bf16(c.dst, c.src1, c.src2); !bytes.Equal(got, c.want) {
-			t.Errorf("VCVTNE2PS2BF16 z%d, z%d, z%d: got % x, want % x", c.dst, c.src1, c.src2, got, c.want)
+		if got := c.enc(c.dst, c.src1, c.src2); !bytes.Equal(got, c.want) {
+			t.Errorf("%s z%d, z%d, z%d: got % x, want % x", c.name, c.dst, c.src1, c.src2, got, c.want)
 		}
 	}
 }
