@@ -221,7 +221,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	bf16In := bf16InputsFlag(fs.FlagSet)
 	amxTiles := amxTilesFlag(fs.FlagSet)
-	repeat := fs.Int("repeat", 5, "runs; medians are reported")
+	repeat := fs.Int("repeat", 5, "timed runs, after one untimed warm-up (a prompt of up to 32 tokens and one decoded token, as llama-bench warms up), which pages the weights in; medians are reported")
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, benchJSONKeys)
 	profileOps := fs.Bool("profile", false, "time every operation and print where prefill and decode spend it, matrix products per weight (Vulkan: device timestamps; CPU: wall time of each operation)")
@@ -326,6 +326,11 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	var prefill, decode, batched []float64
 	var prefillProf, decodeProf, batchProf []opTime
 	var decodeStats vulkan.Stats
+	// Warm up as llama-bench does, so that the first timed run does not
+	// pay for paging the weights in or starting the workers.
+	if _, _, err := benchOnce(ctx, m, ids[:min(32, len(ids))], 1, nil, new([]opTime), new([]opTime), new(vulkan.Stats)); err != nil {
+		return fail(exitError, "warm-up: %v", err)
+	}
 	for r := 0; r < *repeat; r++ {
 		p, d, err := benchOnce(ctx, m, ids, *gen, prof, &prefillProf, &decodeProf, &decodeStats)
 		if err != nil {
