@@ -12,7 +12,7 @@ import (
 // which for objects and arrays are built from their members' and items'
 // values, so recursive schemas settle once their base cases do. A node
 // with no finite value, or none within MaxMinimalLength bytes, is an error.
-func setMinimal(nodes []*node) (int, error) {
+func setMinimal(nodes []*node) error {
 	for _, n := range nodes {
 		n.minimal = nil
 	}
@@ -25,14 +25,12 @@ func setMinimal(nodes []*node) (int, error) {
 			}
 		}
 	}
-	longest := 0
 	for _, n := range nodes {
 		if n.minimal == nil {
-			return 0, fmt.Errorf("jsonconstraint: the schema has a part whose every value is infinite or longer than %d bytes", MaxMinimalLength)
+			return fmt.Errorf("jsonconstraint: the schema has a part whose every value is infinite or longer than %d bytes", MaxMinimalLength)
 		}
-		longest = max(longest, len(n.minimal))
 	}
-	return longest, nil
+	return nil
 }
 
 // smallest returns the shortest value of n from its children's current

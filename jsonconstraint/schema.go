@@ -199,7 +199,7 @@ func compileDoc(doc any, o Options) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := resolve(root); err != nil {
+	if err := resolve(root); err != nil {
 		return nil, err
 	}
 	return &Grammar{root: root, byteGrowth: byteGrowth(root)}, nil
@@ -523,7 +523,7 @@ func flatten(n *node, path string) error {
 }
 
 // resolve flattens every node reachable from root and builds its tries.
-func resolve(root *node) (int, error) {
+func resolve(root *node) error {
 	type item struct {
 		n    *node
 		path string
@@ -537,7 +537,7 @@ func resolve(root *node) (int, error) {
 		n := it.n
 		all = append(all, n)
 		if err := flatten(n, it.path); err != nil {
-			return 0, err
+			return err
 		}
 		if n.kinds&kObject != 0 && len(n.props) > 0 {
 			n.keys = newKeyTrie(n.props)
@@ -546,7 +546,7 @@ func resolve(root *node) (int, error) {
 			n.lits = newLitTrie(n.literals)
 		}
 		if n.kinds == 0 && n.lits == nil {
-			return 0, fmt.Errorf("jsonconstraint: %s allows no value", it.path)
+			return fmt.Errorf("jsonconstraint: %s allows no value", it.path)
 		}
 		next := func(c *node, path string) {
 			if c != nil && !seen[c] {
