@@ -59,8 +59,8 @@ func tileConfig3(m int) (cfg [64]byte) {
 var amxSums = sync.Pool{New: func() any { return new([]float32) }}
 
 // Blocking of the tile products: a run of tileChunkSteps steps (1024
-// columns) of the weights of tileRowBlock rows (256 KiB) and of 32
-// inputs' parts (up to 192 KiB) stay in L2 while they meet.
+// columns) of the weights of tileRowBlock rows (1 MiB) and of 32 inputs'
+// parts (up to 192 KiB) stay in L2 while they meet.
 const (
 	maxTileRuns    = 64 // runs of 32 inputs per call of matMulBF16TilesAMX
 	tileRowBlock   = 512
@@ -68,82 +68,81 @@ const (
 )
 
 // matMulBF16TilesAMX is MatMulBF16Tiles on AMX tiles. The columns are cut
-// into runs of 1024; per run, per block of 128 weight rows, each 32
-// inputs meet the block's groups two at a time. The sums are kept in dst
-// between runs (float32 stores and loads change nothing, so the order of
-// the additions is that of one pass), except for the last groups of a
-// product whose rows end inside them, which are summed in scratch.
+// into runs of 1024; per run, per block of 512 weight rows, each 32
+// inputs meet the block's groups three (a single tile of inputs) or two
+// at a time. The sums are kept in dst between runs (float32 stores and
+// loads change nothing, so the order of the additions is that of one
+// pass), except for the last groups of a product whose rows end inside
+// them, which are summed in scratch.
 func matMulBF16TilesAMX(dst []float32, ldd int, wp []uint16, rows, cols int, xp []uint16, n, parts int) {
+	const tileBytes = 2 * tileCols * tileRows // one 1 KiB tile
 	steps := cols / tileCols
 	groups := (rows + tileRows - 1) / tileRows
 	groupLen := steps * tileCols * tileRows        // the values of one weight group
 	tileLen := steps * parts * tileCols * tileRows // the values of one input tile
+	stepBytes := parts * tileBytes                 // one step of an input tile's parts
+	if n > maxTileRuns*2*tileRows {
+		// Products this wide run as several of at most maxTileRuns·32
+		// inputs, each summed exactly as the whole.
+		for i := 0; i < n; i += maxTileRuns * 2 * tileRows {
+			m := min(maxTileRuns*2*tileRows, n-i)
+			matMulBF16TilesAMX(dst[i*ldd:], ldd, wp, rows, cols, xp[i/tileRows*tileLen:][:(m+tileRows-1)/tileRows*tileLen], m, parts)
+		}
+		return
+	}
 	// The last groups' sums, where rows end inside them: per run of 32
 	// inputs, the first row summed in scratch (the groups' place depends
 	// on the kernel the run takes), or -1.
 	var scratch []float32
 	var scratchRow [maxTileRuns]int
+	for i := range scratchRow {
+		scratchRow[i] = -1
+	}
 	if rows%(2*tileRows) != 0 {
 		p := amxSums.Get().(*[]float32)
 		defer amxSums.Put(p)
 		*p = slices.Grow((*p)[:0], n*2*tileRows)[:n*2*tileRows]
 		scratch = *p
 	}
-	runs := (n + 2*tileRows - 1) / (2 * tileRows)
-	if runs > maxTileRuns {
-		// Products this wide run as several of at most maxTileRuns·32
-		// inputs, each summed exactly as the whole.
-		for i := 0; i < n; i += maxTileRuns * 2 * tileRows {
-			m := min(maxTileRuns*2*tileRows, n-i)
-			matMulBF16TilesAMX(dst[i*ldd:], ldd, wp, rows, cols, xp[i/tileRows*steps*parts*tileCols*tileRows:][:(m+tileRows-1)/tileRows*steps*parts*tileCols*tileRows], m, parts)
-		}
-		return
-	}
-	for i := range scratchRow {
-		scratchRow[i] = -1
-	}
 	for s0 := 0; s0 < steps; s0 += tileChunkSteps {
 		run := min(tileChunkSteps, steps-s0)
+		resume := 0 // flag 4: the sums go on from those stored
+		if s0 > 0 {
+			resume = 4
+		}
 		for gb := 0; gb < groups; gb += tileRowBlock / tileRows {
 			gbEnd := min(gb+tileRowBlock/tileRows, groups)
 			for i0 := 0; i0 < n; i0 += 2 * tileRows {
 				m := min(2*tileRows, n-i0)
 				m0, m1 := min(m, tileRows), max(m-tileRows, 0)
-				x := &xp[i0/tileRows*tileLen+s0*parts*tileCols*tileRows]
+				x := &xp[i0/tileRows*tileLen+s0*stepBytes/2]
 				for g := gb; g < gbEnd; {
 					r0 := g * tileRows
+					w := &wp[g*groupLen+s0*tileCols*tileRows]
 					if m1 == 0 && gbEnd-g >= 3 && r0+3*tileRows <= rows {
 						// A few inputs stream the weights: three groups
 						// at once keep more reads in flight.
 						cfg := tileConfig3(m0)
-						flags := 0
-						if s0 > 0 {
-							flags = 4
-						}
-						tileBF16AMX3(&cfg[0], x, parts*2*tileCols*tileRows, 2*tileCols*tileRows, parts, &wp[g*groupLen+s0*tileCols*tileRows], 2*groupLen, run, flags, &dst[i0*ldd+r0], 4*ldd)
+						tileBF16AMX3(&cfg[0], x, stepBytes, tileBytes, parts, w, 2*groupLen, run, resume, &dst[i0*ldd+r0], 4*ldd)
 						g += 3
 						continue
 					}
 					ng := min(2, gbEnd-g)
-					flags := 0
+					flags := resume
 					if m1 > 0 {
 						flags |= 1
 					}
 					if ng == 2 {
 						flags |= 2
 					}
-					if s0 > 0 {
-						flags |= 4
-					}
 					cfg := tileConfig(m0, m1, ng)
-					w := &wp[g*groupLen+s0*tileCols*tileRows]
 					c, ldc := &dst[i0*ldd+r0], 4*ldd
 					if r0+ng*tileRows > rows {
 						c, ldc = &scratch[i0*2*tileRows], 4*2*tileRows
 						scratchRow[i0/(2*tileRows)] = r0
 					}
+					tileBF16AMX(&cfg[0], x, stepBytes, 2*tileLen, tileBytes, parts, w, 2*groupLen, run, flags, c, ldc)
 					g += ng
-					tileBF16AMX(&cfg[0], x, parts*2*tileCols*tileRows, 2*tileLen, 2*tileCols*tileRows, parts, w, 2*groupLen, run, flags, c, ldc)
 				}
 			}
 		}

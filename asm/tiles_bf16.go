@@ -182,7 +182,7 @@ func splitBF16(x float32) (h uint16, r float32) {
 		v = math.Float32frombits(b & 0x80000000)
 	}
 	h = half.F32ToBF16(v)
-	return h, x - math.Float32frombits(uint32(h)<<16)
+	return h, x - half.BF16ToF32(h)
 }
 
 // TilesBF16 reports whether k multiplies bf16 weights on AMX tiles
@@ -235,8 +235,8 @@ func matMulBF16TilesGo(dst []float32, ldd int, wp []uint16, rows, cols int, xp [
 				for p := range parts {
 					in := xp[tileInputAt(i, t, p, steps, parts):][:tileCols]
 					for q := range tileCols / 2 {
-						w0, w1 := bf16(tile[q*2*tileRows+2*lane]), bf16(tile[q*2*tileRows+2*lane+1])
-						s += float32(w0*bf16(in[2*q])) + float32(w1*bf16(in[2*q+1]))
+						w0, w1 := half.BF16ToF32(tile[q*2*tileRows+2*lane]), half.BF16ToF32(tile[q*2*tileRows+2*lane+1])
+						s += float32(w0*half.BF16ToF32(in[2*q])) + float32(w1*half.BF16ToF32(in[2*q+1]))
 					}
 				}
 			}
@@ -244,6 +244,3 @@ func matMulBF16TilesGo(dst []float32, ldd int, wp []uint16, rows, cols int, xp [
 		}
 	}
 }
-
-// bf16 widens a bf16 value to float32.
-func bf16(v uint16) float32 { return math.Float32frombits(uint32(v) << 16) }

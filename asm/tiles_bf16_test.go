@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/govinfer/govinfer/internal/half"
 )
 
 // tileCase is one shape of the tile product tests.
@@ -78,9 +80,9 @@ func TestMatMulBF16Tiles(t *testing.T) {
 						for col := range c.cols {
 							xv := float64(x[i*c.cols+col])
 							if parts == 1 {
-								xv = float64(bf16(f32ToBF16(x[i*c.cols+col])))
+								xv = float64(half.BF16ToF32(f32ToBF16(x[i*c.cols+col])))
 							}
-							p := float64(bf16(w[row*c.cols+col])) * xv
+							p := float64(half.BF16ToF32(w[row*c.cols+col])) * xv
 							want += p
 							abs += math.Abs(p)
 						}
@@ -208,7 +210,7 @@ func TestPackTileBF16(t *testing.T) {
 			for c := range cols {
 				var sum float64
 				for q := range parts {
-					v := bf16(want[tileInputAt(i, c/32, q, steps, parts)+c%32])
+					v := half.BF16ToF32(want[tileInputAt(i, c/32, q, steps, parts)+c%32])
 					if i >= n && v != 0 {
 						t.Fatalf("padding input %d col %d part %d: %g", i, c, q, v)
 					}
