@@ -193,11 +193,7 @@ func (w *weight) row(dst []float32, r int) {
 	case w.f32 != nil:
 		copy(dst, w.f32[lo:lo+w.cols])
 	case w.tiles != nil:
-		p := tileRowPool.Get().(*[]uint16)
-		*p = slices.Grow((*p)[:0], w.cols)[:w.cols]
-		if err := asm.UnpackTileBF16Row(*p, w.tiles, w.rows, w.cols, r); err != nil {
-			panic(fmt.Sprintf("cpu: weight %s: %v", w.name, err))
-		}
+		p := w.tileRow(r)
 		for i, v := range *p {
 			dst[i] = half.BF16ToF32(v)
 		}
@@ -219,12 +215,9 @@ func (w *weight) at(i int) float32 {
 	case w.f32 != nil:
 		return w.f32[i]
 	case w.tiles != nil:
-		p := rowPool.Get().(*[]byte) // a row of float32, as bytes
-		*p = slices.Grow((*p)[:0], 4*w.cols)[:4*w.cols]
-		row := unsafe.Slice((*float32)(unsafe.Pointer(&(*p)[0])), w.cols)
-		w.row(row, i/w.cols)
-		v := row[i%w.cols]
-		rowPool.Put(p)
+		p := w.tileRow(i / w.cols)
+		v := half.BF16ToF32((*p)[i%w.cols])
+		tileRowPool.Put(p)
 		return v
 	case w.dt == compute.BF16:
 		return half.BF16ToF32(w.u16[i])
@@ -470,6 +463,17 @@ func (b *Backend) matMulBF16Tiles(d, xs []float32, w *weight, n int) {
 
 // tileRowPool holds the rows unpacked from tile-layout weights.
 var tileRowPool = sync.Pool{New: func() any { return new([]uint16) }}
+
+// tileRow returns row r of a tile-layout weight, unpacked into a buffer
+// of tileRowPool (put it back when done).
+func (w *weight) tileRow(r int) *[]uint16 {
+	p := tileRowPool.Get().(*[]uint16)
+	*p = slices.Grow((*p)[:0], w.cols)[:w.cols]
+	if err := asm.UnpackTileBF16Row(*p, w.tiles, w.rows, w.cols, r); err != nil {
+		panic(fmt.Sprintf("cpu: weight %s: %v", w.name, err))
+	}
+	return p
+}
 
 // rowBlocks calls run on the blocks [j*block, (j+1)*block) covering
 // [0, rows), which the workers take from a queue in turn.

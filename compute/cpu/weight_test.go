@@ -23,7 +23,8 @@ func TestWeightReads(t *testing.T) {
 }
 
 // readBack loads weights of cols columns, below and above the size that
-// keeps a float32 copy, and checks that Embed reads them as stored.
+// keeps a float32 copy, and checks that Embed and element reads read them
+// as stored.
 func readBack(t *testing.T, b *Backend, cols int) {
 	t.Helper()
 	for _, dt := range []compute.DType{compute.BF16, compute.F16, compute.F32} {
@@ -63,6 +64,12 @@ func readBack(t *testing.T, b *Backend, cols int) {
 			for i := range want {
 				if got[i] != want[i] {
 					t.Fatalf("%v %d×%d: element %d = %v, stored %v", dt, rows, cols, i, got[i], want[i])
+				}
+			}
+			// Element reads (conv taps, gate parameters) read the same.
+			for i := 0; i < len(want); i += 1 + len(want)/97 {
+				if got := w.(*weight).at(i); got != want[i] {
+					t.Fatalf("%v %d×%d: at(%d) = %v, stored %v", dt, rows, cols, i, got, want[i])
 				}
 			}
 		}
