@@ -145,11 +145,7 @@ func FMAF32(threads, runs int, d time.Duration) Rate {
 // accumulated in float32) of threads OS threads, best of runs of about d
 // each, and false where the CPU (or this build) has no such instruction.
 func DotBF16(threads, runs int, d time.Duration) (Rate, bool) {
-	ps := bf16Probes()
-	if len(ps) == 0 {
-		return Rate{}, false
-	}
-	return peak(ps[0], threads, runs, d), true
+	return firstPeak(bf16Probes(), threads, runs, d)
 }
 
 // HasDotBF16 reports whether DotBF16 can measure on this CPU and build.
@@ -161,11 +157,7 @@ func HasDotBF16() bool { return len(bf16Probes()) > 0 }
 // runs of about d each, and false where the CPU (or this build) has no such
 // instruction.
 func DotInt8(threads, runs int, d time.Duration) (Rate, bool) {
-	ps := int8Probes()
-	if len(ps) == 0 {
-		return Rate{}, false
-	}
-	return peak(ps[0], threads, runs, d), true
+	return firstPeak(int8Probes(), threads, runs, d)
 }
 
 // HasDotInt8 reports whether DotInt8 can measure on this CPU and build.
@@ -176,15 +168,20 @@ func HasDotInt8() bool { return len(int8Probes()) > 0 }
 // threads, best of runs of about d each, and false where the CPU (or this
 // build, or the operating system) has no AMX.
 func TileBF16(threads, runs int, d time.Duration) (Rate, bool) {
-	ps := amxProbes()
+	return firstPeak(amxProbes(), threads, runs, d)
+}
+
+// HasTileBF16 reports whether TileBF16 can measure on this CPU and build.
+func HasTileBF16() bool { return len(amxProbes()) > 0 }
+
+// firstPeak is peak on the first of ps, best first, and false where ps is
+// empty (the CPU or this build has no such instruction).
+func firstPeak(ps []computeProbe, threads, runs int, d time.Duration) (Rate, bool) {
 	if len(ps) == 0 {
 		return Rate{}, false
 	}
 	return peak(ps[0], threads, runs, d), true
 }
-
-// HasTileBF16 reports whether TileBF16 can measure on this CPU and build.
-func HasTileBF16() bool { return len(amxProbes()) > 0 }
 
 // parallel runs fn(0..threads-1) on as many goroutines, each locked to its
 // own OS thread, and returns the time from their common start to the end of
