@@ -226,11 +226,7 @@ float32): step t's part p at dst + (t·parts + p)·1 KiB, 64 bytes.`)
 	g.l("MOVQ DI, AX")
 	g.l("MOVQ DX, BX")
 	g.label("part")
-	var parts []string
-	for _, b := range cvtne2ps2bf16(2, 1, 0) {
-		parts = append(parts, fmt.Sprintf("$0x%02x", b))
-	}
-	g.l("BYTE %s // VCVTNE2PS2BF16 Z0, Z1, Z2", strings.Join(parts, "; BYTE "))
+	emitBytes(g, cvtne2ps2bf16(2, 1, 0), "VCVTNE2PS2BF16 Z0, Z1, Z2")
 	g.l("VMOVDQU64 Z2, (AX)")
 	g.l("DECQ BX")
 	g.l("JZ partsDone")
@@ -281,40 +277,46 @@ those at c, else from zero.`)
 		g.tilezero(t)
 	}
 	g.l("JMP start")
+	// sums loads (or stores) the three sums at c, 64 bytes apart.
+	sums := func(move func(t int, base, index string)) {
+		g.l("MOVQ c+72(FP), AX")
+		g.l("MOVQ ldc+80(FP), CX")
+		for t := range 3 {
+			if t > 0 {
+				g.l("ADDQ $64, AX")
+			}
+			move(t, "AX", "CX")
+		}
+	}
+	// multiply loads input tile a (this part, at AX) and adds its products
+	// with the three groups.
+	multiply := func(a int) {
+		g.tileloadd(a, "AX", "CX")
+		for j := range 3 {
+			g.tdpbf16ps(j, a, 4+j)
+		}
+	}
 	g.label("resume")
-	g.l("MOVQ c+72(FP), AX")
-	g.l("MOVQ ldc+80(FP), CX")
-	g.tileloadd(0, "AX", "CX")
-	g.l("ADDQ $64, AX")
-	g.tileloadd(1, "AX", "CX")
-	g.l("ADDQ $64, AX")
-	g.tileloadd(2, "AX", "CX")
+	sums(g.tileloadd)
 	g.label("start")
 	g.l("MOVQ $64, CX")
 	g.label("step")
 	g.l("MOVQ DI, AX")
-	g.prefetchTile("AX")
-	g.tileloadd(4, "AX", "CX")
-	g.l("ADDQ R11, AX")
-	g.prefetchTile("AX")
-	g.tileloadd(5, "AX", "CX")
-	g.l("ADDQ R11, AX")
-	g.prefetchTile("AX")
-	g.tileloadd(6, "AX", "CX")
+	for j := range 3 {
+		if j > 0 {
+			g.l("ADDQ R11, AX")
+		}
+		g.prefetchTile("AX")
+		g.tileloadd(4+j, "AX", "CX")
+	}
 	g.l("MOVQ SI, AX")
 	g.l("MOVQ R12, R13")
 	g.label("part")
-	g.tileloadd(3, "AX", "CX")
-	g.tdpbf16ps(0, 3, 4)
-	g.tdpbf16ps(1, 3, 5)
-	g.tdpbf16ps(2, 3, 6)
+	multiply(3)
 	g.l("DECQ R13")
 	g.l("JZ stepDone")
 	g.l("ADDQ R10, AX")
-	g.tileloadd(7, "AX", "CX")
-	g.tdpbf16ps(0, 7, 4)
-	g.tdpbf16ps(1, 7, 5)
-	g.tdpbf16ps(2, 7, 6)
+	multiply(7)
 	g.l("ADDQ R10, AX")
 	g.l("DECQ R13")
 	g.l("JNZ part")
@@ -323,13 +325,7 @@ those at c, else from zero.`)
 	g.l("ADDQ $1024, DI")
 	g.l("DECQ R8")
 	g.l("JNZ step")
-	g.l("MOVQ c+72(FP), AX")
-	g.l("MOVQ ldc+80(FP), CX")
-	g.tilestored(0, "AX", "CX")
-	g.l("ADDQ $64, AX")
-	g.tilestored(1, "AX", "CX")
-	g.l("ADDQ $64, AX")
-	g.tilestored(2, "AX", "CX")
+	sums(g.tilestored)
 	g.tilerelease()
 	g.l("RET")
 }

@@ -442,11 +442,17 @@ func dpbf16ps(dst, src1, src2 int) []byte {
 // against 187-189.)
 // emitDPBF16PS emits VDPBF16PS zmm<src2>, zmm<src1>, zmm<dst> as bytes.
 func emitDPBF16PS(g *gen, dst, src1, src2 int) {
+	emitBytes(g, dpbf16ps(dst, src1, src2), fmt.Sprintf("VDPBF16PS Z%d, Z%d, Z%d", src2, src1, dst))
+}
+
+// emitBytes emits the bytes of an instruction the Go assembler does not
+// know, with its Go-syntax form as a comment.
+func emitBytes(g *gen, code []byte, comment string) {
 	var parts []string
-	for _, b := range dpbf16ps(dst, src1, src2) {
+	for _, b := range code {
 		parts = append(parts, fmt.Sprintf("$0x%02x", b))
 	}
-	g.l("BYTE %s // VDPBF16PS Z%d, Z%d, Z%d", strings.Join(parts, "; BYTE "), src2, src1, dst)
+	g.l("BYTE %s // %s", strings.Join(parts, "; BYTE "), comment)
 }
 
 func x86TileDPBF16(g *gen, prefetch bool) {
