@@ -309,6 +309,9 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 		k.qpGroupsQ6_K = &qpGroupKernels{qpQ6KVNNI2g, qpQ6KVNNI4g}
 		k.name += "-vnni"
 	}
+	if f.AVX512 {
+		k.matMulBF16TilesFMA = matMulBF16TilesFMAAVX512
+	}
 	if f.AMXBF16 {
 		k.matMulBF16Tiles = matMulBF16TilesAMX
 		k.packTileBF16 = packTileBF16AVX512

@@ -46,6 +46,9 @@ type impl struct {
 
 	// matMulBF16Tiles is MatMulBF16Tiles on tiles (nil: the Go twin).
 	matMulBF16Tiles func(dst []float32, ldd int, w []uint16, rows, cols int, xp []uint16, n, parts int)
+	// matMulBF16TilesFMA is MatMulBF16TilesFMA in assembly (nil: the Go
+	// twin).
+	matMulBF16TilesFMA func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int)
 	// packTileBF16 packs one input for the tile products (nil: the Go
 	// twin): steps steps of 32 values at x, in parts parts, step t's part
 	// p at dst + (t·parts + p)·1 KiB.

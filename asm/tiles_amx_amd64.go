@@ -11,6 +11,9 @@ import (
 func packTileBF16AVX512(dst *uint16, x *float32, steps, parts int)
 
 //go:noescape
+func tileBF16FMA(dst *float32, ldd int, w *uint16, groupBytes, steps int, x *float32, ldx, nb, ng int)
+
+//go:noescape
 func tileBF16AMX3(cfg *byte, x *uint16, stepBytes, partBytes, parts int, w *uint16, groupBytes, steps, flags int, c *float32, ldc int)
 
 //go:noescape
@@ -150,6 +153,42 @@ func matMulBF16TilesAMX(dst []float32, ldd int, wp []uint16, rows, cols int, xp 
 	for i := range n {
 		if r0 := scratchRow[i/(2*tileRows)]; r0 >= 0 {
 			copy(dst[i*ldd+r0:i*ldd+rows], scratch[i*2*tileRows:])
+		}
+	}
+}
+
+// matMulBF16TilesFMAAVX512 is MatMulBF16TilesFMA on AVX-512: the inputs
+// eight at a time, or fewer with up to four groups of 16 rows at once (one
+// input streams four groups' weights, as the matrix-vector kernels read
+// four rows); a group's weights, up to a few hundred KiB, stay in L2
+// between runs of inputs. A last group that ends inside its 16 rows is
+// summed in scratch.
+func matMulBF16TilesFMAAVX512(dst []float32, ldd int, wp []uint16, rows, cols int, x []float32, n int) {
+	steps := cols / tileCols
+	groupLen := steps * tileCols * tileRows
+	full := rows / tileRows
+	var scratch [tileFMAInputs * tileRows]float32
+	for g := 0; g < full; {
+		ng := 1
+		if n <= tileFMAInputs/2 {
+			ng = min(tileFMAInputs/n, 4)
+			for ng > full-g || ng == 3 {
+				ng--
+			}
+		}
+		for i := 0; i < n; i += tileFMAInputs {
+			nb := min(tileFMAInputs/ng, n-i)
+			tileBF16FMA(&dst[i*ldd+g*tileRows], ldd, &wp[g*groupLen], 2*groupLen, steps, &x[i*cols], cols, nb, ng)
+		}
+		g += ng
+	}
+	if r0 := full * tileRows; r0 < rows {
+		for i := 0; i < n; i += tileFMAInputs {
+			nb := min(tileFMAInputs, n-i)
+			tileBF16FMA(&scratch[0], tileRows, &wp[full*groupLen], 2*groupLen, steps, &x[i*cols], cols, nb, 1)
+			for j := range nb {
+				copy(dst[(i+j)*ldd+r0:(i+j)*ldd+rows], scratch[j*tileRows:])
+			}
 		}
 	}
 }

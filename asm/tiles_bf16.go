@@ -65,7 +65,10 @@ func TileBF16WeightLen(rows, cols int) int {
 }
 
 // PackTileBF16Weights writes the rows×cols bf16 matrix w (row-major) into
-// dst, TileBF16WeightLen(rows, cols) values, in the tile layout.
+// dst, TileBF16WeightLen(rows, cols) values, in the tile layout. Groups of
+// 16 rows pack independently: callers may pack the rows [16a, 16b) of a
+// matrix, as a matrix of their own, into dst[16a·cols:16b·cols] in
+// parallel.
 func PackTileBF16Weights(dst, w []uint16, rows, cols int) error {
 	size := TileBF16WeightLen(rows, cols)
 	switch {
@@ -74,17 +77,25 @@ func PackTileBF16Weights(dst, w []uint16, rows, cols int) error {
 	case len(w) != rows*cols || len(dst) != size:
 		return fmt.Errorf("asm: PackTileBF16Weights: %d weights and %d packed for %d×%d, want %d and %d", len(w), len(dst), rows, cols, rows*cols, size)
 	}
+	const tileLen = tileCols * tileRows
 	steps := cols / tileCols
 	for r := range size / cols {
-		g, lane := r/tileRows, r%tileRows
-		for t := range steps {
-			tile := dst[(g*steps+t)*tileCols*tileRows:][:tileCols*tileRows]
-			for c := range tileCols {
-				var v uint16
-				if r < rows {
-					v = w[r*cols+t*tileCols+c]
+		group := dst[r/tileRows*steps*tileLen:][:steps*tileLen]
+		lane := 2 * (r % tileRows)
+		if r >= rows {
+			for t := range steps {
+				tile := group[t*tileLen:][:tileLen]
+				for p := range tileCols / 2 {
+					tile[p*2*tileRows+lane], tile[p*2*tileRows+lane+1] = 0, 0
 				}
-				tile[c/2*2*tileRows+2*lane+c%2] = v
+			}
+			continue
+		}
+		row := w[r*cols:][:cols]
+		for t := range steps {
+			tile, src := group[t*tileLen:][:tileLen], row[t*tileCols:][:tileCols]
+			for p := range tileCols / 2 {
+				tile[p*2*tileRows+lane], tile[p*2*tileRows+lane+1] = src[2*p], src[2*p+1]
 			}
 		}
 	}
@@ -241,6 +252,78 @@ func matMulBF16TilesGo(dst []float32, ldd int, wp []uint16, rows, cols int, xp [
 				}
 			}
 			dst[i*ldd+r] = s
+		}
+	}
+}
+
+// tileFMAInputs is the most inputs one pass of MatMulBF16TilesFMA's
+// assembly takes over a group's weights, and tileFMASegSteps the steps of
+// 32 columns of one of its segments (see MatMulBF16TilesFMA).
+const (
+	tileFMAInputs   = 8
+	tileFMASegSteps = 8
+)
+
+// MatMulBF16TilesFMA multiplies n float32 inputs (x, row-major, cols
+// values each) by a rows×cols bf16 matrix in the tile layout (wp,
+// PackTileBF16Weights) on float32 FMA: dst[i*ldd+r] = Σ_c w[r,c]·x[i,c].
+// It is the kernel for products of a few inputs, such as decode steps,
+// which stream the weights: one input runs at the read rate of the FMA
+// matrix-vector kernels, where MatMulBF16Tiles pays for three tile
+// multiplies per 1 KiB of weights. Each element is summed in one order
+// whatever n, rows and the element's place among them: per segment of
+// 256 columns, the even and the odd columns apart, each in order with a
+// fused multiply-add from zero; the segments' even+odd sums added in
+// order. The sums are not those of MatMulBF16Tiles (the tiles add in
+// their own order), only as close to the exact ones.
+func (k *Kernels) MatMulBF16TilesFMA(dst []float32, ldd int, wp []uint16, rows, cols int, x []float32, n int) error {
+	wl := TileBF16WeightLen(rows, cols)
+	switch {
+	case wl == 0 && rows > 0:
+		return fmt.Errorf("asm: MatMulBF16TilesFMA: %d columns have no tile layout", cols)
+	case len(wp) < wl:
+		return fmt.Errorf("asm: MatMulBF16TilesFMA: weights have %d values, need %d", len(wp), wl)
+	}
+	if err := checkMat("MatMulBF16TilesFMA", len(dst), ldd, rows*cols, rows, cols, len(x), n); err != nil {
+		return err
+	}
+	if rows == 0 || n == 0 {
+		return nil
+	}
+	if k.matMulBF16TilesFMA != nil {
+		k.matMulBF16TilesFMA(dst, ldd, wp[:wl], rows, cols, x, n)
+		return nil
+	}
+	matMulBF16TilesFMAGo(dst, ldd, wp[:wl], rows, cols, x, n)
+	return nil
+}
+
+// matMulBF16TilesFMAGo is the Go twin of MatMulBF16TilesFMA, in its order
+// of additions, with each fused multiply-add computed in float64 and
+// rounded to float32 (which can differ from a float32 FMA in the last bit
+// where the float64 result falls on a float32 tie).
+func matMulBF16TilesFMAGo(dst []float32, ldd int, wp []uint16, rows, cols int, x []float32, n int) {
+	steps := cols / tileCols
+	fma := func(w uint16, x, s float32) float32 {
+		return float32(math.FMA(float64(half.BF16ToF32(w)), float64(x), float64(s)))
+	}
+	for r := range rows {
+		g, lane := r/tileRows, r%tileRows
+		for i := range n {
+			in := x[i*cols : (i+1)*cols]
+			var total float32
+			for s0 := 0; s0 < steps; s0 += tileFMASegSteps {
+				var even, odd float32
+				for t := s0; t < min(s0+tileFMASegSteps, steps); t++ {
+					tile := wp[(g*steps+t)*tileCols*tileRows:][:tileCols*tileRows]
+					for q := range tileCols / 2 {
+						even = fma(tile[q*2*tileRows+2*lane], in[t*tileCols+2*q], even)
+						odd = fma(tile[q*2*tileRows+2*lane+1], in[t*tileCols+2*q+1], odd)
+					}
+				}
+				total += even + odd
+			}
+			dst[i*ldd+r] = total
 		}
 	}
 }

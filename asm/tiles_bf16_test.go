@@ -14,7 +14,7 @@ type tileCase struct{ rows, cols, n int }
 
 var tileCases = []tileCase{
 	{1, 32, 1}, {16, 32, 16}, {17, 64, 5}, {31, 96, 17}, {32, 32, 32}, {33, 128, 33},
-	{70, 320, 40}, {130, 64, 3}, {48, 1024, 20}, {5, 2048, 1}, {160, 64, 70}, {40, 1088, 33}, {20, 64, 2100},
+	{70, 320, 40}, {130, 64, 3}, {48, 1024, 20}, {5, 2048, 1}, {160, 64, 70}, {40, 1088, 33}, {20, 64, 2100}, {66, 96, 2}, {64, 64, 4},
 }
 
 // packTiles packs x for a tile product, in two calls where there are
@@ -244,3 +244,94 @@ func TestPackTileBF16(t *testing.T) {
 
 // f32ToBF16 rounds to bf16 as the packing does.
 func f32ToBF16(v float32) uint16 { h, _ := splitBF16(v); return h }
+
+// TestMatMulBF16TilesFMA checks every kernel set's FMA products of
+// tile-layout weights bit for bit against the Go twin (whose float64 FMA
+// could differ from a float32 one only where a result falls on a float32
+// tie, which the fixed inputs here do not meet), so the order of the
+// additions is the documented one, and against exact sums: a chain of at
+// most 128 fused products per segment, then the segments, each
+// rounding by at most 2^-24 of the sum of magnitudes.
+func TestMatMulBF16TilesFMA(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for _, k := range kernelSets(t) {
+		for _, c := range tileCases {
+			c.n = min(c.n, 40)
+			what := fmt.Sprintf("%s %dx%d n=%d", k.Name(), c.rows, c.cols, c.n)
+			w := randU16(r, kinds[0], c.rows*c.cols)
+			wp := packWeights(t, w, c.rows, c.cols)
+			x := randF32(r, c.n*c.cols)
+			ldd := c.rows + 3
+			buf, dst := guarded((c.n-1)*ldd + c.rows)
+			for i := range dst {
+				dst[i] = sentinel
+			}
+			if err := k.MatMulBF16TilesFMA(dst, ldd, wp, c.rows, c.cols, x, c.n); err != nil {
+				t.Fatal(err)
+			}
+			checkGuards(t, what, buf)
+			twin := make([]float32, len(dst))
+			matMulBF16TilesFMAGo(twin, ldd, wp, c.rows, c.cols, x, c.n)
+			for i := range c.n {
+				for row := c.rows; row < ldd && i+1 < c.n; row++ {
+					if dst[i*ldd+row] != sentinel {
+						t.Fatalf("%s: input %d: wrote past the rows, at %d", what, i, row)
+					}
+				}
+				for row := range c.rows {
+					got := dst[i*ldd+row]
+					if math.Float32bits(got) != math.Float32bits(twin[i*ldd+row]) {
+						t.Fatalf("%s: input %d row %d: %g, the twin's %g", what, i, row, got, twin[i*ldd+row])
+					}
+					var want, abs float64
+					for col := range c.cols {
+						p := float64(half.BF16ToF32(w[row*c.cols+col])) * float64(x[i*c.cols+col])
+						want += p
+						abs += math.Abs(p)
+					}
+					chain := min(c.cols/2, tileFMASegSteps*tileCols/2) + 2 + c.cols/(tileFMASegSteps*tileCols)
+					tol := float64(chain) * 0x1p-24 * abs
+					if d := math.Abs(float64(got) - want); !(d <= tol) {
+						t.Fatalf("%s: input %d row %d: got %g, want %g (error %g, allowed %g)", what, i, row, got, want, d, tol)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulBF16TilesFMAInvariant checks that an element of an FMA tile
+// product does not depend on the rest of the call: one input alone, any
+// run of inputs and any run of whole groups of rows give the same bits.
+func TestMatMulBF16TilesFMAInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(43, 44))
+	const rows, cols, n = 75, 1088, 19
+	w := randU16(r, kinds[0], rows*cols)
+	wp := packWeights(t, w, rows, cols)
+	x := randF32(r, n*cols)
+	for _, k := range kernelSets(t) {
+		all := make([]float32, n*rows)
+		if err := k.MatMulBF16TilesFMA(all, rows, wp, rows, cols, x, n); err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range [][2]int{{0, 1}, {5, 6}, {18, 19}, {3, 12}, {9, 19}, {1, 18}} {
+			m := in[1] - in[0]
+			for _, rr := range [][2]int{{0, rows}, {0, 1}, {16, 40}, {32, 75}, {64, 75}, {48, 64}} {
+				got := make([]float32, m*rows)
+				if err := k.MatMulBF16TilesFMA(got[rr[0]:], rows, wp[rr[0]*cols:], rr[1]-rr[0], cols, x[in[0]*cols:in[1]*cols], m); err != nil {
+					t.Fatal(err)
+				}
+				for i := range m {
+					for row := rr[0]; row < rr[1]; row++ {
+						if a, b := all[(in[0]+i)*rows+row], got[i*rows+row]; math.Float32bits(a) != math.Float32bits(b) {
+							t.Fatalf("%s: input %d row %d: %g in the whole product, %g with inputs %v rows %v", k.Name(), in[0]+i, row, a, b, in, rr)
+						}
+					}
+				}
+			}
+		}
+	}
+	if err := Generic().MatMulBF16TilesFMA(make([]float32, rows), rows, wp[:10], rows, cols, x, 1); err == nil {
+		t.Fatal("short weights were accepted")
+	}
+}

@@ -308,6 +308,27 @@ type Backend interface {
 	Argmax(ctx context.Context, dst []int32, x Buffer, dim int) error
 }
 
+// DecodeMatMuler is implemented by backends whose products have faster
+// kernels for the rows of tokens being decoded than for prompt rows, with
+// sums in another order (the CPU backend on AMX tiles: see
+// cpu.Options.AMXTiles). Prompt rows keep the kernels whose results do not
+// depend on the batch or on where a prompt is cut, so that a prompt
+// resumed from a snapshot gives the bits of a cold run; decoded tokens are
+// never snapshotted.
+type DecodeMatMuler interface {
+	// MatMulDecode is MatMul where the first decode of the n rows are
+	// tokens being decoded. Each row's result depends only on the row,
+	// the weight and whether it is a decode row.
+	MatMulDecode(dst Buffer, x Buffer, w Weight, n, decode int)
+}
+
+// TableLoader is implemented by backends that store a weight read only
+// by Embed (an untied token embedding) otherwise than a matrix of
+// products: LoadTable is LoadWeight for such a weight.
+type TableLoader interface {
+	LoadTable(name string, dt DType, rows, cols int, data []byte) (Weight, error)
+}
+
 // MemoryReporter is implemented by backends that allocate from a device's
 // own memory (the Vulkan backend): FreeMemory returns the bytes still free
 // for buffers. Backends on host memory (the CPU) do not implement it.

@@ -651,7 +651,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 	budget := e.stepTokens
 	for _, r := range run {
 		if r.fed == len(r.s.req.Prompt) {
-			inputs = append(inputs, model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: r.logitsMode()})
+			inputs = append(inputs, model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: r.logitsMode(), Decode: true})
 			members = append(members, r)
 			budget--
 		}

@@ -22,11 +22,17 @@ const cutChunk = 64
 // next decoded step, equal a cold single-pass run bit for bit. Prefix
 // reuse resumes prefill from such cut points and relies on it.
 func TestPrefillCutsExact(t *testing.T) {
-	sets := map[string]*asm.Kernels{"detected": asm.Detect(), "generic": asm.Generic()}
+	sets := map[string]cpu.Options{
+		"detected": {Kernels: asm.Detect()},
+		"generic":  {Kernels: asm.Generic()},
+		// Prompt rows on AMX tiles, decode rows on the FMA products of
+		// the tile layout, where the CPU has AMX.
+		"amx-tiles": {AMXTiles: true},
+	}
 	for _, name := range []string{"tiny", "small"} {
-		for kname, k := range sets {
+		for kname, o := range sets {
 			t.Run(name+"/"+kname, func(t *testing.T) {
-				be := cpu.New(cpu.Options{Kernels: k})
+				be := cpu.New(o)
 				defer be.Close()
 				gm := loadGolden(t, name, Options{Backend: be})
 				checkPrefillCuts(t, gm.m)
@@ -60,7 +66,7 @@ func checkPrefillCuts(t *testing.T, m *Model) {
 // cutRun prefills prompt into a new sequence in passes ending at cuts,
 // returning the logits of every position and of one decode step after it.
 // With others, every step also carries a sequence that prefills others
-// and then decodes.
+// and then decodes (Input.Decode, so that decode rows share the passes).
 func cutRun(t *testing.T, m *Model, prompt, cuts, others []int) (logits, next []float32) {
 	t.Helper()
 	ctx := context.Background()
@@ -77,15 +83,15 @@ func cutRun(t *testing.T, m *Model, prompt, cuts, others []int) (logits, next []
 		}
 		defer side.Close()
 	}
-	step := func(tokens []int) []float32 {
-		in := []Input{{Seq: seq, Tokens: tokens, Logits: AllLogits}}
+	step := func(tokens []int, decode bool) []float32 {
+		in := []Input{{Seq: seq, Tokens: tokens, Logits: AllLogits, Decode: decode}}
 		if side != nil {
 			tok := []int{others[sideFed%len(others)]}
 			if sideFed == 0 {
 				tok = others[:7]
 			}
+			in = append([]Input{{Seq: side, Tokens: tok, Logits: LastLogits, Decode: sideFed > 0}}, in...)
 			sideFed += len(tok)
-			in = append([]Input{{Seq: side, Tokens: tok, Logits: LastLogits}}, in...)
 		}
 		out, err := m.Step(ctx, in)
 		if err != nil {
@@ -98,10 +104,10 @@ func cutRun(t *testing.T, m *Model, prompt, cuts, others []int) (logits, next []
 		if c <= start || c > len(prompt) {
 			continue
 		}
-		logits = append(logits, step(prompt[start:c])...)
+		logits = append(logits, step(prompt[start:c], false)...)
 		start = c
 	}
-	next = step([]int{prompt[0]})
+	next = step([]int{prompt[0]}, true)
 	return logits, next
 }
 

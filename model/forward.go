@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/govinfer/govinfer/compute"
 )
 
 // forward runs one pass over the weights for a set of pieces and stores
@@ -63,12 +65,16 @@ func (m *Model) startPass(pass []piece) (rows, logitRows int, err error) {
 			return 0, 0, err
 		}
 	}
+	m.sc.decodeRows = 0
 	for i := range pass {
 		p := &pass[i]
 		rows += len(p.tokens)
 		if p.nLogits > 0 {
 			p.logitRow = logitRows
 			logitRows += p.nLogits
+		}
+		if p.decode {
+			m.sc.decodeRows = rows
 		}
 		if err := p.seq.reserve(p.pos + len(p.tokens)); err != nil {
 			return 0, 0, err
@@ -121,7 +127,12 @@ func (m *Model) logits(ctx context.Context, pass []piece, outs []Output, logitRo
 		}
 	}
 	be.RMSNorm(sc.normed, sc.xn, m.w.norm, logitRows, h, float32(c.RMSNormEps))
-	be.MatMul(sc.logits, sc.normed, m.w.lmHead, logitRows)
+	// Every logit row takes the decode kernels: a prompt gives one row
+	// (or its rows for prompt logprobs), and logits are no state a cut
+	// prompt resumes from, so any per-row kernel keeps resumed prompts
+	// exact; one row streams the largest matrix, which the decode kernels
+	// do fastest.
+	m.matMul(sc.logits, sc.normed, m.w.lmHead, logitRows, logitRows)
 	var ids []int32
 	for _, p := range pass {
 		if !p.argmaxOnly {
@@ -171,4 +182,15 @@ func (m *Model) ropeRow(dst []float32, pos int) {
 		s, c := math.Sincos(float64(pos) * f)
 		dst[i], dst[half+i] = float32(c), float32(s)
 	}
+}
+
+// matMul is the backend's MatMul of n rows whose first decode rows are
+// tokens being decoded, on the backend's decode kernels where it has them
+// (compute.DecodeMatMuler).
+func (m *Model) matMul(dst, x compute.Buffer, w compute.Weight, n, decode int) {
+	if dm, ok := m.be.(compute.DecodeMatMuler); ok && decode > 0 {
+		dm.MatMulDecode(dst, x, w, n, decode)
+		return
+	}
+	m.be.MatMul(dst, x, w, n)
 }

@@ -41,9 +41,9 @@ func (a *gatedAttention) forward(m *Model, l int, pass []piece, rows int, rope [
 	c, sc, be := m.cfg, m.sc, m.be
 	nh, nkv, hd := c.NumHeads, c.NumKVHeads, c.HeadDim
 	eps := float32(c.RMSNormEps)
-	be.MatMul(sc.qg, sc.xn, a.qProj, rows)
-	be.MatMul(sc.k, sc.xn, a.kProj, rows)
-	be.MatMul(sc.v, sc.xn, a.vProj, rows)
+	m.matMul(sc.qg, sc.xn, a.qProj, rows, sc.decodeRows)
+	m.matMul(sc.k, sc.xn, a.kProj, rows, sc.decodeRows)
+	m.matMul(sc.v, sc.xn, a.vProj, rows, sc.decodeRows)
 	// Each q_proj row is [q_0 | gate_0 | q_1 | gate_1 | ...].
 	qh := compute.Heads{Off: 0, RowStride: 2 * nh * hd, HeadStride: 2 * hd, Count: nh, Dim: hd}
 	gh := compute.Heads{Off: hd, RowStride: 2 * nh * hd, HeadStride: 2 * hd, Count: nh, Dim: hd}
@@ -67,5 +67,5 @@ func (a *gatedAttention) forward(m *Model, l int, pass []piece, rows int, rope [
 	}
 	be.CausalAttention(sc.attns)
 	be.SigmoidMul(sc.core, compute.DenseHeads(nh, hd), sc.qg, gh, rows)
-	be.MatMul(sc.tmp, sc.core, a.oProj, rows)
+	m.matMul(sc.tmp, sc.core, a.oProj, rows, sc.decodeRows)
 }

@@ -56,10 +56,10 @@ func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []flo
 	c, sc, be := m.cfg, m.sc, m.be
 	nk, nv, dk, dv := c.LinearNumKeyHeads, c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim
 	convDim := c.ConvDim()
-	be.MatMul(sc.qkv, sc.xn, g.inProjQKV, rows)
-	be.MatMul(sc.z, sc.xn, g.inProjZ, rows)
-	be.MatMul(sc.b, sc.xn, g.inProjB, rows)
-	be.MatMul(sc.a, sc.xn, g.inProjA, rows)
+	m.matMul(sc.qkv, sc.xn, g.inProjQKV, rows, sc.decodeRows)
+	m.matMul(sc.z, sc.xn, g.inProjZ, rows, sc.decodeRows)
+	m.matMul(sc.b, sc.xn, g.inProjB, rows, sc.decodeRows)
+	m.matMul(sc.a, sc.xn, g.inProjA, rows, sc.decodeRows)
 	sc.convs = sc.convs[:0]
 	for _, p := range pass {
 		sc.convs = append(sc.convs, compute.ConvSeq{Row: p.row, N: len(p.tokens), State: p.seq.conv[l]})
@@ -94,7 +94,7 @@ func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []flo
 	}
 	oh := compute.DenseHeads(nv, dv)
 	be.GatedRMSNorm(core, oh, sc.z, oh, rows, g.norm, float32(c.RMSNormEps))
-	be.MatMul(sc.tmp, core, g.outProj, rows)
+	m.matMul(sc.tmp, core, g.outProj, rows, sc.decodeRows)
 }
 
 // tileHeads copies rows of value heads from the grouped order of src to the

@@ -188,7 +188,8 @@ func runGoldens(t *testing.T, name string, opts Options) {
 					t.Errorf("prompt position %d: argmax %d, golden %d (margin_rel %.3g)", i, got, want, c.PromptArgmaxMarginRel[i])
 				}
 			}
-			// Greedy decode with caches, one token per step.
+			// Greedy decode with caches, one token per step, on the
+			// decode kernels where the backend has them.
 			var stepLogits []float32
 			if c.GreedyStepLogits != nil {
 				stepLogits = gm.floats(t, c.GreedyStepLogits.Tensor)
@@ -205,7 +206,7 @@ func runGoldens(t *testing.T, name string, opts Options) {
 				if step.MarginRel < marginRule || got != step.Token {
 					break // a legitimate flip here changes the rest
 				}
-				out, err := m.Step(context.Background(), []Input{{Seq: seq, Tokens: []int{got}}})
+				out, err := m.Step(context.Background(), []Input{{Seq: seq, Tokens: []int{got}, Decode: true}})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -33,10 +33,10 @@ func (f *mlp) bindings(c *Config, p string) []binding {
 // forward computes sc.tmp = down(silu(gate(xn)) * up(xn)).
 func (f *mlp) forward(m *Model, rows int) {
 	sc, be := m.sc, m.be
-	be.MatMul(sc.gate, sc.xn, f.gateProj, rows)
-	be.MatMul(sc.up, sc.xn, f.upProj, rows)
+	m.matMul(sc.gate, sc.xn, f.gateProj, rows, sc.decodeRows)
+	m.matMul(sc.up, sc.xn, f.upProj, rows, sc.decodeRows)
 	be.SiLUMul(sc.gate, sc.gate, sc.up, rows*m.cfg.IntermediateSize)
-	be.MatMul(sc.tmp, sc.gate, f.downProj, rows)
+	m.matMul(sc.tmp, sc.gate, f.downProj, rows, sc.decodeRows)
 }
 
 func (f *mlp) weights() []compute.Weight {

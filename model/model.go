@@ -177,6 +177,14 @@ type Input struct {
 	Seq    *Sequence
 	Tokens []int
 	Logits LogitsMode
+	// Decode marks tokens that were generated, not read from a prompt.
+	// Their products may run on kernels made for few inputs, whose sums
+	// differ from the prompt kernels' in the last bits (on the CPU with
+	// AMX tiles; compute.DecodeMatMuler): prompt tokens keep results
+	// independent of the batch and of where a prompt is cut, so that a
+	// prompt resumed from a snapshot matches a cold run bit for bit. Leave
+	// it false for prompt tokens.
+	Decode bool
 }
 
 // Output carries the logits of one Input: rows of VocabSize values, one row
@@ -257,7 +265,8 @@ type piece struct {
 	nLogits  int
 	// argmaxOnly asks for the greedy token of the piece's logit row only.
 	argmaxOnly bool
-	outOff     int // where its logits go in the input's Output
+	decode     bool // Input.Decode
+	outOff     int  // where its logits go in the input's Output
 }
 
 // runPieces packs the inputs' tokens into passes of at most m.maxTokens
@@ -274,7 +283,21 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		return err
 	}
 	vocab := m.cfg.VocabSize
+	// Decode inputs first, so that their rows lead every pass
+	// (scratch.decodeRows).
+	order := make([]int, 0, len(inputs))
 	for i, in := range inputs {
+		if in.Decode {
+			order = append(order, i)
+		}
+	}
+	for i, in := range inputs {
+		if !in.Decode {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		in := inputs[i]
 		switch in.Logits {
 		case AllLogits:
 			outs[i].Logits = make([]float32, len(in.Tokens)*vocab)
@@ -284,7 +307,7 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		pos := in.Seq.n
 		for done := 0; done < len(in.Tokens); {
 			n := min(len(in.Tokens)-done, m.maxTokens-rows)
-			p := piece{in: i, seq: in.Seq, tokens: in.Tokens[done : done+n], row: rows, pos: pos + done, logitRow: -1}
+			p := piece{in: i, seq: in.Seq, tokens: in.Tokens[done : done+n], row: rows, pos: pos + done, logitRow: -1, decode: in.Decode}
 			switch {
 			case in.Logits == AllLogits:
 				p.nLogits, p.outOff = n, done*vocab

@@ -10,6 +10,11 @@ import (
 type scratch struct {
 	rows int
 
+	// The pass's first decodeRows rows are tokens being decoded
+	// (Input.Decode), which products may run on other kernels
+	// (compute.DecodeMatMuler).
+	decodeRows int
+
 	x, xn, tmp compute.Buffer // [rows, hidden]: residual stream, normed, mixer/MLP output
 	gate, up   compute.Buffer // [rows, intermediate]; gate also holds silu(gate)*up
 	core       compute.Buffer // [rows, max(value_dim, heads*head_dim)]: mixer core output

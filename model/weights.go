@@ -166,7 +166,13 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 				note = b.name + ": " + reason
 			}
 		}
-		wt, err := be.LoadWeight(b.name, dt, rows, cols, data)
+		var wt compute.Weight
+		// An untied embedding is only read by Embed.
+		if tl, ok := be.(compute.TableLoader); ok && b.dst == &w.embed && !c.TieWordEmbeddings {
+			wt, err = tl.LoadTable(b.name, dt, rows, cols, data)
+		} else {
+			wt, err = be.LoadWeight(b.name, dt, rows, cols, data)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}

@@ -590,7 +590,7 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opP
 	start = time.Now()
 	for i := 0; i < gen; i++ {
 		// Greedy decode: the backend returns the argmax, not the logits.
-		out, err = m.Step(ctx, []model.Input{{Seq: seq, Tokens: []int{tok}, Logits: model.LastArgmax}})
+		out, err = m.Step(ctx, []model.Input{{Seq: seq, Tokens: []int{tok}, Logits: model.LastArgmax, Decode: true}})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -633,7 +633,7 @@ func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int, prof op
 		if err != nil {
 			return 0, err
 		}
-		in[i] = model.Input{Seq: s, Tokens: []int{compute.Argmax(out[0].Logits)}, Logits: model.LastArgmax}
+		in[i] = model.Input{Seq: s, Tokens: []int{compute.Argmax(out[0].Logits)}, Logits: model.LastArgmax, Decode: true}
 	}
 	if prof != nil {
 		prof.take()

@@ -229,6 +229,20 @@ func (w *weight) at(i int) float32 {
 // LoadWeight implements compute.Backend. The weight aliases data when data is
 // suitably aligned; otherwise it is copied once.
 func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
+	return b.loadWeight(name, dt, rows, cols, data, b.tiles)
+}
+
+// LoadTable implements compute.TableLoader: a weight that only Embed
+// reads stays in the row-major layout, which reads a row at a time in
+// place (never packed for AMX tiles, so its pages stay on disk until a
+// token needs them).
+func (b *Backend) LoadTable(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
+	return b.loadWeight(name, dt, rows, cols, data, false)
+}
+
+// loadWeight is LoadWeight, with bf16 matrices packed in the AMX tile
+// layout when tiles is set.
+func (b *Backend) loadWeight(name string, dt compute.DType, rows, cols int, data []byte, tiles bool) (compute.Weight, error) {
 	if rows <= 0 || cols <= 0 {
 		return nil, fmt.Errorf("cpu: weight %s: bad shape [%d, %d]", name, rows, cols)
 	}
@@ -275,14 +289,16 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 			}
 			w.f32 = f
 		}
-		if dt == compute.BF16 && b.tiles && asm.TileBF16WeightLen(rows, cols) > 0 {
+		if dt == compute.BF16 && tiles && asm.TileBF16WeightLen(rows, cols) > 0 {
 			// The tile products stream this layout: one copy now, and
 			// data is no longer referenced (rows come from the copy, or
 			// from the float32 one of a small weight).
 			w.tiles = make([]uint16, asm.TileBF16WeightLen(rows, cols))
-			if err := asm.PackTileBF16Weights(w.tiles, w.u16, rows, cols); err != nil {
-				return nil, fmt.Errorf("cpu: weight %s: %w", name, err)
-			}
+			// Groups of 16 rows pack apart, over the workers.
+			b.pool.parallelFor((rows+15)/16, max(1, parallelGrain/(16*cols)), func(lo, hi int) {
+				r0, r1 := lo*16, min(hi*16, rows)
+				mustKernel(asm.PackTileBF16Weights(w.tiles[r0*cols:hi*16*cols], w.u16[r0*cols:r1*cols], r1-r0, cols))
+			})
 			w.u16 = nil
 		}
 	}
@@ -376,6 +392,32 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 		}
 	}
 	b.rowBlocks(rows, block, run)
+}
+
+// MatMulDecode implements compute.DecodeMatMuler: with a weight in the
+// AMX tile layout, the decode rows take the FMA products of tile-layout
+// weights (asm.Kernels.MatMulBF16TilesFMA), which stream the weights at
+// the FMA kernels' rate where a tile product of one input pays for three
+// tile multiplies per KiB; every other weight, and the other rows, as
+// MatMul.
+func (b *Backend) MatMulDecode(dst, x compute.Buffer, wt compute.Weight, n, decode int) {
+	w := wt.(*weight)
+	if w.tiles == nil || decode <= 0 {
+		b.MatMul(dst, x, wt, n)
+		return
+	}
+	decode = min(decode, n)
+	d, xs := Data(dst), Data(x)
+	rows, cols := w.rows, w.cols
+	if decode < n {
+		b.matMulBF16Tiles(d[decode*rows:], xs[decode*cols:n*cols], w, n-decode)
+	}
+	block := matMulBlock(rows, cols*2, decode, b.pool.workers)
+	b.rowBlocks(rows, block, func(lo, hi int) {
+		if err := b.k.MatMulBF16TilesFMA(d[lo:], rows, w.tiles[lo*cols:], hi-lo, cols, xs[:decode*cols], decode); err != nil {
+			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
+		}
+	})
 }
 
 // matMulQ is MatMul with a quantized weight: the inputs are quantized to

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/internal/half"
 )
@@ -71,6 +72,113 @@ func readBack(t *testing.T, b *Backend, cols int) {
 				if got := w.(*weight).at(i); got != want[i] {
 					t.Fatalf("%v %d×%d: at(%d) = %v, stored %v", dt, rows, cols, i, got, want[i])
 				}
+			}
+		}
+	}
+}
+
+// TestMatMulDecode checks the products of decode rows on a bf16 weight in
+// the tile layout: the decode rows are the tile layout's FMA products and
+// the others its tile products, bit for bit, whatever their number; other
+// weights multiply every row as MatMul does.
+func TestMatMulDecode(t *testing.T) {
+	b := New(Options{Threads: 2, AMXTiles: true})
+	defer b.Close()
+	if !b.tiles {
+		t.Skip("no AMX tiles on this CPU")
+	}
+	const rows, cols, n = 70, 96, 9
+	data := make([]byte, rows*cols*2)
+	w16 := make([]uint16, rows*cols)
+	for i := range w16 {
+		w16[i] = half.F32ToBF16(float32(i%389)/97 - 2)
+		binary.LittleEndian.PutUint16(data[2*i:], w16[i])
+	}
+	x := make([]float32, n*cols)
+	for i := range x {
+		x[i] = float32(i%211)/53 - 1.5
+	}
+	wt, err := b.LoadWeight("w", compute.BF16, rows, cols, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := New(Options{Threads: 2})
+	defer plain.Close()
+	pw, err := plain.LoadWeight("w", compute.BF16, rows, cols, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xb, _ := b.NewBuffer(n * cols)
+	if err := b.Upload(xb, 0, x); err != nil {
+		t.Fatal(err)
+	}
+	run := func(be *Backend, w compute.Weight, decode int) []float32 {
+		dst, _ := be.NewBuffer(n * rows)
+		be.MatMulDecode(dst, xb, w, n, decode)
+		return Data(dst)
+	}
+	k := b.Kernels()
+	wp := wt.(*weight).tiles
+	fma := make([]float32, n*rows)
+	if err := k.MatMulBF16TilesFMA(fma, rows, wp, rows, cols, x, n); err != nil {
+		t.Fatal(err)
+	}
+	tiles := make([]float32, n*rows)
+	xp := make([]uint16, asm.TileBF16InputLen(n, cols, asm.MaxTileParts))
+	if err := k.PackTileBF16(xp, x, n, cols, asm.MaxTileParts, 0, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.MatMulBF16Tiles(tiles, rows, wp, rows, cols, xp, n, asm.MaxTileParts); err != nil {
+		t.Fatal(err)
+	}
+	for _, decode := range []int{0, 1, 4, n} {
+		got := run(b, wt, decode)
+		for i := range got {
+			want := tiles[i]
+			if i/rows < decode {
+				want = fma[i]
+			}
+			if math.Float32bits(got[i]) != math.Float32bits(want) {
+				t.Fatalf("%d decode rows: element %d is %v, want %v", decode, i, got[i], want)
+			}
+		}
+	}
+	want := run(plain, pw, 0)
+	for _, decode := range []int{1, n} {
+		got := run(plain, pw, decode)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("row-major weight, %d decode rows: element %d is %v, MatMul's %v", decode, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestLoadTable checks that a table (a weight only Embed reads) stays in
+// the row-major layout on a backend that packs bf16 matrices for AMX
+// tiles, and reads back as stored.
+func TestLoadTable(t *testing.T) {
+	b := New(Options{Threads: 2, AMXTiles: true})
+	defer b.Close()
+	const rows, cols = 40, 64
+	data := make([]byte, rows*cols*2)
+	for i := range rows * cols {
+		binary.LittleEndian.PutUint16(data[2*i:], half.F32ToBF16(float32(i%301)/16-9))
+	}
+	wt, err := b.LoadTable("table", compute.BF16, rows, cols, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := wt.(*weight); w.tiles != nil || w.u16 == nil {
+		t.Fatal("the table was packed in the tile layout")
+	}
+	dst, _ := b.NewBuffer(2 * cols)
+	b.Embed(dst, wt, []int32{rows - 1, 3})
+	for j, r := range []int{rows - 1, 3} {
+		for c := range cols {
+			i := r*cols + c
+			if got, want := Data(dst)[j*cols+c], half.BF16ToF32(binary.LittleEndian.Uint16(data[2*i:])); got != want {
+				t.Fatalf("row %d col %d: %v, stored %v", r, c, got, want)
 			}
 		}
 	}

@@ -329,3 +329,128 @@ those at c, else from zero.`)
 	g.tilerelease()
 	g.l("RET")
 }
+
+// Tile-layout products on f32 FMA: the columns of a segment of
+// tileFMASegSteps steps (256 columns) are summed apart, in an even and an
+// odd column sum, and the segments' sums added in order, which keeps the
+// float32 sums short enough to stay within the other kernels' accuracy;
+// tileFMAMaxInputs inputs share one pass over a group's weights.
+const (
+	tileFMASegSteps  = 8
+	tileFMAMaxInputs = 8
+	// tileFMAPrefetch is how far ahead, in bytes, the kernel prefetches
+	// its one weight stream.
+	tileFMAPrefetch = 8192
+)
+
+// x86TileFMA writes tileBF16FMA, the product of one to four groups of
+// 16 weight rows in the tile layout with 1 to 8 float32 inputs on AVX-512
+// FMA: line p of a tile holds columns 2p and 2p+1 of the 16 rows, so the
+// even column's bf16 shifted left by 16 bits and the odd one's masked are
+// 16 float32 weights each, multiplied by one input value broadcast from
+// memory. Several groups make several streams of weights, which keep more
+// reads in flight (as the four rows of the matrix-vector kernels do).
+// Registers: per (group, input) pair a, Z<a> the even sums, Z<8+a> the
+// odd ones and Z<16+a> the totals; Z24 and Z25 a line's weights; Z27 the
+// mask. Bodies exist for groups × inputs <= 8, groups 1, 2 or 4.
+func x86TileFMA(g *gen) {
+	g.text("tileBF16FMA", "$0-72", fmt.Sprintf(`func tileBF16FMA(dst *float32, ldd int, w *uint16, groupBytes, steps int, x *float32, ldx, nb, ng int)
+
+Sets dst[j*ldd+16*h+r] = sum_c w_h[r,c]*x[j*ldx+c] for the 16 rows r of
+each of the ng groups h at w + h*groupBytes (steps tiles of 1 KiB in the
+tile layout) and the nb inputs j (strides count elements; ng 1, 2 or 4,
+nb*ng <= %d). Per segment of %d steps, the even and the odd columns are
+summed in order with FMA, from zero; the total adds each segment's
+even+odd sum in order.`, tileFMAMaxInputs, tileFMASegSteps))
+	g.l("MOVQ dst+0(FP), DI")
+	g.l("MOVQ w+16(FP), SI")
+	g.l("MOVQ groupBytes+24(FP), R9")
+	g.l("MOVQ x+40(FP), DX")
+	g.l("MOVQ ldx+48(FP), R8")
+	g.l("SHLQ $2, R8")
+	g.l("MOVL $0xFFFF0000, AX")
+	g.l("VPBROADCASTD AX, Z27")
+	// The inputs' rows: DX, R10-R15, BX; with several groups at most
+	// four inputs, and R13-R15 hold groups 1-3.
+	xr := []string{"DX", "R10", "R11", "R12", "R13", "R14", "R15", "BX"}
+	wr := []string{"SI", "R13", "R14", "R15"}
+	g.l("MOVQ nb+56(FP), AX")
+	g.l("MOVQ ng+64(FP), CX")
+	type body struct{ ng, nb int }
+	var bodies []body
+	for _, ng := range []int{1, 2, 4} {
+		for nb := 1; nb*ng <= tileFMAMaxInputs; nb++ {
+			bodies = append(bodies, body{ng, nb})
+		}
+	}
+	for _, b := range bodies {
+		g.l("CMPQ CX, $%d", b.ng)
+		g.l("JNE not%dx%d", b.ng, b.nb)
+		g.l("CMPQ AX, $%d", b.nb)
+		g.l("JEQ body%dx%d", b.ng, b.nb)
+		g.label(fmt.Sprintf("not%dx%d", b.ng, b.nb))
+	}
+	g.l("RET")
+	for _, b := range bodies {
+		ng, nb := b.ng, b.nb
+		tag := fmt.Sprintf("%dx%d", ng, nb)
+		g.label("body" + tag)
+		for j := 1; j < nb; j++ {
+			g.l("LEAQ (%s)(R8*1), %s", xr[j-1], xr[j])
+		}
+		for h := 1; h < ng; h++ {
+			g.l("LEAQ (%s)(R9*1), %s", wr[h-1], wr[h])
+		}
+		g.l("MOVQ steps+32(FP), CX")
+		g.l("XORQ AX, AX")
+		for a := range ng * nb {
+			g.l("VPXORD Z%d, Z%d, Z%d", 16+a, 16+a, 16+a)
+		}
+		g.label("segment" + tag)
+		g.l("MOVQ $%d, R8", tileFMASegSteps)
+		g.l("CMPQ CX, R8")
+		g.l("CMOVQLT CX, R8")
+		g.l("SUBQ R8, CX")
+		for a := range ng * nb {
+			g.l("VPXORD Z%d, Z%d, Z%d", a, a, a)
+			g.l("VPXORD Z%d, Z%d, Z%d", 8+a, 8+a, 8+a)
+		}
+		g.label("step" + tag)
+		for p := range 16 {
+			for h := range ng {
+				g.l("PREFETCHT0 %d(%s)", tileFMAPrefetch+64*p, wr[h])
+				g.l("VPSLLD $16, %d(%s), Z24", 64*p, wr[h])
+				g.l("VPANDD %d(%s), Z27, Z25", 64*p, wr[h])
+				for j := range nb {
+					a := h*nb + j
+					g.l("VFMADD231PS.BCST %d(%s)(AX*1), Z24, Z%d", 8*p, xr[j], a)
+					g.l("VFMADD231PS.BCST %d(%s)(AX*1), Z25, Z%d", 8*p+4, xr[j], 8+a)
+				}
+			}
+		}
+		for h := range ng {
+			g.l("ADDQ $1024, %s", wr[h])
+		}
+		g.l("ADDQ $128, AX")
+		g.l("DECQ R8")
+		g.l("JNZ step" + tag)
+		for a := range ng * nb {
+			g.l("VADDPS Z%d, Z%d, Z%d", 8+a, a, a)
+			g.l("VADDPS Z%d, Z%d, Z%d", a, 16+a, 16+a)
+		}
+		g.l("TESTQ CX, CX")
+		g.l("JNZ segment" + tag)
+		g.l("MOVQ ldd+8(FP), R9")
+		g.l("SHLQ $2, R9")
+		for j := range nb {
+			for h := range ng {
+				g.l("VMOVUPS Z%d, %d(DI)", 16+h*nb+j, 64*h)
+			}
+			if j+1 < nb {
+				g.l("ADDQ R9, DI")
+			}
+		}
+		g.l("VZEROUPPER")
+		g.l("RET")
+	}
+}
