@@ -311,7 +311,7 @@ type Backend interface {
 // DecodeMatMuler is implemented by backends whose products have faster
 // kernels for the rows of tokens being decoded than for prompt rows, with
 // sums in another order (the CPU backend on AMX tiles: see
-// cpu.Options.AMXTiles). Prompt rows keep the kernels whose results do not
+// cpu.Options.NoAMXTiles). Prompt rows keep the kernels whose results do not
 // depend on the batch or on where a prompt is cut, so that a prompt
 // resumed from a snapshot gives the bits of a cold run; decoded tokens are
 // never snapshotted.

@@ -245,24 +245,26 @@ func TestGoldenSmall(t *testing.T) { runGoldens(t, "small", Options{}) }
 func TestGoldenSmallSteps(t *testing.T) { runGoldens(t, "small", Options{MaxStepTokens: 7}) }
 
 // TestGoldenKernelSets runs the goldens with each CPU kernel set: the pure-Go
-// twins, AVX2 and the best the CPU has.
+// twins, AVX2 and the best the CPU has, with bf16 weights in the row-major
+// layout, and the default backend (on AMX tiles where the CPU has them:
+// prompt rows on the tiles, inputs in three bf16 parts, decode rows and
+// logits on FMA over the tile layout).
 func TestGoldenKernelSets(t *testing.T) {
-	sets := map[string]*asm.Kernels{
-		"generic": asm.Generic(),
-		"avx2":    asm.New(asm.Features{AVX2: true}),
+	sets := map[string]cpu.Options{
+		"generic": {Kernels: asm.Generic()},
+		"avx2":    {Kernels: asm.New(asm.Features{AVX2: true})},
+		"best":    {NoAMXTiles: true},
 	}
-	for name, k := range sets {
+	for name, o := range sets {
 		t.Run(name, func(t *testing.T) {
-			be := cpu.New(cpu.Options{Kernels: k})
+			be := cpu.New(o)
 			defer be.Close()
 			runGoldens(t, "tiny", Options{Backend: be})
 		})
 	}
-	// The bf16 products on AMX tiles, inputs in three bf16 parts (where
-	// the CPU has AMX; the default products elsewhere).
 	for _, shape := range []string{"tiny", "small"} {
-		t.Run("amx-tiles/"+shape, func(t *testing.T) {
-			be := cpu.New(cpu.Options{AMXTiles: true})
+		t.Run("default/"+shape, func(t *testing.T) {
+			be := cpu.New(cpu.Options{})
 			defer be.Close()
 			runGoldens(t, shape, Options{Backend: be})
 		})

@@ -65,8 +65,9 @@ type benchResult struct {
 	CPUL3Bytes  int `json:"cpu_l3_bytes"`
 	CPULogical  int `json:"cpu_logical_cpus"`
 	// Kernels names the CPU kernel set ("avx2", "avx512", "avx512bf16",
-	// with "-vnni" where the packed quantized products run, "neon",
-	// "neondot", "go"); empty on other backends.
+	// with "-vnni" where the packed quantized products run and "-amx"
+	// where bf16 matrices run on AMX tiles, "neon", "neondot", "go");
+	// empty on other backends.
 	Kernels string `json:"kernels,omitempty"`
 	// CPU backend: a plain read loop over --mem-mib at 1 thread and at the
 	// bench's threads, best of up to 4 passes, and the loop that measured
@@ -269,7 +270,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			off = []int{} // none
 		}
 	}
-	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, bf16Inputs: *bf16In, amxTiles: *amxTiles, log: io.err})
+	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -418,6 +419,9 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 // are VPDPBUSD), else fma_f32.
 func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels, bf16Inputs, amxTiles, quantized bool) {
 	res.Kernels = kernels.Name()
+	if kernels.TilesBF16() && !amxTiles {
+		res.Kernels = strings.TrimSuffix(res.Kernels, "-amx")
+	}
 	res.ReadGBPerSecond1Thread, res.ReadGBPerSecond, res.ReadProbe = rep.ReadOne.Value, rep.Read.Value, rep.Read.Probe
 	res.MemoryReadGBPerSecond = rep.Read.Value
 	res.MemoryBaseline = fmt.Sprintf("plain read loop, %d threads, %s", rep.Read.Threads, rep.Read.Probe)

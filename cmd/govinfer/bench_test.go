@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -176,21 +177,38 @@ func mustConfig(t *testing.T) *model.Config {
 }
 
 // TestBenchBF16Inputs checks the peak prefill is measured against: the
-// f32 FMA rate for the exact products, the VDPBF16PS rate with
-// --bf16-inputs where the CPU has it; and that --bf16-inputs refuses the
+// AMX tile rate over the inputs' parts where the CPU has AMX tiles (the
+// default), else the f32 FMA rate for the exact products and the
+// VDPBF16PS rate with --bf16-inputs where the CPU has it; that the kernel
+// set says whether the tiles run; and that --bf16-inputs refuses the
 // Vulkan backend.
 func TestBenchBF16Inputs(t *testing.T) {
-	res, _ := benchJSON(t)
-	if res.PrefillPeak != "fma_f32" {
-		t.Errorf("exact products: prefill_peak %q, want fma_f32", res.PrefillPeak)
-	}
-	res, _ = benchJSON(t, "--bf16-inputs")
-	want := "fma_f32"
-	if machine.HasDotBF16() && asm.Detect().Features().AVX512BF16 {
-		want = "dot_bf16"
-	}
-	if res.PrefillPeak != want || res.PrefillPeakFraction <= 0 {
-		t.Errorf("--bf16-inputs: prefill_peak %q (fraction %v), want %q", res.PrefillPeak, res.PrefillPeakFraction, want)
+	amx := asm.Detect().TilesBF16()
+	tiles := amx && machine.HasTileBF16()
+	dot := machine.HasDotBF16() && asm.Detect().Features().AVX512BF16
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "fma_f32"},
+		{[]string{"--amx-tiles=false"}, "fma_f32"},
+		{[]string{"--bf16-inputs"}, "fma_f32"},
+		{[]string{"--bf16-inputs", "--amx-tiles=false"}, "fma_f32"},
+	} {
+		noTiles := slices.Contains(c.args, "--amx-tiles=false")
+		switch {
+		case tiles && !noTiles:
+			c.want = "amx_bf16"
+		case dot && slices.Contains(c.args, "--bf16-inputs"):
+			c.want = "dot_bf16"
+		}
+		res, _ := benchJSON(t, c.args...)
+		if res.PrefillPeak != c.want || res.PrefillPeakFraction <= 0 {
+			t.Errorf("%v: prefill_peak %q (fraction %v), want %q", c.args, res.PrefillPeak, res.PrefillPeakFraction, c.want)
+		}
+		if on := strings.HasSuffix(res.Kernels, "-amx"); on != (amx && !noTiles) {
+			t.Errorf("%v: kernels %q on a CPU with AMX tiles %v", c.args, res.Kernels, amx)
+		}
 	}
 	code, _, errOut := run(t, "", "bench", "--model", tinyModel, "--backend", "vulkan", "--bf16-inputs")
 	if code != exitUsage || !strings.Contains(errOut, "--bf16-inputs applies to --backend cpu only") {

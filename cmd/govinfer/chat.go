@@ -104,7 +104,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	if interactive || o.verbose {
 		log = io.err
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, amxTiles: *amxTiles, log: log})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, log: log})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

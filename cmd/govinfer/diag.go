@@ -100,7 +100,7 @@ func runDiag(ctx context.Context, io stdio, args []string) int {
 		runErr error
 	)
 	if *modelDir != "" {
-		url, stop, err := startInProcessServer(ctx, *modelDir, backendOptions{name: *backendName, threads: *threads, device: *device, bf16Inputs: *bf16In, amxTiles: *amxTiles, log: io.err}, io)
+		url, stop, err := startInProcessServer(ctx, *modelDir, backendOptions{name: *backendName, threads: *threads, device: *device, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, log: io.err}, io)
 		if err != nil {
 			runErr = fmt.Errorf("start the in-process server for %s: %w", *modelDir, err)
 			rep = &diag.Report{Status: diag.StatusFailed, Error: runErr.Error(), Scope: diag.Scope,

@@ -86,7 +86,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 			return fail(exitUsage, "prompt token %d is outside the vocabulary [0, %d)", id, cfg.VocabSize)
 		}
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, amxTiles: *amxTiles, log: io.err})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

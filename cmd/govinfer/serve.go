@@ -104,7 +104,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 			return exitUsage
 		}
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, amxTiles: *amxTiles, log: io.err})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, log: io.err})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
 		return exitUsage

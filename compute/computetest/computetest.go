@@ -73,7 +73,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) compute.Backend) {
 			t.Errorf("Close: %v", err)
 		}
 	}()
-	ref := cpu.New(cpu.Options{Threads: 2})
+	ref := cpu.New(cpu.Options{Threads: 2, NoAMXTiles: true})
 	defer ref.Close()
 	for i, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {

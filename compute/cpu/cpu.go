@@ -49,7 +49,7 @@ type Backend struct {
 	xb         []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
 	xt         []uint16 // the inputs of a MatMul on AMX tiles, packed
 	bf16In     bool     // Options.BF16Inputs
-	tiles      bool     // Options.AMXTiles, where the kernels have them
+	tiles      bool     // bf16 matrices on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
 }
 
 // Options configures a CPU backend.
@@ -72,17 +72,19 @@ type Options struct {
 	// give the same bits. Off by default; on CPUs without AVX512_BF16 it
 	// rounds the same way and runs no faster.
 	BF16Inputs bool
-	// AMXTiles multiplies bf16 weights on AMX tiles where the CPU has
-	// them (asm.Kernels.TilesBF16): the weights are repacked once at load
-	// into the tile layout, and every product, whatever its number of
-	// inputs, runs on the tiles, with each input split into three bf16
-	// parts so that the products stay exact (one part, its bf16 rounding,
-	// with BF16Inputs). On a Sapphire Rapids-class Xeon, 2 threads, the
-	// 9B-width test model: prefill 2.2-2.3 times the FMA products' rate,
-	// but decode at 0.6-0.8 times (a one-input product streams its
-	// weights through tile loads more slowly than the FMA kernels), so it
-	// is off by default. Ignored where the CPU has no AMX.
-	AMXTiles bool
+	// NoAMXTiles keeps bf16 weights off AMX tiles. By default, where the
+	// CPU has AMX-BF16 (asm.Kernels.TilesBF16), bf16 matrices are
+	// repacked once at load into the tile layout: prompt rows multiply on
+	// the tiles, each input split into three bf16 parts so that the
+	// products stay exact (one part, its bf16 rounding, with BF16Inputs),
+	// and rows of decoded tokens (compute.DecodeMatMuler) and logits on
+	// float32 FMA over the same layout. On a Sapphire Rapids-class Xeon,
+	// 2 threads, the 9B-width test model, three alternating rounds:
+	// prefill 1.9-2.2 times the rate of the FMA products of the row-major
+	// layout, decode 0.97-1.21 times.
+	// Either way every row's result is independent of the batch and of
+	// where a prompt is cut. Without AMX it changes nothing.
+	NoAMXTiles bool
 }
 
 // New returns a CPU backend.
@@ -95,8 +97,12 @@ func New(o Options) *Backend {
 	if k == nil {
 		k = asm.Detect()
 	}
-	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: o.AMXTiles && k.TilesBF16()}
+	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: !o.NoAMXTiles && k.TilesBF16()}
 }
+
+// AMXTiles reports whether bf16 matrices run on AMX tiles (see
+// Options.NoAMXTiles).
+func (b *Backend) AMXTiles() bool { return b.tiles }
 
 // BF16Inputs reports whether products with bf16 weights round their inputs
 // to bf16 (Options.BF16Inputs).

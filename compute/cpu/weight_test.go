@@ -14,11 +14,11 @@ import (
 // TestWeightReads checks that weights read back (through Embed) exactly as
 // stored, for each dtype, below and above the size that keeps a float32 copy.
 func TestWeightReads(t *testing.T) {
-	b := New(Options{Threads: 2})
+	b := New(Options{Threads: 2, NoAMXTiles: true})
 	defer b.Close()
 	readBack(t, b, 4)
 	// bf16 weights in the AMX tile layout where the CPU has it.
-	tiles := New(Options{Threads: 2, AMXTiles: true})
+	tiles := New(Options{Threads: 2})
 	defer tiles.Close()
 	readBack(t, tiles, 64)
 }
@@ -82,7 +82,7 @@ func readBack(t *testing.T, b *Backend, cols int) {
 // the others its tile products, bit for bit, whatever their number; other
 // weights multiply every row as MatMul does.
 func TestMatMulDecode(t *testing.T) {
-	b := New(Options{Threads: 2, AMXTiles: true})
+	b := New(Options{Threads: 2})
 	defer b.Close()
 	if !b.tiles {
 		t.Skip("no AMX tiles on this CPU")
@@ -102,7 +102,7 @@ func TestMatMulDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := New(Options{Threads: 2})
+	plain := New(Options{Threads: 2, NoAMXTiles: true})
 	defer plain.Close()
 	pw, err := plain.LoadWeight("w", compute.BF16, rows, cols, data)
 	if err != nil {
@@ -158,7 +158,7 @@ func TestMatMulDecode(t *testing.T) {
 // the row-major layout on a backend that packs bf16 matrices for AMX
 // tiles, and reads back as stored.
 func TestLoadTable(t *testing.T) {
-	b := New(Options{Threads: 2, AMXTiles: true})
+	b := New(Options{Threads: 2})
 	defer b.Close()
 	const rows, cols = 40, 64
 	data := make([]byte, rows*cols*2)

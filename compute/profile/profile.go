@@ -153,6 +153,20 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 	return &weight{Weight: w, name: name, op: "matmul " + WeightRole(name)}, nil
 }
 
+// LoadTable implements compute.TableLoader: the inner backend's, or its
+// LoadWeight where it has none.
+func (b *Backend) LoadTable(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
+	tl, ok := b.inner.(compute.TableLoader)
+	if !ok {
+		return b.LoadWeight(name, dt, rows, cols, data)
+	}
+	w, err := tl.LoadTable(name, dt, rows, cols, data)
+	if err != nil {
+		return nil, err
+	}
+	return &weight{Weight: w, name: name, op: "matmul " + WeightRole(name)}, nil
+}
+
 // NewBuffer implements compute.Backend, timed as "alloc".
 func (b *Backend) NewBuffer(n int) (compute.Buffer, error) {
 	defer b.done("alloc", time.Now())
@@ -203,6 +217,22 @@ func (b *Backend) MatMul(dst compute.Buffer, x compute.Buffer, w compute.Weight,
 	}
 	defer b.done(op, time.Now())
 	b.inner.MatMul(dst, x, unwrap(w), n)
+}
+
+// MatMulDecode implements compute.DecodeMatMuler, timed as MatMul; on an
+// inner backend without decode kernels it is MatMul.
+func (b *Backend) MatMulDecode(dst compute.Buffer, x compute.Buffer, w compute.Weight, n, decode int) {
+	dm, ok := b.inner.(compute.DecodeMatMuler)
+	if !ok {
+		b.MatMul(dst, x, w, n)
+		return
+	}
+	op := "matmul"
+	if pw, ok := w.(*weight); ok {
+		op = pw.op
+	}
+	defer b.done(op, time.Now())
+	dm.MatMulDecode(dst, x, unwrap(w), n, decode)
 }
 
 // RMSNorm implements compute.Backend.
