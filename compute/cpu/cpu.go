@@ -110,7 +110,11 @@ func (b *Backend) BF16Inputs() bool { return b.bf16In }
 
 // Name implements compute.Backend.
 func (b *Backend) Name() string {
-	return fmt.Sprintf("cpu (%d threads, %s kernels)", b.pool.workers, b.k.Name())
+	off := ""
+	if b.k.TilesBF16() && !b.tiles {
+		off = ", AMX tiles off"
+	}
+	return fmt.Sprintf("cpu (%d threads, %s kernels%s)", b.pool.workers, b.k.Name(), off)
 }
 
 // QuantizesInputs reports that MatMul quantizes its inputs to 8-bit blocks

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/govinfer/govinfer/asm"
@@ -181,5 +182,18 @@ func TestLoadTable(t *testing.T) {
 				t.Fatalf("row %d col %d: %v, stored %v", r, c, got, want)
 			}
 		}
+	}
+}
+
+// TestNameSaysTilesOff checks that the backend's name says when a kernel
+// set with AMX tiles runs without them.
+func TestNameSaysTilesOff(t *testing.T) {
+	for _, no := range []bool{false, true} {
+		b := New(Options{Threads: 1, NoAMXTiles: no})
+		off := strings.Contains(b.Name(), "AMX tiles off")
+		if want := no && b.Kernels().TilesBF16(); off != want {
+			t.Errorf("NoAMXTiles %v: name %q", no, b.Name())
+		}
+		b.Close()
 	}
 }
