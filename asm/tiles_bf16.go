@@ -79,19 +79,17 @@ func PackTileBF16Weights(dst, w []uint16, rows, cols int) error {
 	}
 	const tileLen = tileCols * tileRows
 	steps := cols / tileCols
+	var zero []uint16 // the padding rows of the last group
+	if size > rows*cols {
+		zero = make([]uint16, cols)
+	}
 	for r := range size / cols {
 		group := dst[r/tileRows*steps*tileLen:][:steps*tileLen]
 		lane := 2 * (r % tileRows)
-		if r >= rows {
-			for t := range steps {
-				tile := group[t*tileLen:][:tileLen]
-				for p := range tileCols / 2 {
-					tile[p*2*tileRows+lane], tile[p*2*tileRows+lane+1] = 0, 0
-				}
-			}
-			continue
+		row := zero
+		if r < rows {
+			row = w[r*cols:][:cols]
 		}
-		row := w[r*cols:][:cols]
 		for t := range steps {
 			tile, src := group[t*tileLen:][:tileLen], row[t*tileCols:][:tileCols]
 			for p := range tileCols / 2 {

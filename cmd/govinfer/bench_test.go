@@ -186,28 +186,21 @@ func TestBenchBF16Inputs(t *testing.T) {
 	amx := asm.Detect().TilesBF16()
 	tiles := amx && machine.HasTileBF16()
 	dot := machine.HasDotBF16() && asm.Detect().Features().AVX512BF16
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{nil, "fma_f32"},
-		{[]string{"--amx-tiles=false"}, "fma_f32"},
-		{[]string{"--bf16-inputs"}, "fma_f32"},
-		{[]string{"--bf16-inputs", "--amx-tiles=false"}, "fma_f32"},
-	} {
-		noTiles := slices.Contains(c.args, "--amx-tiles=false")
+	for _, args := range [][]string{nil, {"--amx-tiles=false"}, {"--bf16-inputs"}, {"--bf16-inputs", "--amx-tiles=false"}} {
+		noTiles := slices.Contains(args, "--amx-tiles=false")
+		want := "fma_f32"
 		switch {
 		case tiles && !noTiles:
-			c.want = "amx_bf16"
-		case dot && slices.Contains(c.args, "--bf16-inputs"):
-			c.want = "dot_bf16"
+			want = "amx_bf16"
+		case dot && slices.Contains(args, "--bf16-inputs"):
+			want = "dot_bf16"
 		}
-		res, _ := benchJSON(t, c.args...)
-		if res.PrefillPeak != c.want || res.PrefillPeakFraction <= 0 {
-			t.Errorf("%v: prefill_peak %q (fraction %v), want %q", c.args, res.PrefillPeak, res.PrefillPeakFraction, c.want)
+		res, _ := benchJSON(t, args...)
+		if res.PrefillPeak != want || res.PrefillPeakFraction <= 0 {
+			t.Errorf("%v: prefill_peak %q (fraction %v), want %q", args, res.PrefillPeak, res.PrefillPeakFraction, want)
 		}
 		if on := strings.HasSuffix(res.Kernels, "-amx"); on != (amx && !noTiles) {
-			t.Errorf("%v: kernels %q on a CPU with AMX tiles %v", c.args, res.Kernels, amx)
+			t.Errorf("%v: kernels %q on a CPU with AMX tiles %v", args, res.Kernels, amx)
 		}
 	}
 	code, _, errOut := run(t, "", "bench", "--model", tinyModel, "--backend", "vulkan", "--bf16-inputs")

@@ -100,10 +100,6 @@ func New(o Options) *Backend {
 	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: !o.NoAMXTiles && k.TilesBF16()}
 }
 
-// AMXTiles reports whether bf16 matrices run on AMX tiles (see
-// Options.NoAMXTiles).
-func (b *Backend) AMXTiles() bool { return b.tiles }
-
 // BF16Inputs reports whether products with bf16 weights round their inputs
 // to bf16 (Options.BF16Inputs).
 func (b *Backend) BF16Inputs() bool { return b.bf16In }

@@ -211,12 +211,17 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 
 // MatMul implements compute.Backend, timed as "matmul <weight role>".
 func (b *Backend) MatMul(dst compute.Buffer, x compute.Buffer, w compute.Weight, n int) {
-	op := "matmul"
-	if pw, ok := w.(*weight); ok {
-		op = pw.op
-	}
-	defer b.done(op, time.Now())
+	defer b.done(matMulOp(w), time.Now())
 	b.inner.MatMul(dst, x, unwrap(w), n)
+}
+
+// matMulOp names the product by w's role ("matmul" for a weight of
+// another backend).
+func matMulOp(w compute.Weight) string {
+	if pw, ok := w.(*weight); ok {
+		return pw.op
+	}
+	return "matmul"
 }
 
 // MatMulDecode implements compute.DecodeMatMuler, timed as MatMul; on an
@@ -227,11 +232,7 @@ func (b *Backend) MatMulDecode(dst compute.Buffer, x compute.Buffer, w compute.W
 		b.MatMul(dst, x, w, n)
 		return
 	}
-	op := "matmul"
-	if pw, ok := w.(*weight); ok {
-		op = pw.op
-	}
-	defer b.done(op, time.Now())
+	defer b.done(matMulOp(w), time.Now())
 	dm.MatMulDecode(dst, x, unwrap(w), n, decode)
 }
 
