@@ -240,6 +240,45 @@ func qpQ4KVNNI4g(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 //go:noescape
 func qpQ6KVNNI4g(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 
+//go:noescape
+func gemmF32AVX2x1(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX2x2(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX2x3(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX2x4(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX2x5(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX2x6(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX512x1(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX512x2(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX512x3(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX512x4(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX512x5(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32AVX512x6(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func maxF32AVX2(dst, x *float32, n int)
+
 // simd is one vector width's set of assembly routines for a kernel set.
 type simd struct {
 	lanes                 int
@@ -286,6 +325,15 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 	f.NEON = false
 	install(k, s, nBlock)
 	installAct(k, f.AVX512)
+	k.maxF32 = func(dst, x []float32) { unaryTail(maxF32AVX2, 8, maxF32Go, dst, x) }
+	if f.AVX512 {
+		k.gemm = &gemmTiles{rows: [gemmTileRows]gemmTile{gemmF32AVX512x1, gemmF32AVX512x2, gemmF32AVX512x3,
+			gemmF32AVX512x4, gemmF32AVX512x5, gemmF32AVX512x6}, width: 64, masked: true}
+	} else {
+		k.gemm = &gemmTiles{rows: [gemmTileRows]gemmTile{gemmF32AVX2x1, gemmF32AVX2x2, gemmF32AVX2x3,
+			gemmF32AVX2x4, gemmF32AVX2x5, gemmF32AVX2x6}, width: 16}
+	}
+	k.gemm.kBlock = gemmKBlock(k.gemm.width)
 	// The AVX-512 sets run the AVX2 quantized kernels too.
 	k.matMulQ = matMulQAVX2
 	k.quantQ8K = func(dst []quant.BlockQ8K, x []float32) {

@@ -78,6 +78,24 @@ func qdotQ6KNEON(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, bloc
 //go:noescape
 func qdotQ6KNEONDP(dst *float32, ldd int, w *byte, ldw int, x *byte, ldx int, blocks int)
 
+//go:noescape
+func gemmF32NEONx1(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32NEONx2(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32NEONx3(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32NEONx4(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32NEONx5(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
+//go:noescape
+func gemmF32NEONx6(c *float32, ldc int, a *float32, rsa, csa int, b *float32, ldb, k int, masks uint64, acc int)
+
 // archImpl installs the NEON kernels when f allows them and returns the
 // features actually used. The matrix-matrix products run the 4x4 NEON
 // register tile (four weight rows by four inputs) inside the cache-blocked
@@ -88,6 +106,9 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 	}
 	k.name = "neon"
 	const L = 8
+	k.gemm = &gemmTiles{rows: [gemmTileRows]gemmTile{gemmF32NEONx1, gemmF32NEONx2, gemmF32NEONx3,
+		gemmF32NEONx4, gemmF32NEONx5, gemmF32NEONx6}, width: 16}
+	k.gemm.kBlock = gemmKBlock(k.gemm.width)
 	k.dotBF16 = func(w []uint16, x []float32) float32 { return dotTail(dotBF16NEON, L, dotBF16Go, w, x) }
 	k.dotF16 = func(w []uint16, x []float32) float32 { return dotTail(dotF16NEON, L, dotF16Go, w, x) }
 	k.dotF32 = func(w, x []float32) float32 { return dotTail(dotF32NEON, L, dotF32Go, w, x) }

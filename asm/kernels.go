@@ -54,6 +54,10 @@ type impl struct {
 	// p at dst + (t·parts + p)·1 KiB.
 	packTileBF16 func(dst *uint16, x *float32, steps, parts int)
 
+	// gemm holds the GemmF32 tiles (nil: the Go twin).
+	gemm   *gemmTiles
+	maxF32 func(dst, x []float32)
+
 	matMulQ  func(t quant.Type, dst []float32, ldd int, w []byte, rows, cols int, xq []byte, n int)
 	quantQ8K func(dst []quant.BlockQ8K, x []float32)
 	quantQ80 func(dst []quant.BlockQ8_0, x []float32)
@@ -88,6 +92,7 @@ func goImpl() impl {
 		matMulF16:  matMulF16Go,
 		matMulF32:  matMulF32Go,
 		gemmBF16:   gemmBF16Go,
+		maxF32:     maxF32Go,
 		matMulQ:    matMulQGo,
 		quantQ8K:   quant.QuantizeQ8K,
 		quantQ80:   quant.QuantizeQ8_0,

@@ -17,7 +17,7 @@ const (
 	// when a context is split.
 	attnSplitMin = 256
 	// attnBlockMin is the number of new tokens from which attention runs
-	// blocked, on the matrix kernels.
+	// blocked, on asm.Kernels.GemmF32.
 	attnBlockMin = 16
 	// attnRows is the target number of query rows (tokens times the query
 	// heads of one KV head) of a block.
@@ -39,7 +39,7 @@ const (
 // with query head h reading KV head h / (Heads / KVHeads). A sequence's new
 // tokens are cut into pieces at multiples of attnChunk positions. Pieces of
 // attnBlockMin tokens or more (prompts) run as blocks of matrix products
-// (see attendBlock). Shorter ones (decode) run one job per (token, KV head)
+// on the caches in place (see attendBlock). Shorter ones (decode) run one job per (token, KV head)
 // that serves all the query heads of that KV head, so each cached key and
 // value is read once per group: scores are dot products and the weighted
 // sum of values a run of axpys, on the vector kernels. When a sequence has
@@ -63,8 +63,7 @@ func (b *Backend) CausalAttention(ps []compute.Attention) {
 // attend runs CausalAttention for sequences whose float32 caches hold their
 // new keys and values already.
 func (b *Backend) attend(ps []compute.Attention) {
-	jobs, seqs, vts := b.attnJobs[:0], b.attnSeqs[:0], b.attnVTs[:0]
-	vtSize := 0
+	jobs, seqs := b.attnJobs[:0], b.attnSeqs[:0]
 	var total int64
 	ml, od := 0, 0 // heads of group jobs so far, and of split ones
 	for i := range ps {
@@ -83,11 +82,6 @@ func (b *Backend) attend(ps []compute.Attention) {
 			v := b.view(piece)
 			nkv, group, dim := piece.K.Count, v.group, v.dim
 			if piece.N >= attnBlockMin {
-				if len(vts) == 0 || vts[len(vts)-1].seq != i {
-					end := p.Pos + p.N
-					vts = append(vts, attnVT{seq: i, off: vtSize, len: alignUp(end, chunkAlign), end: end})
-					vtSize += nkv * dim * alignUp(end, chunkAlign)
-				}
 				bq := max(1, attnRows/group) // tokens per block
 				for t0 := 0; t0 < piece.N; t0 += bq {
 					t1 := min(piece.N, t0+bq)
@@ -97,7 +91,7 @@ func (b *Backend) attend(ps []compute.Attention) {
 						total += cost
 					}
 				}
-				seqs = append(seqs, attnSeq{v: v, vtIdx: len(vts) - 1})
+				seqs = append(seqs, attnSeq{v: v})
 				continue
 			}
 			splits := attnSplits(b.pool.workers, piece.N*nkv, piece.Pos+piece.N)
@@ -120,16 +114,9 @@ func (b *Backend) attend(ps []compute.Attention) {
 			seqs = append(seqs, sq)
 		}
 	}
-	b.attnJobs, b.attnSeqs, b.attnVTs = jobs, seqs, vts
+	b.attnJobs, b.attnSeqs = jobs, seqs
 	if len(jobs) == 0 {
 		return
-	}
-	b.transposeValues(ps, vtSize)
-	for i := range seqs {
-		if sq := &seqs[i]; sq.splits == 0 {
-			vt := &vts[sq.vtIdx]
-			sq.vt, sq.vtLen = b.attnVT[vt.off:vt.off+sq.v.p.K.Count*sq.v.dim*vt.len], vt.len
-		}
 	}
 	b.attnM, b.attnL, b.attnO = grow(b.attnM, ml), grow(b.attnL, ml), grow(b.attnO, od)
 	slices.SortStableFunc(jobs, func(x, y attnJob) int { return cmp.Compare(y.cost, x.cost) })
@@ -140,69 +127,12 @@ func (b *Backend) attend(ps []compute.Attention) {
 		if job.blocked {
 			v := &sq.v
 			sc := ws.attnScratch(max(1, attnRows/v.group)*v.group, v.dim)
-			b.attendBlock(v, sc, sq.vt[job.kvh*v.dim*sq.vtLen:], sq.vtLen, job.kvh, job.t, job.t1)
+			b.attendBlock(v, sc, job.kvh, job.t, job.t1)
 			return
 		}
 		b.attendGroup(sq, &ws.group, job)
 	})
 	b.mergeSplits()
-}
-
-// transposeValues fills b.attnVT with the value caches of the sequences in
-// b.attnVTs transposed (each KV head's [positions, dim] block as [dim,
-// positions]), so that every query block of the call reads its values as
-// matrix rows; jobs of up to 256 positions of one KV head share the
-// workers. Positions past a sequence's end are zero.
-func (b *Backend) transposeValues(ps []compute.Attention, size int) {
-	if size == 0 {
-		return
-	}
-	b.attnVT = grow(b.attnVT, size)
-	type job struct{ vt, kvh, s0, s1 int }
-	const span = 256
-	var jobs []job
-	for i, vt := range b.attnVTs {
-		for kvh := 0; kvh < ps[vt.seq].K.Count; kvh++ {
-			for s0 := 0; s0 < vt.len; s0 += span {
-				jobs = append(jobs, job{vt: i, kvh: kvh, s0: s0, s1: min(s0+span, vt.len)})
-			}
-		}
-	}
-	b.drain(len(jobs), int64(size), func(_, j int) {
-		jb := jobs[j]
-		vt := &b.attnVTs[jb.vt]
-		p := &ps[vt.seq]
-		dim, width := p.K.Dim, p.K.Count*p.K.Dim
-		dst := b.attnVT[vt.off+jb.kvh*dim*vt.len:]
-		filled := max(0, min(jb.s1, vt.end)-jb.s0)
-		if filled > 0 {
-			transposeCols(dst[jb.s0:], vt.len, Data(p.VCache)[jb.s0*width+jb.kvh*dim:], width, filled, dim)
-		}
-		if filled < jb.s1-jb.s0 {
-			for d := 0; d < dim; d++ {
-				clear(dst[d*vt.len+jb.s0+filled : d*vt.len+jb.s1])
-			}
-		}
-	})
-}
-
-// transposeCols writes the [cols, rows] transpose of the rows×cols block of
-// src (rows lds apart) into dst, rows ldd apart, leaving the rest of dst as
-// it is.
-func transposeCols(dst []float32, ldd int, src []float32, lds, rows, cols int) {
-	const blk = 16
-	for r0 := 0; r0 < rows; r0 += blk {
-		r1 := min(r0+blk, rows)
-		for c0 := 0; c0 < cols; c0 += blk {
-			c1 := min(c0+blk, cols)
-			for r := r0; r < r1; r++ {
-				row := src[r*lds+c0 : r*lds+c1]
-				for i, x := range row {
-					dst[(c0+i)*ldd+r] = x
-				}
-			}
-		}
-	}
 }
 
 // storeKV writes the new keys and values of p into its caches.
@@ -225,18 +155,6 @@ type attnSeq struct {
 	v      attnView
 	splits int // context segments per (token, KV head); 0 when blocked
 	ml, od int // its first group job's head in attnM/attnL, and in attnO (elements)
-	// vt, for blocked pieces, is the sequence's value cache transposed:
-	// [KV heads, dim, vtLen], positions vtLen apart, zero past the end;
-	// vtIdx indexes its attnVT while the call is being set up.
-	vt           []float32
-	vtLen, vtIdx int
-}
-
-// attnVT is one sequence's transposed value cache, shared by its pieces.
-type attnVT struct {
-	seq      int // index in the call
-	off, len int // offset and row length in Backend.attnVT
-	end      int // positions filled
 }
 
 // attnJob is one job of a CausalAttention call. A group job computes the
@@ -430,21 +348,24 @@ func (b *Backend) merge(mg *attnMerge) {
 // attnScratch is one worker's memory for blocked attention: rows query rows
 // of dim elements against key blocks of attnKeys positions.
 type attnScratch struct {
-	q, o, tmp []float32 // [rows, dim]: queries, output sums, block products
-	s, p      []float32 // [rows, attnKeys]: scores, then softmax numerators
-	m, alpha  []float32 // [rows]: running maxima and their rescale factors
-	l         []float64 // [rows]: running sums of the numerators
+	qt []float32 // [dim, rows]: the scaled queries, transposed
+	o  []float32 // [rows, dim]: output sums
+	s  []float32 // [attnKeys, rows]: scores, then softmax numerators, transposed
+	// [rows]: running maxima, the block's maxima, rescale factors and the
+	// block's sums of numerators.
+	m, mBlock, alpha, sum []float32
+	l                     []float64 // [rows]: running sums of the numerators
 }
 
 func newAttnScratch(rows, dim int) *attnScratch {
-	sizes := []int{rows * dim, rows * dim, rows * dim, rows * attnKeys, rows * attnKeys, rows, rows}
+	sizes := []int{dim * rows, rows * dim, attnKeys * rows, rows, rows, rows, rows}
 	total := 0
 	for _, n := range sizes {
 		total += n
 	}
 	mem := make([]float32, total)
 	sc := &attnScratch{l: make([]float64, rows)}
-	for i, f := range []*[]float32{&sc.q, &sc.o, &sc.tmp, &sc.s, &sc.p, &sc.m, &sc.alpha} {
+	for i, f := range []*[]float32{&sc.qt, &sc.o, &sc.s, &sc.m, &sc.mBlock, &sc.alpha, &sc.sum} {
 		*f, mem = mem[:sizes[i]:sizes[i]], mem[sizes[i]:]
 	}
 	return sc
@@ -459,66 +380,73 @@ func newAttnScratch(rows, dim int) *attnScratch {
 //	l = e^{m-m'} l + rowsum P,  O = e^{m-m'} O + P V
 //
 // and finally out = O / l. Row r of the block is token t0 + r/group, head
-// kvh*group + r%group. The keys are read in place from the cache; vt holds
-// the KV head's values transposed, positions ldv apart.
-func (b *Backend) attendBlock(v *attnView, sc *attnScratch, vt []float32, ldv, kvh, t0, t1 int) {
+// kvh*group + r%group. Both products run on GemmF32 with the caches read in
+// place: the scores as Sᵀ = K·Qᵀ (the key rows times the transposed
+// queries), so that a row of Sᵀ holds one key's scores for every query row
+// and the softmax steps are vector operations across rows; then O += P·V
+// with P read from Sᵀ through its strides. Every element of S and O is one
+// chain of fused multiply-adds over dimensions and positions in order, so a
+// row's result does not depend on the other rows of the block.
+func (b *Backend) attendBlock(v *attnView, sc *attnScratch, kvh, t0, t1 int) {
 	k, p, dim, group := b.k, v.p, v.dim, v.group
 	rows := (t1 - t0) * group
-	q, o, tmp := sc.q[:rows*dim], sc.o[:rows*dim], sc.tmp[:rows*dim]
+	qt, o := sc.qt[:dim*rows], sc.o[:rows*dim]
 	for r := 0; r < rows; r++ {
-		qr := q[r*dim : (r+1)*dim]
 		off := p.Q.Head(t0+r/group, kvh*group+r%group)
-		copy(qr, v.qb[off:off+dim])
-		k.Scale(p.Scale, qr)
+		for d, x := range v.qb[off : off+dim] {
+			qt[d*rows+r] = x * p.Scale
+		}
 	}
-	m, alpha, l := sc.m[:rows], sc.alpha[:rows], sc.l[:rows]
+	m, mBlock, alpha, sum, l := sc.m[:rows], sc.mBlock[:rows], sc.alpha[:rows], sc.sum[:rows], sc.l[:rows]
 	for r := range m {
 		m[r] = float32(math.Inf(-1))
 	}
 	clear(l)
 	clear(o)
 	kvOff := kvh * dim
-	end := p.Pos + t1 // one past the last position any row reads
+	first := p.Pos + t0 // position of the first row's token
+	end := p.Pos + t1   // one past the last position any row reads
 	for s0 := 0; s0 < end; s0 += attnKeys {
 		nb := min(attnKeys, end-s0)
-		nbp := alignUp(nb, chunkAlign)
-		sm, pm := sc.s[:rows*nb], sc.p[:rows*nbp]
-		mustKernel(k.MatMulF32Strided(sm, nb, v.kc[s0*v.width+kvOff:], v.width, nb, dim, q, rows))
-		for r := 0; r < rows; r++ {
-			prow := pm[r*nbp : (r+1)*nbp]
-			cnt := min(nb, p.Pos+t0+r/group-s0+1) // unmasked positions
-			if cnt <= 0 {
-				clear(prow)
-				alpha[r] = 1
-				continue
+		st := sc.s[:nb*rows]
+		mustKernel(k.GemmF32(st, rows, v.kc[s0*v.width+kvOff:], v.width, 1, qt, rows, nb, rows, dim, false))
+		// Key s0+s is hidden from the rows of earlier tokens, a prefix of
+		// its row of Sᵀ.
+		for s := 0; s < nb; s++ {
+			if hidden := min(rows, (s0+s-first)*group); hidden > 0 {
+				for i := range st[s*rows : s*rows+hidden] {
+					st[s*rows+i] = float32(math.Inf(-1))
+				}
 			}
-			srow := sm[r*nb : r*nb+cnt]
-			mx := m[r]
-			for _, x := range srow {
-				mx = max(mx, x)
-			}
-			a := float32(math.Exp(float64(m[r] - mx)))
-			e := prow[:cnt]
-			for c, x := range srow {
-				e[c] = x - mx
-			}
-			k.Exp(e, e)
-			var sum float64
-			for _, x := range e {
-				sum += float64(x)
-			}
-			clear(prow[cnt:])
-			l[r] = l[r]*float64(a) + sum
-			m[r], alpha[r] = mx, a
 		}
-		mustKernel(k.MatMulF32Strided(tmp, dim, vt[s0:], ldv, dim, nbp, pm, rows))
+		// m' = max(m, rowmax S); alpha = e^{m-m'}. The first block shows
+		// position 0 to every row, so m' is finite from then on.
+		copy(mBlock, m)
+		for s := 0; s < nb; s++ {
+			k.MaxF32(mBlock, st[s*rows:(s+1)*rows])
+		}
+		for r := range alpha {
+			alpha[r] = m[r] - mBlock[r]
+		}
+		k.Exp(alpha, alpha)
+		// P = e^{S-m'} (hidden keys give 0) and its row sums.
+		for s := 0; s < nb; s++ {
+			k.Axpy(-1, mBlock, st[s*rows:(s+1)*rows])
+		}
+		k.Exp(st, st)
+		clear(sum)
+		for s := 0; s < nb; s++ {
+			k.Axpy(1, st[s*rows:(s+1)*rows], sum)
+		}
 		for r := 0; r < rows; r++ {
-			orow := o[r*dim : (r+1)*dim]
+			l[r] = l[r]*float64(alpha[r]) + float64(sum[r])
 			if alpha[r] != 1 {
-				k.Scale(alpha[r], orow)
+				k.Scale(alpha[r], o[r*dim:(r+1)*dim])
 			}
-			k.Axpy(1, tmp[r*dim:(r+1)*dim], orow)
 		}
+		copy(m, mBlock)
+		// O += P·V, P read from Sᵀ (row stride 1, column stride rows).
+		mustKernel(k.GemmF32(o, dim, st, 1, rows, v.vc[s0*v.width+kvOff:], v.width, rows, dim, nb, true))
 	}
 	for r := 0; r < rows; r++ {
 		dst := v.outRow(t0+r/group, kvh*group+r%group)

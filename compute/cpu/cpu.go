@@ -41,8 +41,6 @@ type Backend struct {
 	attnM      []float32 // per group job and head: running maximum
 	attnL      []float64 // per group job and head: sum of numerators
 	attnO      []float32 // per split job and head: partial output
-	attnVTs    []attnVT  // the sequences whose values attnVT holds transposed
-	attnVT     []float32 // transposed value caches of blocked attention
 	kv16       []float32 // float32 keys and values of a 16-bit cache (attention16)
 	convJobs   []convJob
 	xq         []byte   // the inputs of a quantized MatMul, quantized

@@ -382,3 +382,22 @@ func mustKernel(err error) {
 		panic("cpu: " + err.Error())
 	}
 }
+
+// transposeCols writes the [cols, rows] transpose of the rows×cols block of
+// src (rows lds apart) into dst, rows ldd apart, leaving the rest of dst as
+// it is.
+func transposeCols(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	const blk = 16
+	for r0 := 0; r0 < rows; r0 += blk {
+		r1 := min(r0+blk, rows)
+		for c0 := 0; c0 < cols; c0 += blk {
+			c1 := min(c0+blk, cols)
+			for r := r0; r < r1; r++ {
+				row := src[r*lds+c0 : r*lds+c1]
+				for i, x := range row {
+					dst[(c0+i)*ldd+r] = x
+				}
+			}
+		}
+	}
+}
