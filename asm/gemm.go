@@ -83,24 +83,30 @@ func (k *Kernels) GemmF32(c []float32, ldc int, a []float32, rsa, csa int, b []f
 	return nil
 }
 
-// run is GemmF32 on the tiles, after the checks.
+// run is GemmF32 on the tiles, after the checks. Steps run in blocks of
+// kBlock, each over all the column tiles: a block's rows of B are then read
+// from memory once, and stay in the L1 cache for the row tiles of a column
+// tile.
 func (t *gemmTiles) run(c []float32, ldc int, a []float32, rsa, csa int, b []float32, ldb int, m, n, kk int, acc bool) {
-	for j0 := 0; j0 < n; j0 += t.width {
-		w := min(t.width, n-j0)
-		if w < t.width && !t.masked {
-			gemmF32Go(c[j0:], ldc, a, rsa, csa, b[j0:], ldb, m, w, kk, acc)
-			continue
+	full := n
+	if !t.masked {
+		full = n - n%t.width
+		if full < n {
+			gemmF32Go(c[full:], ldc, a, rsa, csa, b[full:], ldb, m, n-full, kk, acc)
 		}
-		var masks uint64
-		for v := 0; v < 4; v++ {
-			lanes := min(16, max(0, w-16*v))
-			masks |= uint64(1<<lanes-1) << (16 * v)
+	}
+	for p0 := 0; p0 < kk; p0 += t.kBlock {
+		steps := min(t.kBlock, kk-p0)
+		from := 0
+		if acc || p0 > 0 {
+			from = 1
 		}
-		for p0 := 0; p0 < kk; p0 += t.kBlock {
-			steps := min(t.kBlock, kk-p0)
-			from := 0
-			if acc || p0 > 0 {
-				from = 1
+		for j0 := 0; j0 < full; j0 += t.width {
+			w := min(t.width, full-j0)
+			var masks uint64
+			for v := 0; v < 4; v++ {
+				lanes := min(16, max(0, w-16*v))
+				masks |= uint64(1<<lanes-1) << (16 * v)
 			}
 			for i0 := 0; i0 < m; i0 += gemmTileRows {
 				mr := min(gemmTileRows, m-i0)

@@ -41,8 +41,8 @@ const (
 // attnBlockMin tokens or more (prompts) run as blocks of matrix products
 // on the caches in place (see attendBlock). Shorter ones (decode) run one job per (token, KV head)
 // that serves all the query heads of that KV head, so each cached key and
-// value is read once per group: scores are dot products and the weighted
-// sum of values a run of axpys, on the vector kernels. When a sequence has
+// value is read once per group: scores are dot products on the vector
+// kernels, and the weighted sum of values one GemmF32 over the value rows. When a sequence has
 // too few such jobs for the workers, its context is split into segments
 // whose partial softmaxes are merged afterwards; that choice depends only
 // on the sequence and the number of workers, so a sequence's results do
@@ -258,15 +258,9 @@ func (b *Backend) partialGroup(v *attnView, sc *groupScratch, t, kvh, s0, s1 int
 		}
 		m[hh], l[hh] = mx, sum
 	}
-	clear(o[:group*dim])
-	for s := s0; s < s1; s++ {
-		vr := v.vc[s*v.width+kvOff : s*v.width+kvOff+dim]
-		for hh := 0; hh < group; hh++ {
-			if e := scores[hh*n+s-s0]; e != 0 {
-				k.Axpy(e, vr, o[hh*dim:(hh+1)*dim])
-			}
-		}
-	}
+	// o = P·V over the segment: each value row is read once for the whole
+	// group.
+	mustKernel(k.GemmF32(o[:group*dim], dim, scores, n, 1, v.vc[s0*v.width+kvOff:], v.width, group, dim, n, false))
 }
 
 // attendGroup runs a group job of sq. With one segment it writes its
