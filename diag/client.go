@@ -21,6 +21,18 @@ type client struct {
 	apiKey  string
 	timeout time.Duration // per request, streams included; 0 means none
 	http    *http.Client
+	// now reads the clock for stream timings (nil: time.Now); tests set a
+	// scripted one, so that timing assertions do not depend on how soon
+	// the client gets to read an event.
+	now func() time.Time
+}
+
+// clock returns the current time from c.now, or time.Now.
+func (c *client) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
 }
 
 // HTTPError is a non-2xx answer from the server.

@@ -60,7 +60,7 @@ func (c *client) decodeRun(ctx context.Context, model string) (*DecodeRun, error
 	const path = "/v1/chat/completions"
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	start := time.Now()
+	start := c.clock()
 	resp, err := c.send(ctx, http.MethodPost, path, decodeRequest(model))
 	if err != nil {
 		return nil, err
@@ -98,7 +98,7 @@ func (c *client) decodeRun(ctx context.Context, model string) (*DecodeRun, error
 		if chunk.Error != nil {
 			return nil, fmt.Errorf("%s (stream): server error in stream: %s", path, chunk.Error.Message)
 		}
-		now := time.Now()
+		now := c.clock()
 		if len(chunk.Usage) > 0 && string(chunk.Usage) != "null" {
 			usageRaw = chunk.Usage
 		}

@@ -65,8 +65,11 @@ func delta(content string) string {
 	return fmt.Sprintf(`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":%q},"finish_reason":null}]}`, content)
 }
 
+// TestDecodeRunTiming checks which events the stream timings are taken at,
+// on a scripted clock that advances by step at every reading: one reading
+// when the request is sent, then one per event.
 func TestDecodeRunTiming(t *testing.T) {
-	const pause = 20 * time.Millisecond
+	const step = 20 * time.Millisecond
 	events := []string{
 		`{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
 		delta("Hello"), delta(" there"), delta(" world"),
@@ -74,7 +77,10 @@ func TestDecodeRunTiming(t *testing.T) {
 		`{"choices":[],"usage":{"prompt_tokens":9,"total_tokens":13,"completion_tokens":4}}`,
 		"[DONE]",
 	}
-	c := streamServer(t, events, pause)
+	c := streamServer(t, events, time.Millisecond)
+	var tick time.Duration
+	t0 := time.Now()
+	c.now = func() time.Time { tick += step; return t0.Add(tick) }
 	run, err := c.decodeRun(context.Background(), "m")
 	if err != nil {
 		t.Fatal(err)
@@ -85,12 +91,13 @@ func TestDecodeRunTiming(t *testing.T) {
 	if string(run.Usage) != `{"prompt_tokens":9,"total_tokens":13,"completion_tokens":4}` {
 		t.Errorf("usage %s, want the server's object verbatim", run.Usage)
 	}
-	// First non-empty delta is the second event; the finish is the fifth.
-	if run.TTFTMillis < 2*float64(pause/time.Millisecond) {
-		t.Errorf("ttft %.1f ms, want >= %d ms (two events)", run.TTFTMillis, 2*pause/time.Millisecond)
+	// The first non-empty delta is the second event, two steps after the
+	// request; the finish is the fifth, three steps after that.
+	if want := float64(2 * step / time.Millisecond); run.TTFTMillis != want {
+		t.Errorf("ttft %.1f ms, want %.1f ms (two events)", run.TTFTMillis, want)
 	}
-	if run.DecodeSeconds < 3*pause.Seconds() {
-		t.Errorf("decode %.3f s, want >= %.3f s (three events)", run.DecodeSeconds, 3*pause.Seconds())
+	if want := (3 * step).Seconds(); math.Abs(run.DecodeSeconds-want) > 1e-9 {
+		t.Errorf("decode %.3f s, want %.3f s (three events)", run.DecodeSeconds, want)
 	}
 	if want := 3 / run.DecodeSeconds; math.Abs(run.DecodeTokensPerSecond-want) > 1e-9 {
 		t.Errorf("decode tok/s %v, want (4-1)/decode_seconds = %v", run.DecodeTokensPerSecond, want)
