@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -453,10 +454,32 @@ func TestAPIKey(t *testing.T) {
 
 func TestQueueFull503(t *testing.T) {
 	s := startServer(t, Config{MaxNumSeqs: 1, MaxQueue: 1})
-	ctx, cancel := context.WithCancel(context.Background())
+	// Two long streams, one running and one queued. On a loaded machine the
+	// first can end before the second is queued; the pair is then sent
+	// again.
+	var cancel context.CancelFunc
+	for attempt := 1; cancel == nil; attempt++ {
+		if attempt > 5 {
+			t.Fatal("the first stream ended before the second was queued, 5 times")
+		}
+		cancel = queueTwoStreams(t, s)
+	}
 	defer cancel()
-	// Two long streams: one running, one queued.
-	for range 2 {
+	status, data := post(t, s, "/v1/chat/completions", chatBody("hi", 2))
+	checkError(t, status, data, 503, "", "queue is full")
+	cancel()
+	waitFor(t, func() bool { return s.Engine().Stats().OpenSequences == 0 })
+}
+
+// queueTwoStreams sends two long streams to s, which runs one sequence at a
+// time, and waits until one runs and the other waits; it returns what
+// cancels both. It returns nil, both ended, when the first stream ended
+// before that was seen.
+func queueTwoStreams(t *testing.T, s *Server) context.CancelFunc {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	firstDone := make(chan struct{})
+	for i := range 2 {
 		body := chatBody("go", 100000)
 		body["max_tokens"] = 1500
 		body["ignore_eos"] = true
@@ -465,15 +488,37 @@ func TestQueueFull503(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+s.Addr()+"/v1/chat/completions", strings.NewReader(string(raw)))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
+			cancel()
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		if i == 0 {
+			go func() {
+				defer resp.Body.Close()
+				io.Copy(io.Discard, resp.Body)
+				close(firstDone)
+			}()
+		} else {
+			t.Cleanup(func() { resp.Body.Close() })
+		}
 	}
-	waitFor(t, func() bool { st := s.Engine().Stats(); return st.Running == 1 && st.Waiting == 1 })
-	status, data := post(t, s, "/v1/chat/completions", chatBody("hi", 2))
-	checkError(t, status, data, 503, "", "queue is full")
-	cancel()
-	waitFor(t, func() bool { return s.Engine().Stats().OpenSequences == 0 })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if st := s.Engine().Stats(); st.Running == 1 && st.Waiting == 1 {
+			return cancel
+		}
+		select {
+		case <-firstDone:
+			cancel()
+			waitFor(t, func() bool { return s.Engine().Stats().OpenSequences == 0 })
+			return nil
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("one running and one waiting sequence not reached in 20s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func waitFor(t *testing.T, cond func() bool) {
