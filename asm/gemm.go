@@ -49,8 +49,8 @@ func gemmKBlock(width int) int {
 // the other rows or columns, or the kernel set (the Go twin rounds a
 // float64 fused multiply-add to float32, which can differ from a float32 one
 // in the last bit when that double rounding meets a tie). It returns an
-// error when a slice is too short for the shape or a stride is negative or
-// overlaps.
+// error when a slice is too short for the shape, a stride is negative, or
+// ldc or ldb is below n.
 func (k *Kernels) GemmF32(c []float32, ldc int, a []float32, rsa, csa int, b []float32, ldb int, m, n, kk int, accumulate bool) error {
 	if m < 0 || n < 0 || kk < 0 || ldc < n || ldb < n || rsa < 0 || csa < 0 {
 		return fmt.Errorf("asm: GemmF32: shape m=%d n=%d k=%d with ldc=%d ldb=%d rsa=%d csa=%d", m, n, kk, ldc, ldb, rsa, csa)

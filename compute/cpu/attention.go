@@ -38,17 +38,18 @@ const (
 //
 // with query head h reading KV head h / (Heads / KVHeads). A sequence's new
 // tokens are cut into pieces at multiples of attnChunk positions. Pieces of
-// attnBlockMin tokens or more (prompts) run as blocks of matrix products
-// on the caches in place (see attendBlock). Shorter ones (decode) run one job per (token, KV head)
-// that serves all the query heads of that KV head, so each cached key and
-// value is read once per group: scores are dot products on the vector
-// kernels, and the weighted sum of values one GemmF32 over the value rows. When a sequence has
-// too few such jobs for the workers, its context is split into segments
-// whose partial softmaxes are merged afterwards; that choice depends only
-// on the sequence and the number of workers, so a sequence's results do
-// not depend on the other sequences of the call. The jobs of all sequences
-// form one list, longest first, shared by the workers. Caches of 16-bit
-// elements are expanded to float32 first (see attention16).
+// attnBlockMin tokens or more (prompts) run as blocks of matrix products on
+// the caches in place (see attendBlock). Shorter ones (decode) run one job
+// per (token, KV head) that serves all the query heads of that KV head, so
+// each cached key and value is read once per group: scores are dot products
+// on the vector kernels, and the weighted sum of values one GemmF32 over
+// the value rows. When a sequence has too few such jobs for the workers,
+// its context is split into segments whose partial softmaxes are merged
+// afterwards; that choice depends only on the sequence and the number of
+// workers, so a sequence's results do not depend on the other sequences of
+// the call. The jobs of all sequences form one list, longest first, shared
+// by the workers. Caches of 16-bit elements are expanded to float32 first
+// (see attention16).
 func (b *Backend) CausalAttention(ps []compute.Attention) {
 	if len(ps) > 0 && ps[0].CacheType.Size() == 2 {
 		b.attention16(ps)
