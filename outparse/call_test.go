@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/govinfer/govinfer/internal/schemacheck"
 	"github.com/govinfer/govinfer/jsonconstraint"
@@ -334,5 +335,114 @@ func TestWatcher(t *testing.T) {
 func TestThinkingOpened(t *testing.T) {
 	if !ThinkingOpened("<|im_start|>assistant\n<think>\n") || ThinkingOpened("<|im_start|>assistant\n<think>\n\n</think>\n\n") {
 		t.Fatal("ThinkingOpened misreads the Qwen3.5 generation prompts")
+	}
+}
+
+// driveGreedy drives c like drive, but at each step samples the token
+// that makes the completion take the most tokens, among the tokens that
+// can open something or leave a character unfinished (and a sample of the
+// others); it fails if any token lengthens the completion by more than the
+// grammar's margin, the room plan keeps for one token.
+func driveGreedy(t *testing.T, cv callVocabs, c *CallConstraint, rng *rand.Rand, maxTokens int) generation {
+	t.Helper()
+	logits := make([]float32, cv.v.Size()+7)
+	var out strings.Builder
+	tokens := func(s callState) int {
+		f := cv.v.Force(c.g.completion(s), cv.cv.encode)
+		return f.Tokens()
+	}
+	for step := 0; step < maxTokens; step++ {
+		clear(logits)
+		c.Process(logits)
+		var allowed []int
+		for id, l := range logits {
+			if !math.IsInf(float64(l), -1) {
+				allowed = append(allowed, id)
+			}
+		}
+		if len(allowed) == 0 {
+			t.Fatalf("nothing allowed after %q", out.String())
+		}
+		pick := allowed[rng.IntN(len(allowed))]
+		if c.forced.Done() {
+			before, most := tokens(c.s), -1
+			for _, id := range allowed {
+				tb := cv.v.TokenBytes(id)
+				if cv.v.IsEOS(id) || utf8.Valid(tb) && !strings.ContainsAny(string(tb), "{[,:\"<>=\n\\") && rng.IntN(50) != 0 {
+					continue
+				}
+				s, ok := c.s, true
+				for _, b := range tb {
+					if ok = c.g.step(&s, b); !ok {
+						break
+					}
+				}
+				if !ok {
+					continue
+				}
+				if n := tokens(s); n > most {
+					most, pick = n, id
+				}
+			}
+			if most-before > c.g.margin {
+				t.Fatalf("after %q: token %q lengthens the completion by %d tokens, more than the margin %d", out.String(), cv.v.TokenBytes(pick), most-before, c.g.margin)
+			}
+		}
+		if err := c.Accept(pick); err != nil {
+			t.Fatalf("after %q: %v", out.String(), err)
+		}
+		if cv.v.IsEOS(pick) {
+			return generation{text: out.String(), tokens: step + 1, eos: true}
+		}
+		out.Write(cv.v.TokenBytes(pick))
+	}
+	return generation{text: out.String(), tokens: maxTokens}
+}
+
+// TestCallBudgetGreedy checks the margin plan relies on against a sampler
+// that lengthens the call as fast as it can, on random tools and on
+// schemas whose smallest values are long, with budgets just above the
+// smallest call.
+func TestCallBudgetGreedy(t *testing.T) {
+	cv := callVocab(t)
+	rng := rand.New(rand.NewPCG(47, 48))
+	long := strings.Repeat("k", 40)
+	obj := func(key, value string) string {
+		return `{"type":"object","properties":{"` + key + `":` + value + `},"required":["` + key + `"]}`
+	}
+	hand := []string{
+		obj("a", `{"type":"array","items":`+obj(long, obj(long+"y", `{"type":"integer"}`))+`}`),
+		obj("a", `{"type":"array","minItems":2,"items":{"type":"array","minItems":2,"items":`+obj(long, `{"type":"string","minLength":5}`)+`}}`),
+		obj("q", `{"type":"array","items":`+obj(long, `{"type":"array","minItems":3,"items":`+obj(long+"z", `{"type":"string","minLength":3}`)+`}`)+`}`),
+		// Eight required strings: stopping inside a character leaves a
+		// completion of continuation bytes and seven parameters.
+		`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"},"c":{"type":"string"},"d":{"type":"string"},` +
+			`"e":{"type":"string"},"f":{"type":"string"},"g":{"type":"string"},"h":{"type":"string"}},"required":["a","b","c","d","e","f","g","h"]}`,
+	}
+	runs := 40
+	if testing.Short() {
+		runs = 16
+	}
+	for run := range runs {
+		var tools []CallTool
+		schemas := map[string][]byte{}
+		if run < 2*len(hand) {
+			p := hand[run%len(hand)]
+			tools = []CallTool{{Name: "f", Parameters: json.RawMessage(p)}}
+			schemas["f"] = []byte(p)
+		} else {
+			tools, schemas = randomTools(rng, 1)
+		}
+		g, err := NewCallGrammar(cv.cv, CallOptions{Tools: tools, Force: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := cv.v.Force(g.completion(g.start()), cv.cv.encode)
+		budget := f.Tokens() + 1 + g.margin + rng.IntN(40)
+		gen := driveGreedy(t, cv, g.NewConstraint(budget, 0), rng, budget)
+		if !gen.eos {
+			t.Fatalf("run %d: no end within %d tokens: %q", run, budget, gen.text)
+		}
+		checkCall(t, g, gen, false, []string{tools[0].Name}, schemas)
 	}
 }
