@@ -10,9 +10,8 @@ import (
 // canonical encoding when the vocabulary's tokenizer gave one, otherwise
 // any tokens whose bytes spell it. The zero value forces nothing.
 type Forced struct {
-	lead []byte // bytes before ids, spelled by any tokens
-	ids  []int  // the tokens still to come, when an encoding is used
-	text []byte // else the bytes still to come
+	text []byte // bytes still to come, spelled by any tokens, before ids
+	ids  []int  // then these tokens, when an encoding is used
 }
 
 // Force returns a Forced for text. encode, when not nil, is the
@@ -36,7 +35,7 @@ func (v *Vocab) Force(text []byte, encode func(string) []int) Forced {
 		}
 		if n < len(text) && utf8.RuneStart(text[n]) {
 			if ids, ok := v.encoded(text[n:], encode); ok {
-				return Forced{lead: bytes.Clone(text[:n]), ids: ids}
+				return Forced{text: bytes.Clone(text[:n]), ids: ids}
 			}
 		}
 	}
@@ -59,27 +58,19 @@ func (v *Vocab) encoded(text []byte, encode func(string) []int) ([]int, bool) {
 }
 
 // Tokens returns the most tokens the rest of the forced text takes.
-func (f *Forced) Tokens() int {
-	if f.ids != nil {
-		return len(f.lead) + len(f.ids)
-	}
-	return len(f.text)
-}
+func (f *Forced) Tokens() int { return len(f.text) + len(f.ids) }
 
 // Done reports whether nothing is left to force.
-func (f *Forced) Done() bool { return len(f.lead) == 0 && len(f.ids) == 0 && len(f.text) == 0 }
+func (f *Forced) Done() bool { return len(f.text) == 0 && len(f.ids) == 0 }
 
 // Mask sets in m the tokens that may come next.
 func (f *Forced) Mask(v *Vocab, m []uint64) {
-	rest := f.text
-	switch {
-	case len(f.lead) > 0:
-		rest = f.lead
-	case len(f.ids) > 0:
+	if len(f.text) == 0 && len(f.ids) > 0 {
 		id := f.ids[0]
 		m[id>>6] |= 1 << (id & 63)
 		return
 	}
+	rest := f.text
 	Walk(v.All(), 0, func(i *int, b byte) bool {
 		if *i < len(rest) && rest[*i] == b {
 			*i++
@@ -92,15 +83,7 @@ func (f *Forced) Mask(v *Vocab, m []uint64) {
 // Accept advances past a token; it fails on one the forced text does not
 // allow.
 func (f *Forced) Accept(v *Vocab, token int) error {
-	if len(f.lead) > 0 {
-		tb := v.TokenBytes(token)
-		if len(tb) == 0 || !bytes.HasPrefix(f.lead, tb) {
-			return fmt.Errorf("jsonconstraint: token %d (%q) strays from the forced bytes %q", token, tb, f.lead)
-		}
-		f.lead = f.lead[len(tb):]
-		return nil
-	}
-	if len(f.ids) > 0 {
+	if len(f.text) == 0 && len(f.ids) > 0 {
 		if token != f.ids[0] {
 			return fmt.Errorf("jsonconstraint: token %d where %d was forced", token, f.ids[0])
 		}

@@ -67,19 +67,7 @@ func drive(t *testing.T, cv callVocabs, c *CallConstraint, rng *rand.Rand, maxTo
 	logits := make([]float32, cv.v.Size()+7)
 	var out strings.Builder
 	for step := 0; step < maxTokens; step++ {
-		for i := range logits {
-			logits[i] = 0
-		}
-		c.Process(logits)
-		var allowed []int
-		for id, l := range logits {
-			if !math.IsInf(float64(l), -1) {
-				allowed = append(allowed, id)
-			}
-		}
-		if len(allowed) == 0 {
-			t.Fatalf("nothing allowed after %q", out.String())
-		}
+		allowed := allowedTokens(t, c, logits, out.String())
 		if check > 0 && step%check == 0 {
 			checkMask(t, cv, c, allowed, out.String())
 		}
@@ -99,6 +87,35 @@ func drive(t *testing.T, cv callVocabs, c *CallConstraint, rng *rand.Rand, maxTo
 		out.Write(cv.v.TokenBytes(pick))
 	}
 	return generation{text: out.String(), tokens: maxTokens}
+}
+
+// allowedTokens runs c's logit processor on zeroed logits and returns the
+// ids it leaves allowed; it fails when there are none.
+func allowedTokens(t *testing.T, c *CallConstraint, logits []float32, after string) []int {
+	t.Helper()
+	clear(logits)
+	c.Process(logits)
+	var allowed []int
+	for id, l := range logits {
+		if !math.IsInf(float64(l), -1) {
+			allowed = append(allowed, id)
+		}
+	}
+	if len(allowed) == 0 {
+		t.Fatalf("nothing allowed after %q", after)
+	}
+	return allowed
+}
+
+// stepToken advances s by a token's bytes under g; false when one of them
+// cannot come.
+func stepToken(g *CallGrammar, s callState, tb []byte) (callState, bool) {
+	for _, b := range tb {
+		if !g.step(&s, b) {
+			return s, false
+		}
+	}
+	return s, true
 }
 
 // checkMask compares the allowed tokens with stepping each token's bytes.
@@ -123,13 +140,7 @@ func checkMask(t *testing.T, cv callVocabs, c *CallConstraint, allowed []int, af
 			}
 			continue
 		}
-		s, ok := c.s, true
-		for _, b := range tb {
-			if ok = c.g.step(&s, b); !ok {
-				break
-			}
-		}
-		if ok {
+		if _, ok := stepToken(c.g, c.s, tb); ok {
 			want[id] = true
 		}
 	}
@@ -352,17 +363,7 @@ func driveGreedy(t *testing.T, cv callVocabs, c *CallConstraint, rng *rand.Rand,
 		return f.Tokens()
 	}
 	for step := 0; step < maxTokens; step++ {
-		clear(logits)
-		c.Process(logits)
-		var allowed []int
-		for id, l := range logits {
-			if !math.IsInf(float64(l), -1) {
-				allowed = append(allowed, id)
-			}
-		}
-		if len(allowed) == 0 {
-			t.Fatalf("nothing allowed after %q", out.String())
-		}
+		allowed := allowedTokens(t, c, logits, out.String())
 		pick := allowed[rng.IntN(len(allowed))]
 		if c.forced.Done() {
 			before, most := tokens(c.s), -1
@@ -371,12 +372,7 @@ func driveGreedy(t *testing.T, cv callVocabs, c *CallConstraint, rng *rand.Rand,
 				if cv.v.IsEOS(id) || utf8.Valid(tb) && !strings.ContainsAny(string(tb), "{[,:\"<>=\n\\") && rng.IntN(50) != 0 {
 					continue
 				}
-				s, ok := c.s, true
-				for _, b := range tb {
-					if ok = c.g.step(&s, b); !ok {
-						break
-					}
-				}
+				s, ok := stepToken(c.g, c.s, tb)
 				if !ok {
 					continue
 				}
