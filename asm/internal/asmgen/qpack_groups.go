@@ -26,8 +26,10 @@ func qpGroup(h, off int, side bool) string {
 	return fmt.Sprintf("%d(%s)", off, base3)
 }
 
-// qpGroupsHead sets R11 and R12 (groups 3) after qpHead.
+// qpGroupsHead sets R9 to the groups' stride, and R11 and R12 (groups 3),
+// after qpHead.
 func qpGroupsHead(g *gen) {
+	g.l("MOVQ ldx+32(FP), R9")
 	g.l("LEAQ (SI)(R9*2), R11")
 	g.l("ADDQ R9, R11")
 	g.l("LEAQ (R10)(R9*2), R12")
