@@ -373,19 +373,7 @@ func TestStrandedQueue(t *testing.T) {
 
 func TestRetryAfter(t *testing.T) {
 	s := startServer(t, Config{MaxNumSeqs: 1, MaxQueue: 1})
-	eng := s.Engine()
-	c1, d1 := startRequest(t, s, longBody(true), true)
-	defer func() { c1(); <-d1 }()
-	c2, d2 := startRequest(t, s, longBody(true), false)
-	defer func() { c2(); <-d2 }()
-	waitUntil(t, "queue full", 10*time.Second, func() bool { return eng.Stats().Waiting == 1 })
-	raw, _ := json.Marshal(longBody(false))
-	resp, err := http.Post("http://"+s.Addr()+"/v1/chat/completions", "application/json", bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, data := postQueueFull(t, s, "/v1/chat/completions", longBody(false))
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("queue full: status %d, Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), data)
 	}

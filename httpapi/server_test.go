@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -454,28 +455,52 @@ func TestAPIKey(t *testing.T) {
 
 func TestQueueFull503(t *testing.T) {
 	s := startServer(t, Config{MaxNumSeqs: 1, MaxQueue: 1})
-	// Two long streams, one running and one queued. On a loaded machine the
-	// first can end before the second is queued; the pair is then sent
-	// again.
-	var cancel context.CancelFunc
-	for attempt := 1; cancel == nil; attempt++ {
-		if attempt > 5 {
-			t.Fatal("the first stream ended before the second was queued, 5 times")
+	resp, data := postQueueFull(t, s, "/v1/chat/completions", chatBody("hi", 2))
+	checkError(t, resp.StatusCode, data, 503, "", "queue is full")
+}
+
+// postQueueFull fills the queue of s, which runs one sequence at a time
+// and queues one, with two long streams (one running, one queued), posts
+// body to path, and returns the answer; then it ends the streams. On a
+// loaded machine the running stream can end before the second is queued,
+// or before the post is admitted; then the streams are sent again, so the
+// answer returned is one to a post that found the queue full.
+func postQueueFull(t *testing.T, s *Server, path string, body map[string]any) (*http.Response, []byte) {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	for range 5 {
+		cancel, firstDone := queueTwoStreams(t, s)
+		if cancel == nil {
+			continue
 		}
-		cancel = queueTwoStreams(t, s)
+		resp, err := http.Post("http://"+s.Addr()+path, "application/json", bytes.NewReader(raw))
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ended := false
+		select {
+		case <-firstDone:
+			ended = true
+		default:
+		}
+		cancel()
+		waitFor(t, func() bool { return s.Engine().Stats().OpenSequences == 0 })
+		if resp.StatusCode == http.StatusServiceUnavailable || !ended {
+			return resp, data
+		}
 	}
-	defer cancel()
-	status, data := post(t, s, "/v1/chat/completions", chatBody("hi", 2))
-	checkError(t, status, data, 503, "", "queue is full")
-	cancel()
-	waitFor(t, func() bool { return s.Engine().Stats().OpenSequences == 0 })
+	t.Fatal("the first stream ended before the queue was seen full, 5 times")
+	return nil, nil
 }
 
 // queueTwoStreams sends two long streams to s, which runs one sequence at a
 // time, and waits until one runs and the other waits; it returns what
-// cancels both. It returns nil, both ended, when the first stream ended
-// before that was seen.
-func queueTwoStreams(t *testing.T, s *Server) context.CancelFunc {
+// cancels both and a channel closed when the first ends. It returns nil,
+// both ended, when the first stream ended before that was seen.
+func queueTwoStreams(t *testing.T, s *Server) (context.CancelFunc, <-chan struct{}) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	firstDone := make(chan struct{})
@@ -504,13 +529,13 @@ func queueTwoStreams(t *testing.T, s *Server) context.CancelFunc {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if st := s.Engine().Stats(); st.Running == 1 && st.Waiting == 1 {
-			return cancel
+			return cancel, firstDone
 		}
 		select {
 		case <-firstDone:
 			cancel()
 			waitFor(t, func() bool { return s.Engine().Stats().OpenSequences == 0 })
-			return nil
+			return nil, nil
 		default:
 		}
 		if time.Now().After(deadline) {
