@@ -17,15 +17,15 @@ import "fmt"
 // which starts the block's integer sum and so takes the 128 back out.
 
 // qpInputRegs hold the addresses of up to eight inputs, each advanced a
-// block at a time, and qpInputs addresses them: by base register alone,
-// as on Intel cores an EVEX instruction with an indexed memory operand
+// block at a time, and qpInput addresses one: by base register alone, as
+// on Intel cores an EVEX instruction with an indexed memory operand
 // splits into two micro-ops. Three bases and an index ran one thread's
 // 4096×4096 products 1.17-1.63 times as long (8 and 64 inputs, Q8_0,
 // Q4_K, Q6_K; medians of three alternating runs on a Xeon).
-var (
-	qpInputRegs = []string{"R13", "R9", "R11", "R14", "R12", "R15", "BX", "R8"}
-	qpInputs    = []string{"(R13)", "(R9)", "(R11)", "(R14)", "(R12)", "(R15)", "(BX)", "(R8)"}
-)
+var qpInputRegs = []string{"R13", "R9", "R11", "R14", "R12", "R15", "BX", "R8"}
+
+// qpInput returns the address operand of input j.
+func qpInput(j int) string { return "(" + qpInputRegs[j] + ")" }
 
 // qpAdvance adds bytes to the addresses of the first nb inputs.
 func qpAdvance(g *gen, nb, bytes int) {
@@ -52,17 +52,17 @@ func x86QPackQ8_0(g *gen, nb int) {
 	g.label("block")
 	g.l("VCVTPH2PS (SI), Z30")
 	for j := range nb {
-		g.l("VPBROADCASTD 36%s, Z%d", qpInputs[j], 8+j)
+		g.l("VPBROADCASTD 36%s, Z%d", qpInput(j), 8+j)
 	}
 	for s := range 8 {
 		w := 28 + s%2
 		g.l("VMOVDQU32 %d(SI), Z%d", 32+64*s, w)
 		for j := range nb {
-			g.l("VPDPBUSD.BCST %d%s, Z%d, Z%d", 4*s, qpInputs[j], w, 8+j)
+			g.l("VPDPBUSD.BCST %d%s, Z%d, Z%d", 4*s, qpInput(j), w, 8+j)
 		}
 	}
 	for j := range nb {
-		g.l("VMULPS.BCST 32%s, Z30, Z%d", qpInputs[j], 16+j)
+		g.l("VMULPS.BCST 32%s, Z30, Z%d", qpInput(j), 16+j)
 		g.l("VCVTDQ2PS Z%d, Z%d", 8+j, 8+j)
 		g.l("VMULPS Z%d, Z%d, Z%d", 16+j, 8+j, 8+j)
 		g.l("VADDPS Z%d, Z%d, Z%d", 8+j, j, j)
@@ -168,12 +168,12 @@ func x86QPackQ6K(g *gen, nb int) {
 		q6kUnpack(g)
 		g.l("VPMOVSXBD %d(R10), Z23", 16*j)
 		for i := range nb {
-			q6kSubBlock(g, j, 16+i%2, 8+i, qpInputs[i])
+			q6kSubBlock(g, j, 16+i%2, 8+i, qpInput(i))
 		}
 	}
 	g.l("VCVTPH2PS 256(R10), Z24")
 	for i := range nb {
-		g.l("VMULPS.BCST %d%s, Z24, Z25", qKInputD, qpInputs[i])
+		g.l("VMULPS.BCST %d%s, Z24, Z25", qKInputD, qpInput(i))
 		g.l("VCVTDQ2PS Z%d, Z%d", 8+i, 8+i)
 		g.l("VMULPS Z25, Z%d, Z%d", 8+i, 8+i)
 		g.l("VADDPS Z%d, Z%d, Z%d", 8+i, i, i)
@@ -267,7 +267,7 @@ func x86QPackQ4K(g *gen, nb int) {
 			}
 			g.l("VPANDD %d(SI), Z%d, Z%d", 64*(8*(j/2)+s), 30+j%2, w)
 			for i := range nb {
-				g.l("VPDPBUSD.BCST %d%s, Z%d, Z%d", 32*j+4*s, qpInputs[i], w, 16+i)
+				g.l("VPDPBUSD.BCST %d%s, Z%d, Z%d", 32*j+4*s, qpInput(i), w, 16+i)
 			}
 		}
 		for i := range nb {
@@ -281,7 +281,7 @@ func x86QPackQ4K(g *gen, nb int) {
 	}
 	g.l("VCVTPH2PS 256(R10), Z27")
 	for i := range nb {
-		g.l("VMULPS.BCST %d%s, Z27, Z28", qKInputD, qpInputs[i])
+		g.l("VMULPS.BCST %d%s, Z27, Z28", qKInputD, qpInput(i))
 		g.l("VPSRAD $4, Z%d, Z%d", 8+i, 8+i)
 		g.l("VCVTDQ2PS Z%d, Z%d", 8+i, 8+i)
 		g.l("VMULPS Z28, Z%d, Z%d", 8+i, 8+i)
@@ -294,9 +294,9 @@ func x86QPackQ4K(g *gen, nb int) {
 	for i := range nb {
 		g.l("VPXORD Z%d, Z%d, Z%d", 8+i, 8+i, 8+i)
 		for p := range 4 {
-			g.l("VPDPWSSD.BCST %d%s, Z%d, Z%d", qKInputBs32+4*p, qpInputs[i], 16+p, 8+i)
+			g.l("VPDPWSSD.BCST %d%s, Z%d, Z%d", qKInputBs32+4*p, qpInput(i), 16+p, 8+i)
 		}
-		g.l("VMULPS.BCST %d%s, Z27, Z28", qKInputD, qpInputs[i])
+		g.l("VMULPS.BCST %d%s, Z27, Z28", qKInputD, qpInput(i))
 		g.l("VCVTDQ2PS Z%d, Z%d", 8+i, 8+i)
 		g.l("VMULPS Z28, Z%d, Z%d", 8+i, 8+i)
 		g.l("VSUBPS Z%d, Z%d, Z%d", 8+i, i, i)
