@@ -64,20 +64,29 @@ type generation struct {
 // token-by-token reference.
 func drive(t *testing.T, cv callVocabs, c *CallConstraint, rng *rand.Rand, maxTokens int, prefix []int, check int) generation {
 	t.Helper()
-	logits := make([]float32, cv.v.Size()+7)
-	var out strings.Builder
-	for step := 0; step < maxTokens; step++ {
-		allowed := allowedTokens(t, c, logits, out.String())
+	return generate(t, cv, c, maxTokens, func(step int, allowed []int, after string) int {
 		if check > 0 && step%check == 0 {
-			checkMask(t, cv, c, allowed, out.String())
+			checkMask(t, cv, c, allowed, after)
 		}
 		pick := allowed[rng.IntN(len(allowed))]
 		if step < len(prefix) {
 			pick = prefix[step]
 			if !slices.Contains(allowed, pick) {
-				t.Fatalf("prefix token %d %q not allowed after %q", pick, cv.v.TokenBytes(pick), out.String())
+				t.Fatalf("prefix token %d %q not allowed after %q", pick, cv.v.TokenBytes(pick), after)
 			}
 		}
+		return pick
+	})
+}
+
+// generate runs c until an end-of-sequence token or maxTokens, taking at
+// each step the token choose picks among the allowed ones.
+func generate(t *testing.T, cv callVocabs, c *CallConstraint, maxTokens int, choose func(step int, allowed []int, after string) int) generation {
+	t.Helper()
+	logits := make([]float32, cv.v.Size()+7)
+	var out strings.Builder
+	for step := 0; step < maxTokens; step++ {
+		pick := choose(step, allowedTokens(t, c, logits, out.String()), out.String())
 		if err := c.Accept(pick); err != nil {
 			t.Fatalf("after %q: %v", out.String(), err)
 		}
@@ -356,43 +365,34 @@ func TestThinkingOpened(t *testing.T) {
 // grammar's margin, the room plan keeps for one token.
 func driveGreedy(t *testing.T, cv callVocabs, c *CallConstraint, rng *rand.Rand, maxTokens int) generation {
 	t.Helper()
-	logits := make([]float32, cv.v.Size()+7)
-	var out strings.Builder
 	tokens := func(s callState) int {
 		f := cv.v.Force(c.g.completion(s), cv.cv.encode)
 		return f.Tokens()
 	}
-	for step := 0; step < maxTokens; step++ {
-		allowed := allowedTokens(t, c, logits, out.String())
+	return generate(t, cv, c, maxTokens, func(_ int, allowed []int, after string) int {
 		pick := allowed[rng.IntN(len(allowed))]
-		if c.forced.Done() {
-			before, most := tokens(c.s), -1
-			for _, id := range allowed {
-				tb := cv.v.TokenBytes(id)
-				if cv.v.IsEOS(id) || utf8.Valid(tb) && !strings.ContainsAny(string(tb), "{[,:\"<>=\n\\") && rng.IntN(50) != 0 {
-					continue
-				}
-				s, ok := stepToken(c.g, c.s, tb)
-				if !ok {
-					continue
-				}
-				if n := tokens(s); n > most {
-					most, pick = n, id
-				}
+		if !c.forced.Done() {
+			return pick
+		}
+		before, most := tokens(c.s), -1
+		for _, id := range allowed {
+			tb := cv.v.TokenBytes(id)
+			if cv.v.IsEOS(id) || utf8.Valid(tb) && !strings.ContainsAny(string(tb), "{[,:\"<>=\n\\") && rng.IntN(50) != 0 {
+				continue
 			}
-			if most-before > c.g.margin {
-				t.Fatalf("after %q: token %q lengthens the completion by %d tokens, more than the margin %d", out.String(), cv.v.TokenBytes(pick), most-before, c.g.margin)
+			s, ok := stepToken(c.g, c.s, tb)
+			if !ok {
+				continue
+			}
+			if n := tokens(s); n > most {
+				most, pick = n, id
 			}
 		}
-		if err := c.Accept(pick); err != nil {
-			t.Fatalf("after %q: %v", out.String(), err)
+		if most-before > c.g.margin {
+			t.Fatalf("after %q: token %q lengthens the completion by %d tokens, more than the margin %d", after, cv.v.TokenBytes(pick), most-before, c.g.margin)
 		}
-		if cv.v.IsEOS(pick) {
-			return generation{text: out.String(), tokens: step + 1, eos: true}
-		}
-		out.Write(cv.v.TokenBytes(pick))
-	}
-	return generation{text: out.String(), tokens: maxTokens}
+		return pick
+	})
 }
 
 // TestCallBudgetGreedy checks the margin plan relies on against a sampler
