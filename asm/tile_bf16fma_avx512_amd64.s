@@ -4,15 +4,17 @@
 
 #include "textflag.h"
 
-// func tileBF16FMA(dst *float32, ldd int, w *uint16, groupBytes, steps int, x *float32, ldx, nb, ng int)
+// func tileBF16FMA(dst *float32, ldd int, w *uint16, groupBytes, steps int, x *float32, ldx, nb, ng, resume int)
 // 
 // Sets dst[j*ldd+16*h+r] = sum_c w_h[r,c]*x[j*ldx+c] for the 16 rows r of
 // each of the ng groups h at w + h*groupBytes (steps tiles of 1 KiB in the
 // tile layout) and the nb inputs j (strides count elements; ng 1, 2 or 4,
 // nb*ng <= 8). Per segment of 8 steps, the even and the odd columns are
 // summed in order with FMA, from zero; the total adds each segment's
-// even+odd sum in order.
-TEXT ·tileBF16FMA(SB), NOSPLIT, $0-72
+// even+odd sum in order, starting from zero, or with resume != 0 from the
+// totals at dst (a product cut into runs of whole segments of columns then
+// sums as one call does).
+TEXT ·tileBF16FMA(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
 	MOVQ w+16(FP), SI
 	MOVQ groupBytes+24(FP), R9
@@ -95,8 +97,18 @@ not4x1:
 not4x2:
 	RET
 body1x1:
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero1x1
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	JMP start1x1
+zero1x1:
 	VPXORD Z16, Z16, Z16
+start1x1:
+	MOVQ steps+32(FP), CX
 segment1x1:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -216,9 +228,21 @@ step1x1:
 	RET
 body1x2:
 	LEAQ (DX)(R8*1), R10
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero1x2
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	JMP start1x2
+zero1x2:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
+start1x2:
+	MOVQ steps+32(FP), CX
 segment1x2:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -378,10 +402,24 @@ step1x2:
 body1x3:
 	LEAQ (DX)(R8*1), R10
 	LEAQ (R10)(R8*1), R11
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero1x3
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z18
+	JMP start1x3
+zero1x3:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
+start1x3:
+	MOVQ steps+32(FP), CX
 segment1x3:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -581,11 +619,27 @@ body1x4:
 	LEAQ (DX)(R8*1), R10
 	LEAQ (R10)(R8*1), R11
 	LEAQ (R11)(R8*1), R12
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero1x4
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z18
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z19
+	JMP start1x4
+zero1x4:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
+start1x4:
+	MOVQ steps+32(FP), CX
 segment1x4:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -825,12 +879,30 @@ body1x5:
 	LEAQ (R10)(R8*1), R11
 	LEAQ (R11)(R8*1), R12
 	LEAQ (R12)(R8*1), R13
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero1x5
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z18
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z19
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z20
+	JMP start1x5
+zero1x5:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
 	VPXORD Z20, Z20, Z20
+start1x5:
+	MOVQ steps+32(FP), CX
 segment1x5:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -1110,13 +1182,33 @@ body1x6:
 	LEAQ (R11)(R8*1), R12
 	LEAQ (R12)(R8*1), R13
 	LEAQ (R13)(R8*1), R14
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero1x6
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z18
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z19
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z20
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z21
+	JMP start1x6
+zero1x6:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
 	VPXORD Z20, Z20, Z20
 	VPXORD Z21, Z21, Z21
+start1x6:
+	MOVQ steps+32(FP), CX
 segment1x6:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -1436,7 +1528,27 @@ body1x7:
 	LEAQ (R12)(R8*1), R13
 	LEAQ (R13)(R8*1), R14
 	LEAQ (R14)(R8*1), R15
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero1x7
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z18
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z19
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z20
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z21
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z22
+	JMP start1x7
+zero1x7:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
@@ -1444,6 +1556,8 @@ body1x7:
 	VPXORD Z20, Z20, Z20
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
+start1x7:
+	MOVQ steps+32(FP), CX
 segment1x7:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -1803,7 +1917,29 @@ body1x8:
 	LEAQ (R13)(R8*1), R14
 	LEAQ (R14)(R8*1), R15
 	LEAQ (R15)(R8*1), BX
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero1x8
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z18
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z19
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z20
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z21
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z22
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z23
+	JMP start1x8
+zero1x8:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
@@ -1812,6 +1948,8 @@ body1x8:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
+start1x8:
+	MOVQ steps+32(FP), CX
 segment1x8:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -2204,9 +2342,20 @@ step1x8:
 	RET
 body2x1:
 	LEAQ (SI)(R9*1), R13
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero2x1
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	VMOVUPS 64(CX), Z17
+	JMP start2x1
+zero2x1:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
+start2x1:
+	MOVQ steps+32(FP), CX
 segment2x1:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -2429,11 +2578,25 @@ step2x1:
 body2x2:
 	LEAQ (DX)(R8*1), R10
 	LEAQ (SI)(R9*1), R13
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero2x2
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	VMOVUPS 64(CX), Z18
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	VMOVUPS 64(CX), Z19
+	JMP start2x2
+zero2x2:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
+start2x2:
+	MOVQ steps+32(FP), CX
 segment2x2:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -2733,13 +2896,30 @@ body2x3:
 	LEAQ (DX)(R8*1), R10
 	LEAQ (R10)(R8*1), R11
 	LEAQ (SI)(R9*1), R13
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero2x3
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	VMOVUPS 64(CX), Z19
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	VMOVUPS 64(CX), Z20
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z18
+	VMOVUPS 64(CX), Z21
+	JMP start2x3
+zero2x3:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
 	VPXORD Z20, Z20, Z20
 	VPXORD Z21, Z21, Z21
+start2x3:
+	MOVQ steps+32(FP), CX
 segment2x3:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -3116,7 +3296,25 @@ body2x4:
 	LEAQ (R10)(R8*1), R11
 	LEAQ (R11)(R8*1), R12
 	LEAQ (SI)(R9*1), R13
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero2x4
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	VMOVUPS 64(CX), Z20
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	VMOVUPS 64(CX), Z21
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z18
+	VMOVUPS 64(CX), Z22
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z19
+	VMOVUPS 64(CX), Z23
+	JMP start2x4
+zero2x4:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
@@ -3125,6 +3323,8 @@ body2x4:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
+start2x4:
+	MOVQ steps+32(FP), CX
 segment2x4:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -3576,11 +3776,24 @@ body4x1:
 	LEAQ (SI)(R9*1), R13
 	LEAQ (R13)(R9*1), R14
 	LEAQ (R14)(R9*1), R15
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero4x1
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	VMOVUPS 64(CX), Z17
+	VMOVUPS 128(CX), Z18
+	VMOVUPS 192(CX), Z19
+	JMP start4x1
+zero4x1:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
+start4x1:
+	MOVQ steps+32(FP), CX
 segment4x1:
 	MOVQ $8, R8
 	CMPQ CX, R8
@@ -4009,7 +4222,23 @@ body4x2:
 	LEAQ (SI)(R9*1), R13
 	LEAQ (R13)(R9*1), R14
 	LEAQ (R14)(R9*1), R15
-	MOVQ steps+32(FP), CX
+	MOVQ resume+72(FP), CX
+	TESTQ CX, CX
+	JZ zero4x2
+	MOVQ ldd+8(FP), AX
+	SHLQ $2, AX
+	MOVQ DI, CX
+	VMOVUPS 0(CX), Z16
+	VMOVUPS 64(CX), Z18
+	VMOVUPS 128(CX), Z20
+	VMOVUPS 192(CX), Z22
+	ADDQ AX, CX
+	VMOVUPS 0(CX), Z17
+	VMOVUPS 64(CX), Z19
+	VMOVUPS 128(CX), Z21
+	VMOVUPS 192(CX), Z23
+	JMP start4x2
+zero4x2:
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
@@ -4018,6 +4247,8 @@ body4x2:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
+start4x2:
+	MOVQ steps+32(FP), CX
 segment4x2:
 	MOVQ $8, R8
 	CMPQ CX, R8

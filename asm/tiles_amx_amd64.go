@@ -11,7 +11,7 @@ import (
 func packTileBF16AVX512(dst *uint16, x *float32, steps, parts int)
 
 //go:noescape
-func tileBF16FMA(dst *float32, ldd int, w *uint16, groupBytes, steps int, x *float32, ldx, nb, ng int)
+func tileBF16FMA(dst *float32, ldd int, w *uint16, groupBytes, steps int, x *float32, ldx, nb, ng, resume int)
 
 //go:noescape
 func tileBF16AMX3(cfg *byte, x *uint16, stepBytes, partBytes, parts int, w *uint16, groupBytes, steps, flags int, c *float32, ldc int)
@@ -157,35 +157,63 @@ func matMulBF16TilesAMX(dst []float32, ldd int, wp []uint16, rows, cols int, xp 
 	}
 }
 
+// Blocking of the FMA tile products of many inputs (prefill on CPUs
+// without AMX): a run of tileFMARunSteps steps (1024 columns, whole
+// segments) of tileFMABlockInputs inputs (256 KiB of float32) stays in
+// L2 while every group meets it, and a group's 32 KiB of the run in L1
+// while 8 inputs at a time meet it. A product of fewer inputs streams
+// each group's weights once for all of them.
+const (
+	tileFMARunSteps    = 32
+	tileFMABlockInputs = 64
+)
+
 // matMulBF16TilesFMAAVX512 is MatMulBF16TilesFMA on AVX-512: the inputs
 // eight at a time, or fewer with up to four groups of 16 rows at once (one
 // input streams four groups' weights, as the matrix-vector kernels read
 // four rows); a group's weights, up to a few hundred KiB, stay in L2
-// between runs of inputs. A last group that ends inside its 16 rows is
-// summed in scratch.
+// between runs of inputs. More than tileFMABlockInputs/2 inputs are
+// blocked by runs of columns and of inputs as above; the sums carried
+// between runs in dst are those of one pass. A last group that ends
+// inside its 16 rows is summed in scratch.
 func matMulBF16TilesFMAAVX512(dst []float32, ldd int, wp []uint16, rows, cols int, x []float32, n int) {
 	steps := cols / tileCols
 	groupLen := steps * tileCols * tileRows
 	full := rows / tileRows
 	var scratch [tileFMAInputs * tileRows]float32
-	for g := 0; g < full; {
-		ng := 1
-		if n <= tileFMAInputs/2 {
-			ng = min(tileFMAInputs/n, 4)
-			for ng > full-g || ng == 3 {
-				ng--
+	if n > tileFMABlockInputs/2 {
+		for s0 := 0; s0 < steps; s0 += tileFMARunSteps {
+			run, resume := min(tileFMARunSteps, steps-s0), min(s0, 1)
+			for i0 := 0; i0 < n; i0 += tileFMABlockInputs {
+				i1 := min(i0+tileFMABlockInputs, n)
+				for g := range full {
+					w := &wp[g*groupLen+s0*tileCols*tileRows]
+					for i := i0; i < i1; i += tileFMAInputs {
+						tileBF16FMA(&dst[i*ldd+g*tileRows], ldd, w, 2*groupLen, run, &x[i*cols+s0*tileCols], cols, min(tileFMAInputs, i1-i), 1, resume)
+					}
+				}
 			}
 		}
-		for i := 0; i < n; i += tileFMAInputs {
-			nb := min(tileFMAInputs/ng, n-i)
-			tileBF16FMA(&dst[i*ldd+g*tileRows], ldd, &wp[g*groupLen], 2*groupLen, steps, &x[i*cols], cols, nb, ng)
+	} else {
+		for g := 0; g < full; {
+			ng := 1
+			if n <= tileFMAInputs/2 {
+				ng = min(tileFMAInputs/n, 4)
+				for ng > full-g || ng == 3 {
+					ng--
+				}
+			}
+			for i := 0; i < n; i += tileFMAInputs {
+				nb := min(tileFMAInputs/ng, n-i)
+				tileBF16FMA(&dst[i*ldd+g*tileRows], ldd, &wp[g*groupLen], 2*groupLen, steps, &x[i*cols], cols, nb, ng, 0)
+			}
+			g += ng
 		}
-		g += ng
 	}
 	if r0 := full * tileRows; r0 < rows {
 		for i := 0; i < n; i += tileFMAInputs {
 			nb := min(tileFMAInputs, n-i)
-			tileBF16FMA(&scratch[0], tileRows, &wp[full*groupLen], 2*groupLen, steps, &x[i*cols], cols, nb, 1)
+			tileBF16FMA(&scratch[0], tileRows, &wp[full*groupLen], 2*groupLen, steps, &x[i*cols], cols, nb, 1, 0)
 			for j := range nb {
 				copy(dst[(i+j)*ldd+r0:(i+j)*ldd+rows], scratch[j*tileRows:])
 			}

@@ -107,3 +107,41 @@ func BenchmarkMatMulBF16TilesFMA(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulBF16TilesFMAPrefill times one thread's FMA product of a
+// 4096×4096 bf16 matrix in the tile layout with many inputs, as prefill
+// runs it on CPUs without AMX, against MatMulBF16 on the row-major matrix
+// (GFLOP/s: two per multiply-add of the result).
+func BenchmarkMatMulBF16TilesFMAPrefill(b *testing.B) {
+	k := Detect()
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, cols = 4096, 4096
+	w := randU16(r, kinds[0], rows*cols)
+	wp := make([]uint16, TileBF16WeightLen(rows, cols))
+	if err := PackTileBF16Weights(wp, w, rows, cols); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{16, 64, 512} {
+		x := randF32(r, n*cols)
+		dst := make([]float32, n*rows)
+		flops := func(b *testing.B) {
+			b.ReportMetric(2*float64(rows)*cols*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		}
+		b.Run(fmt.Sprintf("fma-tiles/n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if err := k.MatMulBF16TilesFMA(dst, rows, wp, rows, cols, x, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			flops(b)
+		})
+		b.Run(fmt.Sprintf("matmul/n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if err := k.MatMulBF16(dst, rows, w, rows, cols, x, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			flops(b)
+		})
+	}
+}

@@ -255,8 +255,9 @@ func f32ToBF16(v float32) uint16 { h, _ := splitBF16(v); return h }
 func TestMatMulBF16TilesFMA(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, k := range kernelSets(t) {
-		for _, c := range tileCases {
-			c.n = min(c.n, 40)
+		// Over 32 inputs run blocked by 1024 columns and 64 inputs.
+		for _, c := range append(tileCases, tileCase{36, 2112, 130}) {
+			c.n = min(c.n, 150)
 			what := fmt.Sprintf("%s %dx%d n=%d", k.Name(), c.rows, c.cols, c.n)
 			w := randU16(r, kinds[0], c.rows*c.cols)
 			wp := packWeights(t, w, c.rows, c.cols)
@@ -302,10 +303,17 @@ func TestMatMulBF16TilesFMA(t *testing.T) {
 
 // TestMatMulBF16TilesFMAInvariant checks that an element of an FMA tile
 // product does not depend on the rest of the call: one input alone, any
-// run of inputs and any run of whole groups of rows give the same bits.
+// run of inputs and any run of whole groups of rows give the same bits,
+// also where the whole product runs blocked (over 32 inputs) and its
+// parts do not.
 func TestMatMulBF16TilesFMAInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(43, 44))
-	const rows, cols, n = 75, 1088, 19
+	for _, c := range []tileCase{{75, 1088, 19}, {75, 2112, 100}} {
+		testTilesFMAInvariant(t, r, c.rows, c.cols, c.n)
+	}
+}
+
+func testTilesFMAInvariant(t *testing.T, r *rand.Rand, rows, cols, n int) {
 	w := randU16(r, kinds[0], rows*cols)
 	wp := packWeights(t, w, rows, cols)
 	x := randF32(r, n*cols)
@@ -314,7 +322,7 @@ func TestMatMulBF16TilesFMAInvariant(t *testing.T) {
 		if err := k.MatMulBF16TilesFMA(all, rows, wp, rows, cols, x, n); err != nil {
 			t.Fatal(err)
 		}
-		for _, in := range [][2]int{{0, 1}, {5, 6}, {18, 19}, {3, 12}, {9, 19}, {1, 18}} {
+		for _, in := range [][2]int{{0, 1}, {5, 6}, {n - 1, n}, {3, 12}, {9, n}, {1, n - 1}, {n / 3, n}} {
 			m := in[1] - in[0]
 			for _, rr := range [][2]int{{0, rows}, {0, 1}, {16, 40}, {32, 75}, {64, 75}, {48, 64}} {
 				got := make([]float32, m*rows)

@@ -360,14 +360,16 @@ const (
 // odd ones and Z<16+a> the totals; Z26 a line, Z24 and Z25 its weights;
 // Z27 the mask. Bodies exist for groups × inputs <= 8, groups 1, 2 or 4.
 func x86TileFMA(g *gen) {
-	g.text("tileBF16FMA", "$0-72", fmt.Sprintf(`func tileBF16FMA(dst *float32, ldd int, w *uint16, groupBytes, steps int, x *float32, ldx, nb, ng int)
+	g.text("tileBF16FMA", "$0-80", fmt.Sprintf(`func tileBF16FMA(dst *float32, ldd int, w *uint16, groupBytes, steps int, x *float32, ldx, nb, ng, resume int)
 
 Sets dst[j*ldd+16*h+r] = sum_c w_h[r,c]*x[j*ldx+c] for the 16 rows r of
 each of the ng groups h at w + h*groupBytes (steps tiles of 1 KiB in the
 tile layout) and the nb inputs j (strides count elements; ng 1, 2 or 4,
 nb*ng <= %d). Per segment of %d steps, the even and the odd columns are
 summed in order with FMA, from zero; the total adds each segment's
-even+odd sum in order.`, tileFMAMaxInputs, tileFMASegSteps))
+even+odd sum in order, starting from zero, or with resume != 0 from the
+totals at dst (a product cut into runs of whole segments of columns then
+sums as one call does).`, tileFMAMaxInputs, tileFMASegSteps))
 	g.l("MOVQ dst+0(FP), DI")
 	g.l("MOVQ w+16(FP), SI")
 	g.l("MOVQ groupBytes+24(FP), R9")
@@ -407,10 +409,27 @@ even+odd sum in order.`, tileFMAMaxInputs, tileFMASegSteps))
 		for h := 1; h < ng; h++ {
 			g.l("LEAQ (%s)(R9*1), %s", wr[h-1], wr[h])
 		}
-		g.l("MOVQ steps+32(FP), CX")
+		g.l("MOVQ resume+72(FP), CX")
+		g.l("TESTQ CX, CX")
+		g.l("JZ zero" + tag)
+		g.l("MOVQ ldd+8(FP), AX")
+		g.l("SHLQ $2, AX")
+		g.l("MOVQ DI, CX")
+		for j := range nb {
+			for h := range ng {
+				g.l("VMOVUPS %d(CX), Z%d", 64*h, 16+h*nb+j)
+			}
+			if j+1 < nb {
+				g.l("ADDQ AX, CX")
+			}
+		}
+		g.l("JMP start" + tag)
+		g.label("zero" + tag)
 		for a := range ng * nb {
 			g.l("VPXORD Z%d, Z%d, Z%d", 16+a, 16+a, 16+a)
 		}
+		g.label("start" + tag)
+		g.l("MOVQ steps+32(FP), CX")
 		g.label("segment" + tag)
 		g.l("MOVQ $%d, R8", tileFMASegSteps)
 		g.l("CMPQ CX, R8")
