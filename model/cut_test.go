@@ -23,8 +23,11 @@ const cutChunk = 64
 // reuse resumes prefill from such cut points and relies on it.
 func TestPrefillCutsExact(t *testing.T) {
 	sets := map[string]cpu.Options{
-		"detected": {Kernels: asm.Detect(), NoAMXTiles: true},
-		"generic":  {Kernels: asm.Generic()},
+		// Where the CPU has AVX-512, every row on the FMA products of the
+		// tile layout; and on the row-major kernels.
+		"detected":  {Kernels: asm.Detect(), NoAMXTiles: true},
+		"row-major": {Kernels: asm.Detect(), NoAMXTiles: true, NoFMATiles: true},
+		"generic":   {Kernels: asm.Generic()},
 		// Prompt rows on AMX tiles, decode rows on the FMA products of
 		// the tile layout, where the CPU has AMX.
 		"amx-tiles": {},

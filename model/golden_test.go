@@ -246,14 +246,16 @@ func TestGoldenSmallSteps(t *testing.T) { runGoldens(t, "small", Options{MaxStep
 
 // TestGoldenKernelSets runs the goldens with each CPU kernel set: the pure-Go
 // twins, AVX2 and the best the CPU has, with bf16 weights in the row-major
-// layout, and the default backend (on AMX tiles where the CPU has them:
-// prompt rows on the tiles, inputs in three bf16 parts, decode rows and
-// logits on FMA over the tile layout).
+// layout and (AVX-512) on the FMA products of the tile layout, and the
+// default backend (on AMX tiles where the CPU has them: prompt rows on the
+// tiles, inputs in three bf16 parts, decode rows and logits on FMA over
+// the tile layout).
 func TestGoldenKernelSets(t *testing.T) {
 	sets := map[string]cpu.Options{
-		"generic": {Kernels: asm.Generic()},
-		"avx2":    {Kernels: asm.New(asm.Features{AVX2: true})},
-		"best":    {NoAMXTiles: true},
+		"generic":        {Kernels: asm.Generic()},
+		"avx2":           {Kernels: asm.New(asm.Features{AVX2: true})},
+		"best":           {NoAMXTiles: true},
+		"best/row-major": {NoAMXTiles: true, NoFMATiles: true},
 	}
 	for name, o := range sets {
 		t.Run(name, func(t *testing.T) {

@@ -212,7 +212,7 @@ func printProfile(w goio.Writer, title, what string, rows []profileRow) {
 // runBench implements "govinfer bench": prefill and decode speed, and
 // what the machine can do, measured in the same run.
 func runBench(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--bf16-inputs] [--amx-tiles] [--profile] [--quantize q8_0|q4_k_m|q5_k_m] [--json]")
+	fs := newFlagSet(io, "bench", "bench --model DIR [--prompt N] [--gen N] [--batch N] [--threads N] [--repeat N] [--backend cpu|vulkan] [--bf16-inputs] [--amx-tiles] [--fma-tiles] [--profile] [--quantize q8_0|q4_k_m|q5_k_m] [--json]")
 	dir := fs.String("model", "", "checkpoint `DIR`, or a GGUF file")
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
@@ -222,6 +222,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	bf16In := bf16InputsFlag(fs.FlagSet)
 	amxTiles := amxTilesFlag(fs.FlagSet)
+	fmaTiles := fmaTilesFlag(fs.FlagSet)
 	repeat := fs.Int("repeat", 5, "timed runs, after one untimed warm-up (a prompt of up to 32 tokens and one decoded token, as llama-bench warms up), which pages the weights in; medians are reported")
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, benchJSONKeys)
@@ -270,7 +271,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			off = []int{} // none
 		}
 	}
-	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, log: io.err})
+	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

@@ -180,13 +180,16 @@ func mustConfig(t *testing.T) *model.Config {
 // AMX tile rate over the inputs' parts where the CPU has AMX tiles (the
 // default), else the f32 FMA rate for the exact products and the
 // VDPBF16PS rate with --bf16-inputs where the CPU has it; that the kernel
-// set says whether the tiles run; and that --bf16-inputs refuses the
+// set says whether the tiles run, the backend whether the FMA tiles do;
+// and that --bf16-inputs refuses the
 // Vulkan backend.
 func TestBenchBF16Inputs(t *testing.T) {
 	amx := asm.Detect().TilesBF16()
 	tiles := amx && machine.HasTileBF16()
 	dot := machine.HasDotBF16() && asm.Detect().Features().AVX512BF16
-	for _, args := range [][]string{nil, {"--amx-tiles=false"}, {"--bf16-inputs"}, {"--bf16-inputs", "--amx-tiles=false"}} {
+	fmaTiles := asm.Detect().TilesFMA()
+	for _, args := range [][]string{nil, {"--amx-tiles=false"}, {"--bf16-inputs"}, {"--bf16-inputs", "--amx-tiles=false"},
+		{"--amx-tiles=false", "--fma-tiles=false"}} {
 		noTiles := slices.Contains(args, "--amx-tiles=false")
 		want := "fma_f32"
 		switch {
@@ -201,6 +204,10 @@ func TestBenchBF16Inputs(t *testing.T) {
 		}
 		if on := strings.HasSuffix(res.Kernels, "-amx"); on != (amx && !noTiles) {
 			t.Errorf("%v: kernels %q on a CPU with AMX tiles %v", args, res.Kernels, amx)
+		}
+		wantFMA := fmaTiles && (!amx || noTiles) && !slices.Contains(args, "--bf16-inputs") && !slices.Contains(args, "--fma-tiles=false")
+		if on := strings.Contains(res.Backend, "FMA tiles"); on != wantFMA {
+			t.Errorf("%v: backend %q, want FMA tiles %v", args, res.Backend, wantFMA)
 		}
 	}
 	code, _, errOut := run(t, "", "bench", "--model", tinyModel, "--backend", "vulkan", "--bf16-inputs")

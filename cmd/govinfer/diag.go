@@ -46,6 +46,7 @@ func runDiag(ctx context.Context, io stdio, args []string) int {
 		device      = fs.Int("device", 0, "with --model-dir: Vulkan device (0: the best)")
 		bf16In      = bf16InputsFlag(fs.FlagSet)
 		amxTiles    = amxTilesFlag(fs.FlagSet)
+		fmaTiles    = fmaTilesFlag(fs.FlagSet)
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -100,7 +101,7 @@ func runDiag(ctx context.Context, io stdio, args []string) int {
 		runErr error
 	)
 	if *modelDir != "" {
-		url, stop, err := startInProcessServer(ctx, *modelDir, backendOptions{name: *backendName, threads: *threads, device: *device, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, log: io.err}, io)
+		url, stop, err := startInProcessServer(ctx, *modelDir, backendOptions{name: *backendName, threads: *threads, device: *device, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: io.err}, io)
 		if err != nil {
 			runErr = fmt.Errorf("start the in-process server for %s: %w", *modelDir, err)
 			rep = &diag.Report{Status: diag.StatusFailed, Error: runErr.Error(), Scope: diag.Scope,

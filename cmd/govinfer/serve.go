@@ -45,6 +45,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		noCoopmat  = fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 		bf16In     = bf16InputsFlag(fs.FlagSet)
 		amxTiles   = amxTilesFlag(fs.FlagSet)
+		fmaTiles   = fmaTilesFlag(fs.FlagSet)
 		apiKey     = fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on the API endpoints")
 		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it)")
 		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
@@ -104,7 +105,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 			return exitUsage
 		}
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, log: io.err})
+	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: io.err})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
 		return exitUsage

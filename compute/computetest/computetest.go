@@ -4,7 +4,8 @@
 // wider rows, attention at Pos > 0, recurrent ops with prior state) on the
 // backend under test and on the CPU backend as the reference (with the
 // machine's assembly kernels, which package asm tests against their pure-Go
-// twins), and compares the whole of every buffer involved. Each operation's
+// twins, on row-major weights, which backends of other settings may share),
+// and compares the whole of every buffer involved. Each operation's
 // cases are in a file of their own (matmul.go, norm.go, attention.go, ...).
 //
 // Tolerances come from float32 rounding, relative to the magnitude of the
@@ -73,7 +74,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) compute.Backend) {
 			t.Errorf("Close: %v", err)
 		}
 	}()
-	ref := cpu.New(cpu.Options{Threads: 2, NoAMXTiles: true})
+	ref := cpu.New(cpu.Options{Threads: 2, NoAMXTiles: true, NoFMATiles: true})
 	defer ref.Close()
 	for i, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {

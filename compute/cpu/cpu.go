@@ -47,7 +47,8 @@ type Backend struct {
 	xb         []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
 	xt         []uint16 // the inputs of a MatMul on AMX tiles, packed
 	bf16In     bool     // Options.BF16Inputs
-	tiles      bool     // bf16 matrices on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
+	tiles      bool     // bf16 matrices in the tile layout (amx, or the FMA tile products)
+	amx        bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
 }
 
 // Options configures a CPU backend.
@@ -83,6 +84,17 @@ type Options struct {
 	// Either way every row's result is independent of the batch and of
 	// where a prompt is cut. Without AMX it changes nothing.
 	NoAMXTiles bool
+	// NoFMATiles keeps bf16 weights in their row-major layout where they
+	// would not go on AMX tiles (no AMX, or NoAMXTiles) and the kernels
+	// have the FMA tile products in assembly (asm.Kernels.TilesFMA: the
+	// AVX-512 sets). By default such a CPU repacks bf16 matrices into the
+	// tile layout at load and runs every product on the FMA tile kernels
+	// (asm.Kernels.MatMulBF16TilesFMA), exact float32 products whose sums
+	// do not depend on the batch or on where a prompt is cut: one thread's
+	// 512-input product ran at 1.5 times the rate of the row-major
+	// kernels (see asm). BF16Inputs keeps the row-major layout, which its
+	// VDPBF16PS kernels read.
+	NoFMATiles bool
 }
 
 // New returns a CPU backend.
@@ -95,7 +107,9 @@ func New(o Options) *Backend {
 	if k == nil {
 		k = asm.Detect()
 	}
-	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: !o.NoAMXTiles && k.TilesBF16()}
+	amx := !o.NoAMXTiles && k.TilesBF16()
+	fma := !amx && !o.NoFMATiles && !o.BF16Inputs && k.TilesFMA()
+	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: amx || fma, amx: amx}
 }
 
 // BF16Inputs reports whether products with bf16 weights round their inputs
@@ -105,8 +119,11 @@ func (b *Backend) BF16Inputs() bool { return b.bf16In }
 // Name implements compute.Backend.
 func (b *Backend) Name() string {
 	off := ""
-	if b.k.TilesBF16() && !b.tiles {
+	if b.k.TilesBF16() && !b.amx {
 		off = ", AMX tiles off"
+	}
+	if b.tiles && !b.amx {
+		off += ", FMA tiles"
 	}
 	return fmt.Sprintf("cpu (%d threads, %s kernels%s)", b.pool.workers, b.k.Name(), off)
 }
@@ -152,9 +169,9 @@ type weight struct {
 	// packed holds a block format in the kernels' packed layout
 	// (asm.PackQ) instead of q, where the kernels have one.
 	packed []byte
-	// tiles holds a bf16 matrix in the AMX tile layout
-	// (asm.PackTileBF16Weights) instead of u16, where the kernels have
-	// tile products.
+	// tiles holds a bf16 matrix in the tile layout
+	// (asm.PackTileBF16Weights) instead of u16, where the backend runs
+	// tile products (on AMX or on FMA).
 	tiles []uint16
 	u16   []uint16 // BF16 or F16
 	// f32 holds F32 weights, and a float32 copy of small BF16/F16 ones
@@ -238,13 +255,13 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 
 // LoadTable implements compute.TableLoader: a weight that only Embed
 // reads stays in the row-major layout, which reads a row at a time in
-// place (never packed for AMX tiles, so its pages stay on disk until a
+// place (never packed in the tile layout, so its pages stay on disk until a
 // token needs them).
 func (b *Backend) LoadTable(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
 	return b.loadWeight(name, dt, rows, cols, data, false)
 }
 
-// loadWeight is LoadWeight, with bf16 matrices packed in the AMX tile
+// loadWeight is LoadWeight, with bf16 matrices packed in the tile
 // layout when tiles is set.
 func (b *Backend) loadWeight(name string, dt compute.DType, rows, cols int, data []byte, tiles bool) (compute.Weight, error) {
 	if rows <= 0 || cols <= 0 {
@@ -370,8 +387,12 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 		b.matMulQ(d, xs, w, n)
 		return
 	}
-	if w.tiles != nil {
+	if w.tiles != nil && b.amx {
 		b.matMulBF16Tiles(d, xs, w, n)
+		return
+	}
+	if w.tiles != nil {
+		b.matMulBF16TilesFMA(d, xs, w, n)
 		return
 	}
 	if w.dt == compute.BF16 && b.bf16In {
@@ -398,15 +419,15 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 	b.rowBlocks(rows, block, run)
 }
 
-// MatMulDecode implements compute.DecodeMatMuler: with a weight in the
-// AMX tile layout, the decode rows take the FMA products of tile-layout
-// weights (asm.Kernels.MatMulBF16TilesFMA), which stream the weights at
-// the FMA kernels' rate where a tile product of one input pays for three
-// tile multiplies per KiB; every other weight, and the other rows, as
-// MatMul.
+// MatMulDecode implements compute.DecodeMatMuler: with a weight on AMX
+// tiles, the decode rows take the FMA products of tile-layout weights
+// (asm.Kernels.MatMulBF16TilesFMA), which stream the weights at the FMA
+// kernels' rate where a tile product of one input pays for three tile
+// multiplies per KiB; every other weight, and the other rows, as MatMul
+// (which without AMX runs every row of a tile-layout weight on FMA).
 func (b *Backend) MatMulDecode(dst, x compute.Buffer, wt compute.Weight, n, decode int) {
 	w := wt.(*weight)
-	if w.tiles == nil || decode <= 0 {
+	if w.tiles == nil || !b.amx || decode <= 0 {
 		b.MatMul(dst, x, wt, n)
 		return
 	}
@@ -416,9 +437,17 @@ func (b *Backend) MatMulDecode(dst, x compute.Buffer, wt compute.Weight, n, deco
 	if decode < n {
 		b.matMulBF16Tiles(d[decode*rows:], xs[decode*cols:n*cols], w, n-decode)
 	}
-	block := matMulBlock(rows, cols*2, decode, b.pool.workers)
+	b.matMulBF16TilesFMA(d, xs[:decode*cols], w, decode)
+}
+
+// matMulBF16TilesFMA is MatMul of n inputs on the FMA products of a
+// tile-layout weight (asm.Kernels.MatMulBF16TilesFMA), the weight rows
+// cut into blocks of whole 16-row groups.
+func (b *Backend) matMulBF16TilesFMA(d, xs []float32, w *weight, n int) {
+	rows, cols := w.rows, w.cols
+	block := matMulBlock(rows, cols*2, n, b.pool.workers)
 	b.rowBlocks(rows, block, func(lo, hi int) {
-		if err := b.k.MatMulBF16TilesFMA(d[lo:], rows, w.tiles[lo*cols:], hi-lo, cols, xs[:decode*cols], decode); err != nil {
+		if err := b.k.MatMulBF16TilesFMA(d[lo:], rows, w.tiles[lo*cols:], hi-lo, cols, xs[:n*cols], n); err != nil {
 			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
 		}
 	})

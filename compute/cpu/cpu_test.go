@@ -30,6 +30,17 @@ func TestConformance(t *testing.T) {
 			})
 		}
 	}
+	// The row-major bf16 products of the kernel sets that would otherwise
+	// repack bf16 weights for the FMA tile products (AVX-512).
+	if k := asm.Detect(); k.TilesFMA() {
+		t.Run("best/row-major", func(t *testing.T) {
+			computetest.Run(t, func(t *testing.T) compute.Backend {
+				b := cpu.New(cpu.Options{Threads: 3, Kernels: k, NoAMXTiles: true, NoFMATiles: true})
+				t.Cleanup(func() { b.Close() })
+				return b
+			})
+		})
+	}
 	// Products of bf16 weights on bf16-rounded inputs (VDPBF16PS where
 	// the CPU has it); the suite allows for the inputs' rounding.
 	for name, k := range map[string]*asm.Kernels{"generic": asm.Generic(), "best": asm.Detect()} {
