@@ -17,10 +17,7 @@ func BenchmarkMatMulBF16Tiles(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const rows, cols = 4096, 4096
 	w := randU16(r, kinds[0], rows*cols)
-	wp := make([]uint16, TileBF16WeightLen(rows, cols))
-	if err := PackTileBF16Weights(wp, w, rows, cols); err != nil {
-		b.Fatal(err)
-	}
+	wp := packWeights(b, w, rows, cols)
 	for _, n := range []int{1, 16, 128, 512} {
 		x := randF32(r, n*cols)
 		dst := make([]float32, n*rows)
@@ -63,10 +60,7 @@ func BenchmarkMatMulBF16TilesFMA(b *testing.B) {
 	for _, rows := range []int{4096, 512} {
 		const cols = 4096
 		w := randU16(r, kinds[0], rows*cols)
-		wp := make([]uint16, TileBF16WeightLen(rows, cols))
-		if err := PackTileBF16Weights(wp, w, rows, cols); err != nil {
-			b.Fatal(err)
-		}
+		wp := packWeights(b, w, rows, cols)
 		for _, n := range []int{1, 4, 8} {
 			x := randF32(r, n*cols)
 			dst := make([]float32, n*rows)
@@ -117,10 +111,7 @@ func BenchmarkMatMulBF16TilesFMAPrefill(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const rows, cols = 4096, 4096
 	w := randU16(r, kinds[0], rows*cols)
-	wp := make([]uint16, TileBF16WeightLen(rows, cols))
-	if err := PackTileBF16Weights(wp, w, rows, cols); err != nil {
-		b.Fatal(err)
-	}
+	wp := packWeights(b, w, rows, cols)
 	for _, n := range []int{16, 64, 512} {
 		x := randF32(r, n*cols)
 		dst := make([]float32, n*rows)

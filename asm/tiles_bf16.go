@@ -276,11 +276,11 @@ const (
 // also the prefill kernel: many inputs are blocked for the caches, and
 // one thread's product of 512 inputs with a 4096×4096 matrix ran at
 // 84-104 GFLOP/s against 56-65 for MatMulBF16 on the row-major matrix (a
-// Sapphire Rapids-class Xeon, f32 FMA peak about 125). Each element is summed in one order
-// whatever n, rows and the element's place among them: per segment of
-// 256 columns, the even and the odd columns apart, each in order with a
-// fused multiply-add from zero; the segments' even+odd sums added in
-// order. The sums are not those of MatMulBF16Tiles (the tiles add in
+// Sapphire Rapids-class Xeon, f32 FMA peak about 125). Each element is
+// summed in one order whatever n, rows and the element's place among
+// them: per segment of 256 columns, the even and the odd columns apart,
+// each in order with a fused multiply-add from zero; the segments'
+// even+odd sums added in order. The sums are not those of MatMulBF16Tiles (the tiles add in
 // their own order), only as close to the exact ones.
 func (k *Kernels) MatMulBF16TilesFMA(dst []float32, ldd int, wp []uint16, rows, cols int, x []float32, n int) error {
 	wl := TileBF16WeightLen(rows, cols)

@@ -35,7 +35,7 @@ func packTiles(t *testing.T, k *Kernels, x []float32, n, cols, parts int) []uint
 }
 
 // packWeights packs w in the tile layout.
-func packWeights(t *testing.T, w []uint16, rows, cols int) []uint16 {
+func packWeights(t testing.TB, w []uint16, rows, cols int) []uint16 {
 	t.Helper()
 	wp := make([]uint16, TileBF16WeightLen(rows, cols))
 	if err := PackTileBF16Weights(wp, w, rows, cols); err != nil {

@@ -84,8 +84,8 @@ func amxTilesFlag(fs *flag.FlagSet) *bool {
 func fmaTilesFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("fma-tiles", true, "CPU with AVX-512 whose bf16 weights are not on AMX tiles (no AMX, or --amx-tiles=false): "+
 		"repack bf16 weights at load into the 16-row tile layout and run every product, prompt and decode, on the exact float32 "+
-		"FMA tile kernels (measured on a Sapphire Rapids-class Xeon, 2 threads: prefill 1.3-1.45x, decode 1.06-1.21x, "+
-		"batched decode 1.3-1.35x the rates of --fma-tiles=false); "+
+		"FMA tile kernels (measured on a Sapphire Rapids-class Xeon, 2 threads, alternating rounds: prefill 1.27-1.68x, "+
+		"decode 0.98-1.21x, batched decode 1.30-1.35x the rates of --fma-tiles=false); "+
 		"ignored with --bf16-inputs, which reads the row-major layout, and on CPUs without AVX-512")
 }
 

@@ -387,12 +387,12 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 		b.matMulQ(d, xs, w, n)
 		return
 	}
-	if w.tiles != nil && b.amx {
-		b.matMulBF16Tiles(d, xs, w, n)
-		return
-	}
 	if w.tiles != nil {
-		b.matMulBF16TilesFMA(d, xs, w, n)
+		if b.amx {
+			b.matMulBF16Tiles(d, xs, w, n)
+		} else {
+			b.matMulBF16TilesFMA(d, xs, w, n)
+		}
 		return
 	}
 	if w.dt == compute.BF16 && b.bf16In {
