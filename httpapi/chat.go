@@ -281,7 +281,7 @@ func finishReasons(st *llm.Stream) string {
 // logStream writes the log line of a finished request.
 func (s *Server) logStream(id string, status int, st *llm.Stream, start time.Time) {
 	u := st.Usage()
-	s.logRequest(id, status, u.PromptTokens, u.CompletionTokens, st.TimeToFirstToken(), time.Since(start), finishReasons(st), st.Prompt())
+	s.logRequest(id, status, u.PromptTokens, u.CachedTokens, u.CompletionTokens, st.TimeToFirstToken(), time.Since(start), finishReasons(st), st.Prompt())
 }
 
 // failed reports whether a Finish event ends its choice in failure.

@@ -49,6 +49,9 @@ func writeUnavailable(ctx *fasthttp.RequestCtx, message string) {
 	ctx.Response.Reset()
 	ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 	ctx.SetContentType("application/json")
+	if anthropicPath(ctx) {
+		b = anthropicErrorBody(fasthttp.StatusServiceUnavailable, message)
+	}
 	ctx.SetBody(b)
 }
 

@@ -118,7 +118,31 @@ type Config struct {
 	StateMemory         int64
 	StateMemoryFraction float64
 	KVCacheType         string
+	// MaxTokens, when positive, caps every answer at that many tokens,
+	// whatever the request asks, and bounds those that ask none
+	// (llm.Options.MaxTokens).
+	MaxTokens int
+	// ResponsesStoreMax and ResponsesStoreBytes bound the responses the
+	// Responses API keeps for previous_response_id and GET (store: true),
+	// in count and in bytes; the oldest go first. Zero means
+	// DefaultResponsesStoreMax and DefaultResponsesStoreBytes; a negative
+	// value keeps none.
+	ResponsesStoreMax   int
+	ResponsesStoreBytes int64
+	// ReasoningKey seals the reasoning handed to clients that keep it
+	// themselves (the Responses API's encrypted_content, the Messages
+	// API's thinking signatures), so that they can send it back and
+	// nobody can forge it. Replicas and restarts that share it read each
+	// other's; empty means a random key made at start.
+	ReasoningKey []byte
 }
+
+// Defaults of the Responses API's store (Config.ResponsesStoreMax,
+// Config.ResponsesStoreBytes).
+const (
+	DefaultResponsesStoreMax   = 1000
+	DefaultResponsesStoreBytes = 256 << 20
+)
 
 // Server is a running API server.
 type Server struct {
@@ -145,6 +169,9 @@ type Server struct {
 	lm          *llm.Model
 	maxModelLen int
 	created     int64
+
+	sealer    *reasoningSealer // reasoning handed to clients
+	responses *responseStore   // the Responses API's stored responses
 
 	requests  atomic.Uint64 // request ids
 	httpCount sync.Map      // status code -> *atomic.Uint64
@@ -181,6 +208,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if name == "" {
 		name = filepath.Base(filepath.Clean(cfg.ModelDir))
 	}
+	sealer, err := newReasoningSealer(cfg.ReasoningKey)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ResponsesStoreMax == 0 {
+		cfg.ResponsesStoreMax = DefaultResponsesStoreMax
+	}
+	if cfg.ResponsesStoreBytes == 0 {
+		cfg.ResponsesStoreBytes = DefaultResponsesStoreBytes
+	}
 	events, err := startEvents(cfg, name)
 	if err != nil {
 		return nil, err
@@ -196,6 +233,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg: cfg, name: name, ln: ln, ctx: sctx, cancel: cancel,
 		served: make(chan error, 1), ready: make(chan struct{}),
 		created: time.Now().Unix(), events: events, loadingMaxLen: cfg.MaxModelLen,
+		sealer: sealer, responses: newResponseStore(cfg.ResponsesStoreMax, cfg.ResponsesStoreBytes),
 	}
 	if s.loadingMaxLen == 0 {
 		if c, err := model.LoadConfig(cfg.ModelDir); err == nil {
@@ -234,7 +272,7 @@ func (s *Server) load() {
 		Quantize: s.cfg.Quantize, DefaultTemplateArgs: s.cfg.DefaultTemplateArgs,
 		NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
 		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
-		PrefixObserver: newPrefixEvents(s.events),
+		PrefixObserver: newPrefixEvents(s.events), MaxTokens: s.cfg.MaxTokens,
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
@@ -330,7 +368,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.logRejected(ctx, status)
 		}
 	}()
-	path := string(ctx.Path())
+	path := string(ctx.Path()) // without the query string (Claude Code posts to /v1/messages?beta=true)
+	if rest, ok := strings.CutPrefix(path, "/v1/responses/"); ok && rest != "" {
+		s.routeResponse(ctx, rest)
+		return
+	}
 	if rest, ok := strings.CutPrefix(path, "/v1/models/"); ok && rest != "" {
 		if string(ctx.Method()) != fasthttp.MethodGet {
 			ctx.Response.Header.Set("Allow", fasthttp.MethodGet)
@@ -338,7 +380,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		if s.cfg.APIKey != "" && !s.authorized(ctx) {
-			writeError(ctx, fasthttp.StatusUnauthorized, "missing or invalid API key (send Authorization: Bearer KEY)", "")
+			writeUnauthorized(ctx)
 			return
 		}
 		if !s.loaded.Load() {
@@ -361,7 +403,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		"/v1/completions":      {fasthttp.MethodPost, true, s.handleCompletions},
 		"/tokenize":            {fasthttp.MethodPost, true, s.handleTokenize},
 		"/detokenize":          {fasthttp.MethodPost, true, s.handleDetokenize},
+		"/v1/responses":        {fasthttp.MethodPost, true, s.handleResponses},
+		"/v1/messages":         {fasthttp.MethodPost, true, s.handleMessages},
 	}
+	routes["/v1/messages/count_tokens"] = route{fasthttp.MethodPost, true, s.handleCountTokens}
 	routes["/v1/chat/completions/render"] = route{fasthttp.MethodPost, true, s.handleChatRender}
 	routes["/v1/completions/render"] = route{fasthttp.MethodPost, true, s.handleCompletionsRender}
 	r, ok := routes[path]
@@ -375,7 +420,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if r.auth && s.cfg.APIKey != "" && !s.authorized(ctx) {
-		writeError(ctx, fasthttp.StatusUnauthorized, "missing or invalid API key (send Authorization: Bearer KEY)", "")
+		writeUnauthorized(ctx)
 		return
 	}
 	if path != "/health" && path != "/metrics" {
@@ -387,13 +432,23 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	r.h(ctx)
 }
 
+// authorized reports whether a request carries the API key: as a bearer
+// token (OpenAI's clients) or in x-api-key (Anthropic's).
 func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
+	if k := ctx.Request.Header.Peek("X-Api-Key"); len(k) > 0 && subtle.ConstantTimeCompare(k, []byte(s.cfg.APIKey)) == 1 {
+		return true
+	}
 	h := ctx.Request.Header.Peek("Authorization")
 	const prefix = "Bearer "
 	if len(h) < len(prefix) || string(h[:len(prefix)]) != prefix {
 		return false
 	}
 	return subtle.ConstantTimeCompare(h[len(prefix):], []byte(s.cfg.APIKey)) == 1
+}
+
+// writeUnauthorized refuses a request without the API key.
+func writeUnauthorized(ctx *fasthttp.RequestCtx) {
+	writeError(ctx, fasthttp.StatusUnauthorized, "missing or invalid API key (send Authorization: Bearer KEY or x-api-key: KEY)", "")
 }
 
 // marshal encodes v as JSON without HTML escaping (as Python's json does).
@@ -464,7 +519,7 @@ func (s *Server) checkModel(o object) *apiError {
 }
 
 // logRequest writes the one log line of a finished request.
-func (s *Server) logRequest(id string, status, promptTokens, completionTokens int, ttft, total time.Duration, finish, prompt string) {
+func (s *Server) logRequest(id string, status, promptTokens, cachedTokens, completionTokens int, ttft, total time.Duration, finish, prompt string) {
 	if s.cfg.Log == nil {
 		return
 	}
@@ -472,8 +527,8 @@ func (s *Server) logRequest(id string, status, promptTokens, completionTokens in
 	if gen := total - ttft; completionTokens > 1 && gen > 0 {
 		rate = float64(completionTokens-1) / gen.Seconds()
 	}
-	line := fmt.Sprintf("%s %s status=%d prompt_tokens=%d completion_tokens=%d ttft_ms=%.1f tokens_per_s=%.1f total_ms=%.1f finish=%s",
-		time.Now().Format(time.RFC3339), id, status, promptTokens, completionTokens,
+	line := fmt.Sprintf("%s %s status=%d prompt_tokens=%d cached_tokens=%d completion_tokens=%d ttft_ms=%.1f tokens_per_s=%.1f total_ms=%.1f finish=%s",
+		time.Now().Format(time.RFC3339), id, status, promptTokens, cachedTokens, completionTokens,
 		float64(ttft.Microseconds())/1e3, rate, float64(total.Microseconds())/1e3, finish)
 	if s.cfg.LogPrompts {
 		q, _ := json.Marshal(prompt)

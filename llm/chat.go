@@ -48,6 +48,23 @@ type ToolCall struct {
 	// value by the tool's parameter schema and format it as Python's
 	// json.dumps does.
 	Arguments string
+	// Custom marks a call of a custom (free-form) tool, whose Input is
+	// the call's text; Arguments then holds it as {"input": Input}.
+	Custom bool
+	Input  string
+}
+
+// CustomInputParam is the one string parameter a custom tool is offered to
+// the model with (see Tool.Custom).
+const CustomInputParam = "input"
+
+// arguments returns the call's arguments as a JSON object string.
+func (c ToolCall) arguments() string {
+	if !c.Custom {
+		return c.Arguments
+	}
+	b, _ := json.Marshal(map[string]string{CustomInputParam: c.Input})
+	return string(b)
 }
 
 // DecodeArguments unmarshals the call's arguments into v (a map or a
@@ -60,6 +77,14 @@ type Tool struct {
 	// Parameters is the JSON Schema of the arguments (an object schema);
 	// empty means none.
 	Parameters json.RawMessage
+	// Custom makes it a free-form tool (OpenAI's custom tools, such as
+	// Codex's apply_patch): its input is one text, not JSON arguments. It
+	// is offered to the model as a function of one string parameter
+	// (CustomInputParam), described by Grammar when set (a Lark or regex
+	// grammar, shown to the model, not enforced), and its calls come back
+	// with ToolCall.Custom and ToolCall.Input. Parameters is ignored.
+	Custom  bool
+	Grammar string
 	// Strict constrains the arguments of this tool's calls to Parameters
 	// under tool_choice auto too, once the model opens a call (forced
 	// calls are always constrained), and refuses a schema keyword the
@@ -95,7 +120,8 @@ type ChatRequest struct {
 	// template's default (on for Qwen3.5).
 	Thinking *bool
 	// ReasoningEffort is OpenAI's reasoning_effort: "none" turns thinking
-	// off; "minimal", "low", "medium" and "high" turn it on; "" leaves it.
+	// off; "minimal", "low", "medium", "high" and "xhigh" turn it on; ""
+	// leaves it.
 	ReasoningEffort string
 	// ThinkingBudget bounds the reasoning in tokens (vLLM's
 	// thinking_token_budget): once spent, "</think>" is forced. Zero means
@@ -123,6 +149,7 @@ type chatPrompt struct {
 	thinking bool
 	tools    map[string]outparse.ToolSchema
 	noTools  bool             // tool_choice none: calls stay text
+	custom   map[string]bool  // the custom (free-form) tools' names
 	grammar  processorFactory // response_format, tool_choice, strict tools or a thinking budget
 	params   resolved
 }
@@ -159,8 +186,8 @@ func (m Message) value() any {
 		for i, c := range m.ToolCalls {
 			fn := jsonvalue.NewObject()
 			fn.Set("name", c.Name)
-			if c.Arguments != "" {
-				fn.Set("arguments", c.Arguments)
+			if args := c.arguments(); args != "" {
+				fn.Set("arguments", args)
 			}
 			tc := jsonvalue.NewObject()
 			if c.ID != "" {
@@ -188,7 +215,9 @@ func (t Tool) value() (any, error) {
 	if t.Description != "" {
 		fn.Set("description", t.Description)
 	}
-	if len(t.Parameters) > 0 {
+	if t.Custom {
+		fn.Set("parameters", t.customParameters())
+	} else if len(t.Parameters) > 0 {
 		p, err := jsonvalue.Decode(t.Parameters)
 		if err != nil {
 			return nil, err
@@ -202,6 +231,24 @@ func (t Tool) value() (any, error) {
 	o.Set("type", "function")
 	o.Set("function", fn)
 	return o, nil
+}
+
+// customParameters is the parameter schema a custom tool is offered with.
+func (t Tool) customParameters() *jsonvalue.Object {
+	desc := "The tool's input, as free text (not JSON)."
+	if t.Grammar != "" {
+		desc += " It must follow this grammar:\n" + t.Grammar
+	}
+	in := jsonvalue.NewObject()
+	in.Set("type", "string")
+	in.Set("description", desc)
+	props := jsonvalue.NewObject()
+	props.Set(CustomInputParam, in)
+	p := jsonvalue.NewObject()
+	p.Set("type", "object")
+	p.Set("properties", props)
+	p.Set("required", []any{CustomInputParam})
+	return p
 }
 
 // fieldErr turns a field error into a parameter error.
@@ -464,6 +511,14 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 		return nil, err
 	}
 	r.tools = schemas
+	for _, t := range req.Tools {
+		if t.Custom && t.raw == nil {
+			if r.custom == nil {
+				r.custom = map[string]bool{}
+			}
+			r.custom[t.Name] = true
+		}
+	}
 	// forceCall: a call must be made; forceName: of that function.
 	var forceCall bool
 	var forceName string
@@ -537,10 +592,10 @@ func (lm *Model) templateArgs(req ChatRequest) (map[string]any, error) {
 	case "":
 	case "none":
 		kwargs["enable_thinking"] = false
-	case "minimal", "low", "medium", "high":
+	case "minimal", "low", "medium", "high", "xhigh":
 		kwargs["enable_thinking"] = true
 	default:
-		return nil, paramErr("reasoning_effort", "reasoning_effort must be none, minimal, low, medium or high, got %q", req.ReasoningEffort)
+		return nil, paramErr("reasoning_effort", "reasoning_effort must be none, minimal, low, medium, high or xhigh, got %q", req.ReasoningEffort)
 	}
 	maps.Copy(kwargs, req.TemplateArgs)
 	if req.Thinking != nil {
@@ -585,13 +640,30 @@ func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force b
 		return nil, paramErr(param, "%s: %v", param, err)
 	}
 	maps.Copy(r.tools, g.Schemas())
+	asked := r.params.askedTokens
 	return func(maxTokens int) (engine.LogitProcessor, error) {
-		b := budget
+		b := lowerBudget(budget, asked, maxTokens)
 		if force && b == 0 && r.thinking {
 			b = min(outparse.DefaultThinkingBudget, maxTokens/2)
 		}
 		return g.NewConstraint(maxTokens, b), nil
 	}, nil
+}
+
+// lowerBudget lowers a thinking budget with the answer it belongs to: in
+// proportion when the request's max_tokens (asked) was lowered to
+// maxTokens, and to half the answer when the request asked no bound and
+// the budget would take all of it. Zero (no budget) stays zero.
+func lowerBudget(budget, asked, maxTokens int) int {
+	switch {
+	case budget <= 0:
+		return budget
+	case asked > maxTokens:
+		return max(1, int(int64(budget)*int64(maxTokens)/int64(asked)))
+	case asked == 0 && budget >= maxTokens:
+		return max(1, maxTokens/2)
+	}
+	return budget
 }
 
 // ChatPrompt checks and renders a chat request without running it: the

@@ -20,7 +20,7 @@ func (lm *Model) Chat(ctx context.Context, req ChatRequest) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.chat, s.noTools, s.prompt = true, r.noTools, r.text
+	s.chat, s.noTools, s.custom, s.prompt = true, r.noTools, r.custom, r.text
 	for _, c := range s.choices {
 		c.parser = outparse.NewParser(outparse.Options{Thinking: r.thinking, Tools: r.tools})
 	}

@@ -91,6 +91,10 @@ type Options struct {
 	// KVCacheType is the KV cache's element type: "f32" (the default,
 	// exact), "bf16" or "f16" (half the memory per token).
 	KVCacheType string
+	// MaxTokens, when positive, caps every answer at that many tokens
+	// whatever the request asks (llama-server's -n, ollama's
+	// num_predict), and is the bound of a request that asks none.
+	MaxTokens int
 }
 
 // Progress reports weight loading (model.Progress).
@@ -120,6 +124,11 @@ type Model struct {
 	defaultArgs map[string]any
 	stateMemory int64
 	prefixCache bool
+	maxTokens   int // Options.MaxTokens
+	// seqTokens is the most tokens one sequence's state can ever hold
+	// within stateMemory (prompt plus answer, less the last sampled token,
+	// which is never fed); 0 when only the context bounds it.
+	seqTokens int
 }
 
 // Defaults are the sampling defaults of generation_config.json; nil fields
@@ -141,6 +150,9 @@ type Defaults struct {
 func Open(dir string, o Options) (*Model, error) {
 	if o.MaxModelLen < 0 {
 		return nil, fmt.Errorf("llm: max model length must not be negative, got %d", o.MaxModelLen)
+	}
+	if o.MaxTokens < 0 {
+		return nil, fmt.Errorf("llm: max tokens must not be negative, got %d", o.MaxTokens)
 	}
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
@@ -205,6 +217,8 @@ func Open(dir string, o Options) (*Model, error) {
 		return fail(err)
 	}
 	lm.prefixCache = !o.NoPrefixCache
+	lm.maxTokens = o.MaxTokens
+	lm.seqTokens = sequenceTokens(m, lm.stateMemory)
 	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos,
 		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache, PrefixObserver: o.PrefixObserver})
 	if err != nil {
@@ -253,6 +267,9 @@ func (lm *Model) VocabSize() int { return lm.m.Config().VocabSize }
 
 // MaxModelLen returns the most prompt plus completion tokens of a choice.
 func (lm *Model) MaxModelLen() int { return lm.maxModelLen }
+
+// MaxTokens returns Options.MaxTokens: the cap on every answer, 0 for none.
+func (lm *Model) MaxTokens() int { return lm.maxTokens }
 
 // Defaults returns the checkpoint's sampling defaults.
 func (lm *Model) Defaults() Defaults { return lm.defaults }

@@ -26,8 +26,11 @@ type Params struct {
 	// i samples with Seed+i.
 	N int
 	// MaxTokens bounds each choice's tokens; 0 means up to the model's
-	// maximum length. MinTokens suppresses the stop tokens until that many
-	// were generated.
+	// maximum length. A bound over Options.MaxTokens, or over the room the
+	// context (and the state memory, for one sequence) leaves after the
+	// prompt, is lowered to it, as are MinTokens and a thinking budget,
+	// and the choice then ends with FinishLength there. MinTokens
+	// suppresses the stop tokens until that many were generated.
 	MaxTokens, MinTokens int
 	// Temperature, TopK, TopP, MinP and RepetitionPenalty override the
 	// checkpoint's defaults when set (see sample.Params; TopK -1 disables).
@@ -83,7 +86,8 @@ func Uint64(v uint64) *uint64 { return &v }
 // resolved are Params checked and completed with the defaults.
 type resolved struct {
 	n           int
-	maxTokens   int
+	maxTokens   int // after Options.MaxTokens; 0 for the room left
+	askedTokens int // the request's own max_tokens, 0 for none
 	minTokens   int
 	sampling    sample.Params
 	stop        []string
@@ -155,6 +159,16 @@ func (lm *Model) resolve(p Params) (resolved, error) {
 	}
 	if p.MaxTokens > 0 && p.MinTokens > p.MaxTokens {
 		return r, paramErr("min_tokens", "min_tokens (%d) must not exceed max_tokens (%d)", p.MinTokens, p.MaxTokens)
+	}
+	// The server's cap lowers what a request asks, and is the bound of one
+	// that asks none; the answer's room in the context lowers it further
+	// (submit), and min_tokens with it.
+	r.askedTokens = p.MaxTokens
+	if lm.maxTokens > 0 && (r.maxTokens == 0 || r.maxTokens > lm.maxTokens) {
+		r.maxTokens = lm.maxTokens
+	}
+	if r.maxTokens > 0 {
+		r.minTokens = min(r.minTokens, r.maxTokens)
 	}
 	if p.TopLogprobs < 0 || p.TopLogprobs > MaxTopLogprobs {
 		return r, paramErr("top_logprobs", "top_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, p.TopLogprobs)

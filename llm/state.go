@@ -173,3 +173,35 @@ func (lm *Model) StateMemory() StateMemory {
 	}
 	return s
 }
+
+// sequenceTokens returns the most positions one sequence's state can hold
+// within budget bytes (model.Model.SequenceBytes), 0 when budget is 0 (no
+// limit) or holds the whole context.
+func sequenceTokens(m *model.Model, budget int64) int {
+	ctxLen := m.Config().MaxContext()
+	if budget <= 0 || m.SequenceBytes(ctxLen) <= budget {
+		return 0
+	}
+	lo, hi := 0, ctxLen // SequenceBytes(lo) fits (or lo is 0), SequenceBytes(hi) does not
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if m.SequenceBytes(mid) <= budget {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// answerRoom returns the most tokens an answer to a prompt of n tokens can
+// have: what the maximum model length leaves after the prompt and, under a
+// state memory budget, what one sequence's state can ever hold (the last
+// sampled token is never fed, so it takes no state).
+func (lm *Model) answerRoom(n int) int {
+	room := lm.maxModelLen - n
+	if lm.seqTokens > 0 {
+		room = min(room, lm.seqTokens-n+1)
+	}
+	return room
+}

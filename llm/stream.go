@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -142,6 +143,7 @@ type Stream struct {
 	promptLen int
 	chat      bool
 	noTools   bool
+	custom    map[string]bool // chat: the custom tools' names
 	logprobs  bool
 	choices   []*choice
 	perPrompt int // choices per prompt
@@ -171,12 +173,16 @@ func (lm *Model) submit(ctx context.Context, prompts [][]int, hints [][]int, r r
 		if len(prompt) == 0 {
 			return nil, paramErr("prompt", "the prompt is empty")
 		}
-		maxTokens[p] = r.maxTokens
-		if maxTokens[p] == 0 {
-			maxTokens[p] = lm.maxModelLen - len(prompt)
+		// An answer asked longer than its room is lowered to it, as
+		// llama-server and ollama do: agents ask the whole context.
+		room := lm.answerRoom(len(prompt))
+		if room < 1 {
+			return nil, &ContextLengthError{MaxModelLen: lm.maxModelLen, Prompt: len(prompt), Completion: 1,
+				StateTokens: lm.seqTokens, StateMemory: lm.stateMemory}
 		}
-		if len(prompt)+maxTokens[p] > lm.maxModelLen || maxTokens[p] < 1 {
-			return nil, &ContextLengthError{MaxModelLen: lm.maxModelLen, Prompt: len(prompt), Completion: maxTokens[p]}
+		maxTokens[p] = room
+		if r.maxTokens > 0 {
+			maxTokens[p] = min(r.maxTokens, room)
 		}
 	}
 	total := 0
@@ -197,7 +203,7 @@ func (lm *Model) submit(ctx context.Context, prompts [][]int, hints [][]int, r r
 		s.promptLen += len(prompt)
 		for i := range r.n {
 			req := engine.Request{
-				Prompt: prompt, Params: r.sampling, MaxTokens: maxTokens[p], MinTokens: r.minTokens,
+				Prompt: prompt, Params: r.sampling, MaxTokens: maxTokens[p], MinTokens: min(r.minTokens, maxTokens[p]),
 				StopTokens: r.stopIDs, IgnoreEOS: r.ignoreEOS,
 				Logprobs: r.logprobs, TopLogprobs: r.topLogprobs, LogitBias: r.logitBias,
 			}
@@ -497,6 +503,9 @@ func (s *Stream) chatEvents(p piece) {
 		case e.Kind == outparse.ToolCall:
 			ev.Kind = KindToolCall
 			ev.ToolCall = &ToolCall{ID: e.Call.ID, Name: e.Call.Function.Name, Arguments: e.Call.Function.Arguments}
+			if s.custom[ev.ToolCall.Name] {
+				ev.ToolCall.Custom, ev.ToolCall.Input = true, customInput(ev.ToolCall.Arguments)
+			}
 			c.calls++
 		default:
 			continue
@@ -514,4 +523,16 @@ func (s *Stream) chatEvents(p piece) {
 		}
 		s.queue = append(s.queue, ev)
 	}
+}
+
+// customInput returns the text a custom tool's call gives: its one string
+// argument, else the arguments as they are.
+func customInput(args string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(args), &m) == nil {
+		if v, ok := m[CustomInputParam].(string); ok {
+			return v
+		}
+	}
+	return args
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/govinfer/govinfer/engine"
@@ -19,9 +22,18 @@ import (
 func runServe(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "serve", "serve --model DIR [flags]\n\n"+
 		"Serves a checkpoint over vLLM's OpenAI-compatible API: /v1/chat/completions,\n"+
-		"/v1/completions, /v1/models, /v1/models/{id}, /health, /metrics, /tokenize,\n"+
+		"/v1/completions, /v1/responses (OpenAI's Responses API, with GET and DELETE\n"+
+		"/v1/responses/{id}), /v1/models, /v1/models/{id}, /health, /metrics, /tokenize,\n"+
 		"/detokenize, and /v1/chat/completions/render, /v1/completions/render (the\n"+
-		"prompt's token ids). Request log lines go to standard error (rejected requests\n"+
+		"prompt's token ids); and Anthropic's Messages API, /v1/messages and\n"+
+		"/v1/messages/count_tokens (x-api-key is taken as well as the bearer token).\n"+
+		"Coding agents work unchanged: Codex CLI on /v1/responses, Claude Code on\n"+
+		"/v1/messages, Qwen Code on /v1/chat/completions.\n\n"+
+		"Answers that fit: an answer asked longer than its prompt leaves room for in\n"+
+		"--max-model-len (or in --state-memory, for one sequence) is lowered to that\n"+
+		"room, not refused, and --max-tokens N caps every answer; the answer then\n"+
+		"ends with the endpoint's length reason. A prompt that leaves no room is a 400.\n\n"+
+		"Request log lines go to standard error (rejected requests\n"+
 		"too, without their prompts). SIGINT or SIGTERM drains it: /health and new\n"+
 		"requests answer 503 while running and queued requests finish, for up to\n"+
 		"--shutdown-timeout; then it aborts the rest and exits 0. A second signal exits\n"+
@@ -46,7 +58,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		bf16In     = bf16InputsFlag(fs.FlagSet)
 		amxTiles   = amxTilesFlag(fs.FlagSet)
 		fmaTiles   = fmaTilesFlag(fs.FlagSet)
-		apiKey     = fs.String("api-key", "", "require \"Authorization: Bearer KEY\" on the API endpoints")
+		apiKey     = fs.String("api-key", "", "require the key on the API endpoints, as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\"")
 		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it)")
 		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
 		quantize   = quantizeFlag(fs.FlagSet)
@@ -61,7 +73,11 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		noCache    = fs.Bool("no-prefix-cache", false, "prefill every prompt whole instead of resuming from the longest cached prefix (which gives the same results, bit for bit)")
 		stateMem   = fs.String("state-memory", "", fmt.Sprintf("memory for all sequence state (KV caches, recurrent states, cached prefixes): bytes with a binary unit (256KiB, 8GiB) or a fraction in (0, 1] of the memory free after loading the weights (default: %v on a GPU, %v of the host's)",
 			llm.DefaultStateMemoryFractionDevice, llm.DefaultStateMemoryFractionHost))
-		kvType = fs.String("kv-cache-dtype", "f32", "KV cache element type: f32 (exact), bf16 or f16 (half the memory per token)")
+		kvType    = fs.String("kv-cache-dtype", "f32", "KV cache element type: f32 (exact), bf16 or f16 (half the memory per token)")
+		maxTokens = fs.Int("max-tokens", 0, "cap every answer at N tokens, whatever a request asks (llama-server's -n), and bound those that ask none (default: no cap). Whatever the cap, an answer asked longer than the room its prompt leaves in --max-model-len (and, for one sequence, in --state-memory) is lowered to that room, with min_tokens and a thinking budget; it then ends with the endpoint's length reason. Only a prompt that leaves no token for an answer is refused (400)")
+		storeMax  = fs.Int("responses-store-max", httpapi.DefaultResponsesStoreMax, "most responses the Responses API keeps (store: true) for previous_response_id and GET /v1/responses/{id}; the oldest go first (0 keeps none)")
+		storeSize = fs.String("responses-store-bytes", engine.FormatBytes(httpapi.DefaultResponsesStoreBytes), "most memory those stored responses take (bytes with a binary unit, such as 256MiB); the oldest go first")
+		keyFile   = fs.String("reasoning-key-file", "", "file whose contents key the sealing of reasoning handed to clients (the Responses API's encrypted_content, the Messages API's thinking signatures), so that replicas and restarts sharing it read each other's (default: a random key made at start)")
 	)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -88,6 +104,29 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	case llm.KVCacheTypes[*kvType] == 0:
 		fmt.Fprintf(io.err, "govinfer serve: --kv-cache-dtype %q: want f32, bf16 or f16\n", *kvType)
 		return exitUsage
+	case *maxTokens < 0 || *storeMax < 0:
+		fmt.Fprintln(io.err, "govinfer serve: --max-tokens and --responses-store-max must not be negative")
+		return exitUsage
+	}
+	storeBytes, storeFrac, err := llm.ParseStateMemory(strings.ReplaceAll(*storeSize, " ", ""))
+	if err != nil || storeFrac != 0 || storeBytes <= 0 {
+		fmt.Fprintf(io.err, "govinfer serve: --responses-store-bytes %q: want a size in bytes with a binary unit, such as 256MiB\n", *storeSize)
+		return exitUsage
+	}
+	if *storeMax == 0 {
+		*storeMax = -1 // Config's "keep none"
+	}
+	var reasoningKey []byte
+	if *keyFile != "" {
+		if reasoningKey, err = os.ReadFile(*keyFile); err != nil {
+			fmt.Fprintf(io.err, "govinfer serve: --reasoning-key-file: %v\n", err)
+			return exitUsage
+		}
+		if len(bytes.TrimSpace(reasoningKey)) < 16 {
+			fmt.Fprintf(io.err, "govinfer serve: --reasoning-key-file %s holds %d bytes; a key needs at least 16 (openssl rand -hex 32 > FILE makes one)\n", *keyFile, len(bytes.TrimSpace(reasoningKey)))
+			return exitUsage
+		}
+		reasoningKey = bytes.TrimSpace(reasoningKey)
 	}
 	var memBytes int64
 	var memFrac float64
@@ -123,6 +162,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
 		KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
+		MaxTokens: *maxTokens, ResponsesStoreMax: *storeMax, ResponsesStoreBytes: storeBytes, ReasoningKey: reasoningKey,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
