@@ -391,11 +391,66 @@ func TestErrors(t *testing.T) {
 	if status, data := post(t, s, "/v1/chat/completions", chatBody("hi", 2)); status != 200 {
 		t.Errorf("after errors: %d %s", status, data)
 	}
-	// The exact context-length message.
-	_, data = post(t, s, "/v1/completions", map[string]any{"prompt": []int{1, 2, 3}, "max_tokens": 2046})
-	want := "This model's maximum context length is 2048 tokens. However, you requested 2049 tokens (3 in the messages, 2046 in the completion). Please reduce the length of the messages or completion."
+	// The exact context-length message, for a prompt that leaves no room
+	// for an answer.
+	full := make([]int, 2048)
+	for i := range full {
+		full[i] = 1 + i%1000
+	}
+	_, data = post(t, s, "/v1/completions", map[string]any{"prompt": full, "max_tokens": 5})
+	want := "This model's maximum context length is 2048 tokens. However, you requested 2049 tokens (2048 in the messages, 1 in the completion). Please reduce the length of the messages or completion."
 	if msg := decodeJSON(t, data)["error"].(map[string]any)["message"]; msg != want {
 		t.Errorf("context message %q", msg)
+	}
+}
+
+// A max_tokens beyond what the context leaves after the prompt is lowered
+// to it, as llama-server and ollama do (vLLM's 400 breaks agents that ask
+// a fixed cap); the answer ends with the length reason there. The server's
+// --max-tokens caps every answer and bounds those that ask none.
+func TestMaxTokensLowered(t *testing.T) {
+	s := startServer(t, Config{MaxModelLen: 2048})
+	prompt := make([]int, 2040)
+	for i := range prompt {
+		prompt[i] = 1 + i%1000
+	}
+	for _, key := range []string{"max_tokens", "max_completion_tokens"} {
+		status, data := post(t, s, "/v1/completions", map[string]any{"prompt": prompt, key: 4096, "min_tokens": 4000, "ignore_eos": true})
+		if status != 200 {
+			t.Fatalf("%s 4096 after 2040 prompt tokens: status %d: %s", key, status, data)
+		}
+		r := decodeJSON(t, data)
+		if u := r["usage"].(map[string]any); u["completion_tokens"] != 8.0 {
+			t.Errorf("%s: usage %v, want 8 completion tokens", key, u)
+		}
+		if f := r["choices"].([]any)[0].(map[string]any)["finish_reason"]; f != "length" {
+			t.Errorf("%s: finish_reason %v, want length", key, f)
+		}
+	}
+	// Chat, streamed: the same, with the length reason at the end.
+	status, data := post(t, s, "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("hello ", 2030)}},
+		"max_tokens": 65536, "stream": true, "stream_options": map[string]any{"include_usage": true}, "ignore_eos": true})
+	if status != 200 || !strings.Contains(string(data), `"finish_reason":"length"`) {
+		t.Errorf("chat stream: status %d: %.300s", status, data)
+	}
+
+	capped := startServer(t, Config{MaxModelLen: 2048, MaxTokens: 5})
+	for _, asked := range []any{nil, 3, 100} {
+		body := map[string]any{"prompt": "Once upon a time", "ignore_eos": true, "min_tokens": 3}
+		if asked != nil {
+			body["max_tokens"] = asked
+		}
+		status, data := post(t, capped, "/v1/completions", body)
+		if status != 200 {
+			t.Fatalf("--max-tokens 5, max_tokens %v: status %d: %s", asked, status, data)
+		}
+		want := 5.0
+		if asked == 3 {
+			want = 3
+		}
+		if got := decodeJSON(t, data)["usage"].(map[string]any)["completion_tokens"]; got != want {
+			t.Errorf("--max-tokens 5, max_tokens %v: %v completion tokens, want %v", asked, got, want)
+		}
 	}
 }
 

@@ -73,8 +73,9 @@ func metricLine(text, name string) string {
 // TestStateBudgetLoad is the state memory load test: 32 clients send
 // prompts near the context length at once to a server whose state memory
 // holds four of them. Every request either succeeds with exactly the
-// output it gets alone, or gets one of the documented refusals: 503 when
-// the queue is full, 400 when its prompt and max_tokens exceed the context.
+// output it gets alone, or gets the documented refusal: 503 when the queue
+// is full. Two ask for more tokens than the context leaves: they are
+// lowered to the room left, not refused.
 // State memory never exceeds the budget and is all released afterwards
 // (bar the evictable prefix cache).
 func TestStateBudgetLoad(t *testing.T) {
@@ -104,7 +105,7 @@ func TestStateBudgetLoad(t *testing.T) {
 			copy(jobs[i].prompt, jobs[0].prompt[:400])
 		}
 	}
-	// Two that ask for more than the context.
+	// Two that ask for more than the context leaves: lowered to it.
 	jobs[5].maxTokens, jobs[9].maxTokens = maxLen, maxLen
 	body := func(j job) map[string]any {
 		return map[string]any{"model": "test-model", "prompt": j.prompt, "max_tokens": j.maxTokens, "ignore_eos": true,
@@ -141,16 +142,18 @@ func TestStateBudgetLoad(t *testing.T) {
 				w, _ := json.Marshal(exp)
 				t.Errorf("request %d under load differs from its solo run:\n%s\n%s", i, g, w)
 			}
-		case 400:
-			if i != 5 && i != 9 || !strings.Contains(string(a.data), "maximum context length") {
-				t.Errorf("request %d: 400: %s", i, a.data)
+			if i == 5 || i == 9 {
+				u := decodeJSON(t, a.data)["usage"].(map[string]any)
+				if want := float64(maxLen - len(jobs[i].prompt)); u["completion_tokens"] != want {
+					t.Errorf("request %d asked %d tokens: usage %v, want the %v the context leaves", i, maxLen, u, want)
+				}
 			}
 		case 503:
 		default:
 			t.Errorf("request %d: status %d: %s", i, a.status, a.data)
 		}
 	}
-	if counts[400] != 2 || counts[200] < 4 {
+	if counts[200] < 4 || counts[200]+counts[503] != clients {
 		t.Errorf("statuses %v", counts)
 	}
 	eng := s.Engine()
@@ -164,18 +167,27 @@ func TestStateBudgetLoad(t *testing.T) {
 	t.Logf("load under a state budget: %s", report)
 }
 
-// A request whose prompt and max_tokens fit the context but could never
-// fit the state memory is a 400 that says so.
-func TestStateBudget400(t *testing.T) {
+// A max_tokens that fits the context but could never fit the state memory
+// of one sequence is lowered to what that holds; a prompt that leaves no
+// room there is a 400 that says so, with the numbers.
+func TestStateBudgetLowers(t *testing.T) {
 	probe := startServer(t, Config{MaxModelLen: 1024, NoPrefixCache: true})
 	sm, _ := probe.StateMemory()
 	s := startServer(t, Config{MaxModelLen: 1024, StateMemory: sm.PerSequence + 500*sm.PerToken})
-	status, data := post(t, s, "/v1/completions", map[string]any{"model": "test-model", "prompt": "Once upon a time", "max_tokens": 600})
-	if status != 400 || !strings.Contains(string(data), "state memory") || !strings.Contains(string(data), `"param":"max_tokens"`) {
-		t.Errorf("status %d: %s", status, data)
+	prompt := make([]int, 400)
+	for i := range prompt {
+		prompt[i] = 1 + i%1000
 	}
-	status, data = post(t, s, "/v1/completions", map[string]any{"model": "test-model", "prompt": "Once upon a time", "max_tokens": 400})
+	status, data := post(t, s, "/v1/completions", map[string]any{"model": "test-model", "prompt": prompt, "max_tokens": 600, "ignore_eos": true})
 	if status != 200 {
-		t.Errorf("a request that fits: status %d: %s", status, data)
+		t.Fatalf("status %d: %s", status, data)
+	}
+	// 500 tokens of state; the last sampled token is never fed.
+	if got := decodeJSON(t, data)["usage"].(map[string]any)["completion_tokens"]; got != 101.0 {
+		t.Errorf("%v completion tokens, want the 101 that 500 tokens of state leave after 400", got)
+	}
+	status, data = post(t, s, "/v1/completions", map[string]any{"model": "test-model", "prompt": append(prompt, prompt[:200]...), "max_tokens": 5})
+	if status != 400 || !strings.Contains(string(data), "state memory") || !strings.Contains(string(data), "600 tokens") {
+		t.Errorf("a prompt past the state memory: status %d: %s", status, data)
 	}
 }
