@@ -111,8 +111,8 @@ func TestParseStateMemory(t *testing.T) {
 	}
 }
 
-// A request whose prompt and max_tokens could never fit the state memory
-// is refused as a bad max_tokens, saying why.
+// A max_tokens one sequence's state could never hold is lowered to what it
+// holds; a prompt that fills it is refused, saying why.
 func TestStateMemoryTooSmall(t *testing.T) {
 	m, err := llm.Open(checkpointDir, llm.Options{MaxModelLen: 2048, StateMemory: 256 << 10})
 	if err != nil {
@@ -123,13 +123,26 @@ func TestStateMemoryTooSmall(t *testing.T) {
 	if sm.Budget != 256<<10 || sm.Tokens <= 0 || !sm.PrefixCache || !strings.Contains(sm.String(), "tokens of state") {
 		t.Errorf("state memory %+v: %s", sm, sm)
 	}
-	_, err = m.Complete(context.Background(), llm.CompletionRequest{Prompts: []llm.Prompt{{Text: "Hello"}},
-		Params: llm.Params{MaxTokens: int(sm.Tokens) + 10}})
-	var pe *llm.ParamError
-	if !errors.As(err, &pe) || pe.Param != "max_tokens" || !strings.Contains(pe.Message, "state memory") {
+	prompt := m.PromptIDs(llm.Prompt{Text: "Hello"})
+	st, err := m.Complete(context.Background(), llm.CompletionRequest{Prompts: []llm.Prompt{{IDs: prompt}},
+		Params: llm.Params{MaxTokens: int(sm.Tokens) + 10, IgnoreEOS: true}})
+	if err != nil {
 		t.Fatalf("oversized request: %v", err)
 	}
-	st, err := m.Complete(context.Background(), llm.CompletionRequest{Prompts: []llm.Prompt{{Text: "Hello"}},
+	out := collect(t, st)[0]
+	if want := int(sm.Tokens) - len(prompt) + 1; len(out.tokens) != want || out.finish.Finish != llm.FinishLength {
+		t.Errorf("oversized request: %d tokens, finish %s; want %d (what the state holds after the prompt), length", len(out.tokens), out.finish.Finish, want)
+	}
+	long := make([]int, sm.Tokens+1)
+	for i := range long {
+		long[i] = 1 + i%1000
+	}
+	_, err = m.Complete(context.Background(), llm.CompletionRequest{Prompts: []llm.Prompt{{IDs: long}}})
+	var ce *llm.ContextLengthError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Error(), "state memory") {
+		t.Fatalf("a prompt that fills the state memory: %v", err)
+	}
+	st, err = m.Complete(context.Background(), llm.CompletionRequest{Prompts: []llm.Prompt{{Text: "Hello"}},
 		Params: llm.Params{MaxTokens: int(sm.Tokens) - 10}})
 	if err != nil {
 		t.Fatalf("a request that fits: %v", err)
