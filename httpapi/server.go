@@ -375,8 +375,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 	if rest, ok := strings.CutPrefix(path, "/v1/models/"); ok && rest != "" {
 		if string(ctx.Method()) != fasthttp.MethodGet {
-			ctx.Response.Header.Set("Allow", fasthttp.MethodGet)
 			writeError(ctx, fasthttp.StatusMethodNotAllowed, fmt.Sprintf("%s takes GET, not %s", path, ctx.Method()), "")
+			ctx.Response.Header.Set("Allow", fasthttp.MethodGet) // after writeError, which resets the headers
 			return
 		}
 		if s.cfg.APIKey != "" && !s.authorized(ctx) {
@@ -415,8 +415,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if string(ctx.Method()) != r.method {
-		ctx.Response.Header.Set("Allow", r.method)
 		writeError(ctx, fasthttp.StatusMethodNotAllowed, fmt.Sprintf("%s takes %s, not %s", path, r.method, ctx.Method()), "")
+		ctx.Response.Header.Set("Allow", r.method) // after writeError, which resets the headers
 		return
 	}
 	if r.auth && s.cfg.APIKey != "" && !s.authorized(ctx) {
