@@ -26,12 +26,28 @@ type sdkResult struct {
 	Error  string `json:"error"`
 }
 
+// sdkScript is a script of httpapi/sdktest with the fewest checks it must
+// run.
+type sdkScript struct {
+	file      string
+	minChecks int
+}
+
+// sdkScripts are the scripts TestSDKs runs.
+var sdkScripts = []sdkScript{
+	{"sdk.test.mjs", 25},
+	{"responses.test.mjs", 6},
+	{"messages.test.mjs", 6},
+}
+
 // TestSDKs serves a random checkpoint made by make-random with govinfer
-// serve and runs httpapi/sdktest/sdk.test.mjs against it: the OpenAI SDK
-// (create, stream, parse, runTools, errors, aborts), the Vercel AI SDK
-// (generateText, streamText, tools, a multi-step loop, generateObject,
-// abort) and LangChain (invoke, stream, bindTools, withStructuredOutput,
-// reasoning_content). It skips only when node or the project's
+// serve and runs the scripts of httpapi/sdktest against it: sdk.test.mjs
+// drives the OpenAI SDK (create, stream, parse, runTools, errors, aborts),
+// the Vercel AI SDK (generateText, streamText, tools, a multi-step loop,
+// generateObject, abort) and LangChain (invoke, stream, bindTools,
+// withStructuredOutput, reasoning_content); responses.test.mjs the OpenAI
+// SDK's Responses calls and the OpenAI Agents SDK; messages.test.mjs
+// Anthropic's SDK on the Messages API. It skips only when node or the project's
 // node_modules (npm ci in httpapi/sdktest) is missing; CI installs both.
 // GOVINFER_SDK_RECORD, when set, is passed on as GOVINFER_RECORD (see the
 // script) to write the requests the SDKs send.
@@ -67,9 +83,21 @@ func TestSDKs(t *testing.T) {
 		}
 	}
 
+	for _, script := range sdkScripts {
+		t.Run(script.file, func(t *testing.T) { runSDKScript(t, ctx, node, script, url) })
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("serve exited %d", code)
+	}
+}
+
+// runSDKScript runs one script of httpapi/sdktest against the server at
+// url and reports each of its checks.
+func runSDKScript(t *testing.T, ctx context.Context, node string, script sdkScript, url string) {
 	nctx, ncancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer ncancel()
-	cmd := exec.CommandContext(nctx, node, "sdk.test.mjs")
+	cmd := exec.CommandContext(nctx, node, script.file)
 	cmd.Dir = sdkDir
 	cmd.Env = append(os.Environ(), "GOVINFER_BASE_URL="+url, "GOVINFER_MODEL=sdk-model")
 	if rec := os.Getenv("GOVINFER_SDK_RECORD"); rec != "" {
@@ -83,25 +111,21 @@ func TestSDKs(t *testing.T) {
 		Results []sdkResult `json:"results"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-		t.Fatalf("node: %v; output %q; stderr %s", runErr, stdout.String(), stderr.String())
+		t.Fatalf("node %s: %v; output %q; stderr %s", script.file, runErr, stdout.String(), stderr.String())
 	}
 	for _, r := range report.Results {
 		if r.OK {
-			t.Logf("ok   %-9s %-40s %5d ms %s", r.SDK, r.Name, r.MS, r.Detail)
+			t.Logf("ok   %-16s %-40s %5d ms %s", r.SDK, r.Name, r.MS, r.Detail)
 		} else {
-			t.Errorf("FAIL %-9s %-40s %5d ms %s", r.SDK, r.Name, r.MS, r.Error)
+			t.Errorf("FAIL %-16s %-40s %5d ms %s", r.SDK, r.Name, r.MS, r.Error)
 		}
 	}
 	var exitErr *exec.ExitError
 	if runErr != nil && !errors.As(runErr, &exitErr) {
-		t.Fatalf("node: %v; stderr %s", runErr, stderr.String())
+		t.Fatalf("node %s: %v; stderr %s", script.file, runErr, stderr.String())
 	}
-	if len(report.Results) < 25 {
-		t.Errorf("only %d checks ran", len(report.Results))
+	if len(report.Results) < script.minChecks {
+		t.Errorf("only %d checks ran, want at least %d", len(report.Results), script.minChecks)
 	}
 	t.Logf("%d checks in %v", len(report.Results), time.Since(start))
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Errorf("serve exited %d", code)
-	}
 }
