@@ -97,9 +97,10 @@ func messagesUnsupported(path, typ string) *apiError {
 }
 
 // messagesText reads a content that is a string or an array of text blocks
-// (their cache_control and citations ignored) and joins the blocks' texts
-// with newlines. Absent (nil) is "".
-func messagesText(v any, path string) (string, *apiError) {
+// (their citations ignored) and joins the blocks' texts with newlines.
+// Absent (nil) is "". The text of each block with cache_control is added to
+// breaks (see cacheBreak).
+func messagesText(v any, path string, breaks *[]string) (string, *apiError) {
 	switch c := v.(type) {
 	case nil:
 		return "", nil
@@ -124,11 +125,23 @@ func messagesText(v any, path string) (string, *apiError) {
 			if err != nil {
 				return "", err
 			}
+			cacheBreak(bo, text, breaks)
 			parts = append(parts, text)
 		}
 		return strings.Join(parts, "\n"), nil
 	}
 	return "", badRequest(path, "%s: must be a string or an array of text blocks, got %s", path, jsonvalue.Kind(v))
+}
+
+// cacheBreak adds a block's text to breaks when the block carries
+// cache_control: Anthropic's clients mark where the next request will
+// diverge from this one (Claude Code marks the last block of the last
+// message), and the prefix cache keeps its state there
+// (llm.ChatRequest.CacheBreaks).
+func cacheBreak(block object, text string, breaks *[]string) {
+	if block.has("cache_control") && text != "" {
+		*breaks = append(*breaks, text)
+	}
 }
 
 // billingHeader opens the system block in which Claude Code sends its
@@ -193,7 +206,7 @@ func (s *Server) parseMessages(body []byte, counting bool) (*messagesRequest, *a
 	}
 	q.MaxTokens = mt
 	if v, ok := o.get("system"); ok {
-		text, err := messagesText(withoutBillingHeader(v), "system")
+		text, err := messagesText(withoutBillingHeader(v), "system", &q.CacheBreaks)
 		if err != nil {
 			return nil, err
 		}
@@ -334,7 +347,7 @@ func (s *Server) messagesConversation(msgs []any, r *messagesRequest) *apiError 
 			return badRequest(p+".content", "%s.content: required", p)
 		}
 		if role == "system" {
-			text, err := messagesText(content, p+".content")
+			text, err := messagesText(content, p+".content", &r.req.CacheBreaks)
 			if err != nil {
 				return err
 			}
@@ -411,6 +424,7 @@ func (s *Server) messageBlocks(blocks []any, p, role string, r *messagesRequest)
 			if err != nil {
 				return nil, err
 			}
+			cacheBreak(bo, text, &r.req.CacheBreaks)
 			texts = append(texts, text)
 		case "tool_result":
 			if role != "user" {
@@ -421,10 +435,11 @@ func (s *Server) messageBlocks(blocks []any, p, role string, r *messagesRequest)
 				return nil, err
 			}
 			cv, _ := bo.get("content")
-			text, err := messagesText(cv, bp+".content")
+			text, err := messagesText(cv, bp+".content", &r.req.CacheBreaks)
 			if err != nil {
 				return nil, err
 			}
+			cacheBreak(bo, text, &r.req.CacheBreaks)
 			isErr, _, err := bo.boolean("is_error")
 			if err != nil {
 				return nil, err

@@ -866,3 +866,44 @@ func TestMessagesStreamFailure(t *testing.T) {
 		}
 	}
 }
+
+// A block with cache_control marks where the next request may diverge:
+// the prefix cache keeps its state at the block's end, so that a request
+// appending to the same message (as Claude Code does when it asks again)
+// resumes there rather than at the message's start.
+func TestMessagesCacheControlBreak(t *testing.T) {
+	s := startServer(t, Config{})
+	for _, marked := range []bool{false, true} {
+		long := fmt.Sprintf("Case %v. ", marked) + strings.Repeat("The quick brown fox jumps over the lazy dog. ", 60)
+		body := func(extra string) map[string]any {
+			block := map[string]any{"type": "text", "text": "Say hello."}
+			if marked {
+				block["cache_control"] = map[string]any{"type": "ephemeral"}
+			}
+			b := messagesBody("", 2)
+			b["messages"] = []any{map[string]any{"role": "user", "content": []any{
+				map[string]any{"type": "text", "text": long}, block, map[string]any{"type": "text", "text": extra}}}}
+			return b
+		}
+		first, second := body(strings.Repeat("Available agents: a, b, c. ", 30)), body(strings.Repeat("Please answer. ", 20))
+		_, ids1, err1 := s.lm.ChatPrompt(mustParseMessages(t, s, first))
+		_, ids2, err2 := s.lm.ChatPrompt(mustParseMessages(t, s, second))
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		lcp := 0
+		for lcp < min(len(ids1), len(ids2)) && ids1[lcp] == ids2[lcp] {
+			lcp++
+		}
+		postMessage(t, s, "/v1/messages", first)
+		u := postMessage(t, s, "/v1/messages", second)["usage"].(map[string]any)
+		cached := int(u["cache_read_input_tokens"].(float64))
+		t.Logf("cache_control %v: prompts of %d and %d tokens share %d; the second resumed at %d", marked, len(ids1), len(ids2), lcp, cached)
+		if marked && (cached > lcp || cached <= lcp-engine.PrefixBlock) {
+			t.Errorf("with cache_control the second request resumed at %d, want the block of %d", cached, lcp)
+		}
+		if !marked && cached > lcp-engine.PrefixBlock {
+			t.Errorf("without cache_control the second request resumed at %d, near %d: the test does not test the break", cached, lcp)
+		}
+	}
+}

@@ -1,6 +1,11 @@
 package llm
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/govinfer/govinfer/tokenizer"
+)
 
 // A thinking budget is lowered with the answer it belongs to.
 func TestLowerBudget(t *testing.T) {
@@ -17,6 +22,38 @@ func TestLowerBudget(t *testing.T) {
 	} {
 		if got := lowerBudget(c.budget, c.asked, c.max); got != c.want {
 			t.Errorf("lowerBudget(%d, %d, %d) = %d, want %d", c.budget, c.asked, c.max, got, c.want)
+		}
+	}
+}
+
+// A cache break falls at the token where its text's last occurrence ends.
+func TestBreakPositions(t *testing.T) {
+	tok, err := tokenizer.Load("../testdata/tokenizer/qwen3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm := &Model{tok: tok}
+	prompt := "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nSay hello.<|im_end|>\n" +
+		"<|im_start|>assistant\nHi.<|im_end|>\n<|im_start|>user\nSay hello.\nAvailable agents: a, b.<|im_end|>\n<|im_start|>assistant\n"
+	ids := tok.Encode(prompt)
+	total := 0
+	for _, id := range ids {
+		total += len(tok.TokenBytes(id))
+	}
+	if total != len(prompt) {
+		t.Fatalf("the tokens' bytes add up to %d, the prompt has %d", total, len(prompt))
+	}
+	texts := []string{"Say hello.", "You are terse.", "not in the prompt", ""}
+	got := lm.breakPositions(prompt, ids, texts)
+	want := []int{strings.Index(prompt, "You are terse.") + len("You are terse."), strings.LastIndex(prompt, "Say hello.") + len("Say hello.")}
+	if len(got) != len(want) {
+		t.Fatalf("breakPositions = %v, want %d positions", got, len(want))
+	}
+	for i, p := range got {
+		covered := len(tok.Decode(ids[:p], false))
+		next := covered + len(tok.TokenBytes(ids[p]))
+		if covered > want[i] || next <= want[i] {
+			t.Errorf("break %d at token %d covers bytes [0, %d), then %d; want the token reaching past byte %d", i, p, covered, next, want[i])
 		}
 	}
 }

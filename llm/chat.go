@@ -131,6 +131,14 @@ type ChatRequest struct {
 	// TemplateArgs are further chat template variables; they override
 	// Options.DefaultTemplateArgs.
 	TemplateArgs map[string]any
+	// CacheBreaks are texts of the conversation after whose end a later
+	// request is likely to diverge from this one (Anthropic's cache_control
+	// breakpoints: the text of each block that carries one). The prefix
+	// cache keeps the state at the end of each one's last occurrence in the
+	// rendered prompt, besides the turn starts it always keeps, so that a
+	// request that changes what follows resumes there. A text not found is
+	// ignored.
+	CacheBreaks []string
 	// NoGenerationPrompt leaves out the opening of the assistant's turn;
 	// ContinueFinalMessage (which implies it) makes the model continue the
 	// last message instead.
@@ -580,7 +588,39 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	}
 	r.ids = lm.tok.Encode(prompt)
 	r.hints = outparse.TurnPositions(lm.tok, r.ids)
+	if breaks := lm.breakPositions(prompt, r.ids, req.CacheBreaks); len(breaks) > 0 {
+		r.hints = slices.Compact(slices.Sorted(slices.Values(append(r.hints, breaks...))))
+	}
 	return r, nil
+}
+
+// breakPositions returns the token positions of ids (prompt tokenized)
+// where the last occurrence of each of texts in prompt ends: the tokens
+// before a position cover no byte past that end.
+func (lm *Model) breakPositions(prompt string, ids []int, texts []string) []int {
+	var ends []int // byte offsets, ascending
+	for _, t := range texts {
+		if i := strings.LastIndex(prompt, t); t != "" && i >= 0 {
+			ends = append(ends, i+len(t))
+		}
+	}
+	if len(ends) == 0 {
+		return nil
+	}
+	slices.Sort(ends)
+	var out []int
+	off := 0 // byte offset of token k
+	for k, id := range ids {
+		next := off + len(lm.tok.TokenBytes(id))
+		for len(ends) > 0 && ends[0] < next {
+			if k > 0 {
+				out = append(out, k) // token k reaches past the end: stop before it
+			}
+			ends = ends[1:]
+		}
+		off = next
+	}
+	return out
 }
 
 // templateArgs merges the chat template variables: the server's defaults,
