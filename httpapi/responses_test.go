@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/llm"
@@ -772,5 +773,59 @@ func TestResponsesDisconnectCancels(t *testing.T) {
 	}
 	if gen := s.Engine().Stats().GenerationTokens; gen >= 1500 {
 		t.Errorf("generated %d tokens: a request ran to the end", gen)
+	}
+}
+
+// A stream whose generation fails (here: the server closes under it) ends
+// with response.failed, status failed and the error, never by a dropped
+// connection alone.
+func TestResponsesStreamFailure(t *testing.T) {
+	s := startServer(t, Config{})
+	raw, _ := json.Marshal(map[string]any{"model": "test-model", "input": "never ending", "max_output_tokens": 1500,
+		"stream": true, "ignore_eos": true, "reasoning": map[string]any{"effort": "none"}})
+	resp, err := http.Post("http://"+s.Addr()+"/v1/responses", "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"response.output_text.delta"`) {
+			break
+		}
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	var rest strings.Builder
+	done := make(chan error, 1)
+	go func() { _, err := io.Copy(&rest, r); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream did not end after the server closed")
+	}
+	<-closed
+	var last map[string]any
+	for _, line := range strings.Split(rest.String(), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			last = nil
+			if err := json.Unmarshal([]byte(data), &last); err != nil {
+				t.Fatalf("event data %q: %v", data, err)
+			}
+			if last["type"] == "response.completed" || last["type"] == "response.incomplete" {
+				t.Errorf("%s in a failed stream", last["type"])
+			}
+		}
+	}
+	if last == nil || last["type"] != "response.failed" {
+		t.Fatalf("last event %v, want response.failed", last)
+	}
+	rs := last["response"].(map[string]any)
+	if e, _ := rs["error"].(map[string]any); rs["status"] != "failed" || e == nil || e["message"] == "" {
+		t.Errorf("failed response %v", rs)
 	}
 }

@@ -369,6 +369,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}()
 	path := string(ctx.Path()) // without the query string (Claude Code posts to /v1/messages?beta=true)
+	if path == "/" && (ctx.IsGet() || ctx.IsHead()) {
+		s.handleRoot(ctx) // Claude Code warms its connection with HEAD /
+		return
+	}
 	if rest, ok := strings.CutPrefix(path, "/v1/responses/"); ok && rest != "" {
 		s.routeResponse(ctx, rest)
 		return
@@ -471,6 +475,22 @@ func writeJSON(ctx *fasthttp.RequestCtx, v any) {
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// handleRoot answers GET and HEAD / with what the server is and serves, in
+// every state: clients probe the base URL (Claude Code sends HEAD / before
+// its first request) and people open it in a browser.
+func (s *Server) handleRoot(ctx *fasthttp.RequestCtx) {
+	writeJSON(ctx, struct {
+		Server    string   `json:"server"`
+		Model     string   `json:"model"`
+		Ready     bool     `json:"ready"`
+		Endpoints []string `json:"endpoints"`
+	}{"govinfer", s.name, s.loaded.Load() && !s.draining.Load(), []string{
+		"POST /v1/chat/completions", "POST /v1/completions", "POST /v1/responses", "GET /v1/responses/{id}",
+		"DELETE /v1/responses/{id}", "POST /v1/messages", "POST /v1/messages/count_tokens", "GET /v1/models",
+		"GET /health", "GET /metrics", "POST /tokenize", "POST /detokenize",
+	}})
 }
 
 // modelCard is a model as /v1/models lists it.

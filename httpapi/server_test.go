@@ -967,3 +967,31 @@ func heapAlloc() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// GET and HEAD / say what the server is, without a key: Claude Code sends
+// HEAD / before its first request.
+func TestRoot(t *testing.T) {
+	s := startServer(t, Config{APIKey: "secret"})
+	status, data := get(t, s, "/")
+	var root struct {
+		Server    string   `json:"server"`
+		Model     string   `json:"model"`
+		Ready     bool     `json:"ready"`
+		Endpoints []string `json:"endpoints"`
+	}
+	if err := json.Unmarshal(data, &root); status != 200 || err != nil || root.Server != "govinfer" || root.Model != "test-model" || !root.Ready ||
+		!slices.Contains(root.Endpoints, "POST /v1/messages") || !slices.Contains(root.Endpoints, "POST /v1/responses") {
+		t.Errorf("GET /: %d %s", status, data)
+	}
+	resp, err := http.Head("http://" + s.Addr() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("HEAD /: %d", resp.StatusCode)
+	}
+	if status, _ := post(t, s, "/", map[string]any{}); status != 404 {
+		t.Errorf("POST /: %d, want 404", status)
+	}
+}
