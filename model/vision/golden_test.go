@@ -1,0 +1,259 @@
+package vision
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/govinfer/govinfer/asm"
+	"github.com/govinfer/govinfer/compute/cpu"
+	"github.com/govinfer/govinfer/safetensors"
+)
+
+// vlTiny is the test checkpoint with a vision tower and its goldens.
+var vlTiny = filepath.Join("..", "..", "testdata", "models", "vl-tiny")
+
+type tensorRef struct {
+	Tensor string `json:"tensor"`
+	Shape  []int  `json:"shape"`
+}
+
+type goldenImage struct {
+	Grid        [3]int    `json:"grid_thw"`
+	NPatches    int       `json:"n_patches"`
+	NTokens     int       `json:"n_tokens"`
+	PixelValues tensorRef `json:"pixel_values"`
+	Embeds      tensorRef `json:"embeds"`
+	Debug       struct {
+		PatchEmbeds  tensorRef  `json:"patch_embeds"`
+		PosEmbeds    tensorRef  `json:"pos_embeds"`
+		LastHidden   tensorRef  `json:"last_hidden"`
+		BlockOutputs *tensorRef `json:"block_outputs"`
+	} `json:"debug"`
+}
+
+type goldenCase struct {
+	Name        string   `json:"name"`
+	Images      []string `json:"images"`
+	InputIDs    []int    `json:"input_ids"`
+	Positions   [3][]int `json:"positions"`
+	RopeDelta   int      `json:"rope_delta"`
+	TokenRanges [][2]int `json:"image_token_ranges"`
+}
+
+type goldenFile struct {
+	Images     map[string]goldenImage `json:"images"`
+	Cases      []goldenCase           `json:"mm_cases"`
+	Tolerances struct {
+		EmbedsRelMax float64 `json:"image_embeds_rel_max"`
+	} `json:"recommended_tolerances"`
+}
+
+type topConfig struct {
+	ImageTokenID       int `json:"image_token_id"`
+	VisionStartTokenID int `json:"vision_start_token_id"`
+}
+
+// readGolden reads vl-tiny's golden.json and opens its tensors.
+func readGolden(t testing.TB) (*goldenFile, *safetensors.File) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(vlTiny, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &goldenFile{}
+	if err := json.Unmarshal(raw, g); err != nil {
+		t.Fatalf("golden.json: %v", err)
+	}
+	if len(g.Images) == 0 || len(g.Cases) == 0 || g.Tolerances.EmbedsRelMax <= 0 {
+		t.Fatal("golden.json lacks images, mm_cases or image_embeds_rel_max")
+	}
+	f, err := safetensors.Open(filepath.Join(vlTiny, "golden.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return g, f
+}
+
+// floats returns a golden tensor as float32 values, checking its shape.
+func floats(t testing.TB, f *safetensors.File, ref tensorRef) []float32 {
+	t.Helper()
+	ts, ok := f.Tensor(ref.Tensor)
+	if !ok {
+		t.Fatalf("golden tensor %s missing", ref.Tensor)
+	}
+	if !slices.Equal(ts.Shape, ref.Shape) {
+		t.Fatalf("golden tensor %s: shape %v, golden.json says %v", ref.Tensor, ts.Shape, ref.Shape)
+	}
+	v, err := ts.ToFloat32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// relErr returns max|got - want| / max|want|.
+func relErr(t testing.TB, what string, got, want []float32) float64 {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	var d, m float64
+	for i := range want {
+		d = max(d, math.Abs(float64(got[i])-float64(want[i])))
+		m = max(m, math.Abs(float64(want[i])))
+	}
+	if m == 0 {
+		return d
+	}
+	return d / m
+}
+
+// openTiny opens vl-tiny's tower on a CPU backend with opts.
+func openTiny(t testing.TB, o Options) *Tower {
+	t.Helper()
+	if o.Backend == nil {
+		be := cpu.New(cpu.Options{})
+		t.Cleanup(func() { be.Close() })
+		o.Backend = be
+	}
+	tw, err := Open(vlTiny, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tw.Close() })
+	return tw
+}
+
+func TestGoldenImages(t *testing.T) {
+	g, f := readGolden(t)
+	// A chunk of 16 rows cuts every product of the larger images into
+	// several backend calls; the default takes them in one. The last run
+	// is on the kernels' pure-Go twins.
+	for run, chunk := range []int{0, 16, 0} {
+		o := Options{ChunkRows: chunk}
+		if run == 2 {
+			be := cpu.New(cpu.Options{Kernels: asm.Generic()})
+			t.Cleanup(func() { be.Close() })
+			o.Backend = be
+		}
+		tw := openTiny(t, o)
+		c := tw.Config()
+		tol := g.Tolerances.EmbedsRelMax
+		names := make([]string, 0, len(g.Images))
+		for name := range g.Images {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		sawBlocks := false
+		for _, name := range names {
+			im := g.Images[name]
+			if n, tok, err := c.CheckGrid(im.Grid); err != nil || n != im.NPatches || tok != im.NTokens {
+				t.Fatalf("%s: CheckGrid(%v) = %d, %d, %v; golden %d patches, %d tokens", name, im.Grid, n, tok, err, im.NPatches, im.NTokens)
+			}
+			pv := floats(t, f, im.PixelValues)
+			tr, err := tw.EncodeTrace(context.Background(), pv, im.Grid)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			stages := []struct {
+				what      string
+				got, want []float32
+			}{
+				{"patch_embeds", tr.PatchEmbeds, floats(t, f, im.Debug.PatchEmbeds)},
+				{"pos_embeds", tr.PosEmbeds, floats(t, f, im.Debug.PosEmbeds)},
+				{"last_hidden", tr.LastHidden, floats(t, f, im.Debug.LastHidden)},
+				{"embeds", tr.Embeds, floats(t, f, im.Embeds)},
+			}
+			if ref := im.Debug.BlockOutputs; ref != nil {
+				sawBlocks = true
+				all := floats(t, f, *ref)
+				if len(tr.BlockOutputs) != c.Depth {
+					t.Fatalf("%s: %d block outputs, want %d", name, len(tr.BlockOutputs), c.Depth)
+				}
+				per := len(all) / c.Depth
+				for i, got := range tr.BlockOutputs {
+					stages = append(stages, struct {
+						what      string
+						got, want []float32
+					}{"block_outputs[" + string(rune('0'+i)) + "]", got, all[i*per : (i+1)*per]})
+				}
+			}
+			for _, s := range stages {
+				e := relErr(t, name+" "+s.what, s.got, s.want)
+				if run == 0 {
+					t.Logf("%-15s %-16s rel err %.2e", name, s.what, e)
+				}
+				if e > tol {
+					t.Errorf("run %d: %s %s: rel err %.3g > %g", run, name, s.what, e, tol)
+				}
+			}
+			out, err := tw.Encode(context.Background(), pv, im.Grid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(out, tr.Embeds) {
+				t.Errorf("%s: Encode differs from EncodeTrace", name)
+			}
+		}
+		if !sawBlocks {
+			t.Error("no image has debug.block_outputs")
+		}
+	}
+}
+
+func TestRopeIndexGolden(t *testing.T) {
+	g, _ := readGolden(t)
+	raw, err := os.ReadFile(filepath.Join(vlTiny, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top topConfig
+	if err := json.Unmarshal(raw, &top); err != nil {
+		t.Fatal(err)
+	}
+	cfg, ok, err := LoadConfig(vlTiny)
+	if err != nil || !ok {
+		t.Fatalf("LoadConfig: %v, %v", ok, err)
+	}
+	for _, cs := range g.Cases {
+		var grids [][3]int
+		for _, name := range cs.Images {
+			grids = append(grids, g.Images[name].Grid)
+		}
+		pos, delta, err := RopeIndex(cs.InputIDs, top.ImageTokenID, top.VisionStartTokenID, grids, cfg.SpatialMergeSize)
+		if err != nil {
+			t.Fatalf("%s: %v", cs.Name, err)
+		}
+		for r := range pos {
+			if !slices.Equal(pos[r], cs.Positions[r]) {
+				t.Errorf("%s: row %d = %v\nwant %v", cs.Name, r, pos[r], cs.Positions[r])
+			}
+		}
+		if delta != cs.RopeDelta {
+			t.Errorf("%s: rope delta %d, want %d", cs.Name, delta, cs.RopeDelta)
+		}
+		for i, rg := range cs.TokenRanges {
+			if n := rg[1] - rg[0]; n != cfg.Tokens(grids[i]) {
+				t.Errorf("%s: image %d has %d pads, Tokens says %d", cs.Name, i, n, cfg.Tokens(grids[i]))
+			}
+		}
+	}
+	// Without images: 0..T-1 in every row, delta 0.
+	ids := []int{5, 6, 7}
+	pos, delta, err := RopeIndex(ids, top.ImageTokenID, top.VisionStartTokenID, nil, 2)
+	if err != nil || delta != 0 {
+		t.Fatalf("text only: delta %d, %v", delta, err)
+	}
+	for r := range pos {
+		if !slices.Equal(pos[r], []int{0, 1, 2}) {
+			t.Errorf("text only: row %d = %v", r, pos[r])
+		}
+	}
+}
