@@ -129,6 +129,31 @@ type Request struct {
 	// PrefixBlock at or before each is kept, besides the one before the
 	// prompt's last token.
 	CacheHints []int
+	// Images replace the embeddings of runs of prompt tokens (an image's
+	// pads) with the vision tower's output, in prompt order, without
+	// overlaps. With Config.PrefixCache, cached state is shared only
+	// between prompts whose images have the same Hash at the same tokens.
+	Images []Image
+	// Positions, when not nil, holds the 3-D rotary (M-RoPE) position of
+	// each prompt token (vision.RopeIndex's rows, transposed); nil gives
+	// text positions.
+	Positions [][3]int
+	// RopeDelta is the offset of the positions of generated tokens: the
+	// token at cache index i has position i+RopeDelta in all three rows
+	// (vision.RopeIndex's ropeDelta; 0 for text).
+	RopeDelta int
+}
+
+// Image is one image of a Request's prompt.
+type Image struct {
+	// Index is the prompt index of the first token the image replaces.
+	Index int
+	// Embeds holds the image's rows of the model's hidden size, one per
+	// token it replaces (the vision tower's output).
+	Embeds []float32
+	// Hash identifies the image (imageproc.Image.Hash): the prefix cache
+	// keys the image's tokens by it.
+	Hash [32]byte
 }
 
 // FinishReason says why a request ended.
@@ -200,7 +225,8 @@ type Stream struct {
 	// unqueue, set while the request waits, takes it out of the queue
 	// once its context ends; it is stopped when the request is admitted.
 	unqueue func() bool
-	hashes  []uint64     // BlockHashes of the prompt, with a prefix cache
+	key     []int        // the prompt as the prefix cache keys it (cacheKey)
+	hashes  []uint64     // BlockHashes of key, with a prefix cache
 	cached  atomic.Int64 // prompt tokens resumed from the prefix cache
 
 	mu           sync.Mutex
@@ -370,7 +396,8 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	s := &Stream{req: r, ctx: ctx, submitted: time.Now(), notify: make(chan struct{}, 1), stopTok: -1}
 	if e.cache != nil {
-		s.hashes = BlockHashes(r.Prompt)
+		s.key = cacheKey(r.Prompt, r.Images, e.m.Config().HiddenSize)
+		s.hashes = BlockHashes(s.key)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -437,7 +464,39 @@ func (e *Engine) validate(r Request) error {
 			return fmt.Errorf("engine: logit bias for token %d, outside the vocabulary [0, %d)", id, c.VocabSize)
 		}
 	}
+	if r.Positions != nil && len(r.Positions) != len(r.Prompt) {
+		return fmt.Errorf("engine: %d positions for a prompt of %d tokens", len(r.Positions), len(r.Prompt))
+	}
+	end := 0
+	for i, im := range r.Images {
+		n := len(im.Embeds) / c.HiddenSize
+		switch {
+		case len(im.Embeds) == 0 || len(im.Embeds)%c.HiddenSize != 0:
+			return fmt.Errorf("engine: image %d has %d embedding values, not a positive multiple of the hidden size %d", i, len(im.Embeds), c.HiddenSize)
+		case im.Index < end:
+			return fmt.Errorf("engine: image %d starts at prompt index %d, before the end %d of the previous one", i, im.Index, end)
+		case im.Index+n > len(r.Prompt):
+			return fmt.Errorf("engine: image %d covers prompt tokens [%d, %d) of %d", i, im.Index, im.Index+n, len(r.Prompt))
+		}
+		end = im.Index + n
+	}
 	return nil
+}
+
+// promptInput returns the model input of prompt tokens [lo, hi) of r:
+// their tokens, 3-D positions and the parts of images among them.
+func promptInput(r *Request, hidden, lo, hi int) model.Input {
+	in := model.Input{Tokens: r.Prompt[lo:hi]}
+	if r.Positions != nil {
+		in.Positions = r.Positions[lo:hi]
+	}
+	for _, im := range r.Images {
+		a, b := max(im.Index, lo), min(im.Index+len(im.Embeds)/hidden, hi)
+		if a < b {
+			in.Embeds = append(in.Embeds, model.EmbedSpan{Index: a - lo, Rows: im.Embeds[(a-im.Index)*hidden : (b-im.Index)*hidden]})
+		}
+	}
+	return in
 }
 
 // reserveTokens returns the positions r's sequence may hold: its prompt
@@ -570,7 +629,7 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 	need := e.m.SequenceBytes(tokens)
 	var path []*prefixNode
 	if e.cache != nil {
-		path = e.cache.lookup(s.req.Prompt, s.hashes)
+		path = e.cache.lookup(s.key, s.hashes)
 	}
 	pin(path, 1)
 	if !e.makeRoom(need) {
@@ -614,6 +673,7 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 		hit = last.end
 		e.cache.touch(path)
 	}
+	seq.SetRopeDelta(s.req.RopeDelta)
 	e.metrics.seqOpen.Add(1)
 	r = &running{s: s, seq: seq, sampler: sample.New(s.req.Params), stop: map[int]bool{}, fed: hit, reserved: need}
 	if e.cache != nil {
@@ -689,7 +749,9 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		if r.fed+n == len(p) {
 			mode = r.logitsMode()
 		}
-		inputs = append(inputs, model.Input{Seq: r.seq, Tokens: p[r.fed : r.fed+n], Logits: mode})
+		in := promptInput(&r.s.req, e.m.Config().HiddenSize, r.fed, r.fed+n)
+		in.Seq, in.Logits = r.seq, mode
+		inputs = append(inputs, in)
 		members = append(members, r)
 		budget -= n
 		prefilled = true

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"math"
 	"slices"
 
 	"github.com/govinfer/govinfer/model"
@@ -37,6 +38,31 @@ func BlockHashes(tokens []int) []uint64 {
 		out[i] = prev
 	}
 	return out
+}
+
+// cacheKey returns the tokens the prefix cache keys a prompt by: the prompt
+// itself, except that each token an image replaces becomes an id derived
+// from the image's hash and the token's index in the image (FNV-1a 64 of
+// both, with the sign bit set, so never a vocabulary id). Two prompts then
+// share cached state only where their tokens and their images agree, and
+// a text-only prompt is its own key (its block hashes and KV events are
+// unchanged). Those ids appear in PrefixSpan.Tokens.
+func cacheKey(prompt []int, images []Image, hidden int) []int {
+	if len(images) == 0 {
+		return prompt
+	}
+	key := slices.Clone(prompt)
+	var buf [32 + 4]byte
+	for _, im := range images {
+		copy(buf[:], im.Hash[:])
+		for j := range len(im.Embeds) / hidden {
+			binary.LittleEndian.PutUint32(buf[32:], uint32(j))
+			h := fnv.New64a()
+			h.Write(buf[:])
+			key[im.Index+j] = int(uint(h.Sum64())) | math.MinInt
+		}
+	}
+	return key
 }
 
 // PrefixSpan describes blocks of a cached prefix, for a PrefixObserver:
@@ -353,7 +379,7 @@ func keepPoints(n int, hints []int, hit int) []int {
 // the prefix cache when room can be made for it within the budget.
 func (e *Engine) keepState(r *running) {
 	pos := r.fed
-	cost, path := e.cache.storeCost(r.s.req.Prompt, r.s.hashes, pos)
+	cost, path := e.cache.storeCost(r.s.key, r.s.hashes, pos)
 	if cost <= 0 {
 		if cost == 0 {
 			e.cache.touch(path)
@@ -366,7 +392,7 @@ func (e *Engine) keepState(r *running) {
 		return
 	}
 	// On failure (out of device memory) the point is simply not kept.
-	_ = e.cache.store(r.seq, r.s.req.Prompt, r.s.hashes, pos)
+	_ = e.cache.store(r.seq, r.s.key, r.s.hashes, pos)
 	e.noteCache()
 }
 
@@ -398,7 +424,7 @@ func (e *Engine) awaitsPrefix(s *Stream, run []*running) bool {
 	if e.cache == nil {
 		return false
 	}
-	have := len(e.cache.lookup(s.req.Prompt, s.hashes)) * PrefixBlock
+	have := len(e.cache.lookup(s.key, s.hashes)) * PrefixBlock
 	limit := maxResume(len(s.req.Prompt))
 	for _, r := range run {
 		for _, q := range r.keep {

@@ -27,7 +27,10 @@ func (m *Model) forward(ctx context.Context, pass []piece, outs []Output, trace 
 	sc, be, c := m.sc, m.be, m.cfg
 	eps, h := float32(c.RMSNormEps), c.HiddenSize
 
-	rope := m.embed(pass, rows) // x = embed(tokens)
+	rope, err := m.embed(pass, rows) // x = embed(tokens), image rows replaced
+	if err != nil {
+		return err
+	}
 	if err := m.traceHidden(ctx, trace, 0, rows); err != nil {
 		return err
 	}
@@ -83,9 +86,11 @@ func (m *Model) startPass(pass []piece) (rows, logitRows int, err error) {
 	return rows, logitRows, nil
 }
 
-// embed writes the token embeddings of every row into sc.x and returns the
-// rotary table ([cos | sin] per row) of their positions.
-func (m *Model) embed(pass []piece, rows int) []float32 {
+// embed writes the token embeddings of every row into sc.x, replaced by
+// the pieces' embedding spans where they have them, and returns the
+// rotary table ([cos | sin] per row) of their positions: the pieces' 3-D
+// positions, or cache index + the sequence's rope delta in all three rows.
+func (m *Model) embed(pass []piece, rows int) ([]float32, error) {
 	ids := make([]int32, 0, rows)
 	rd := m.cfg.RotaryDim()
 	var rope []float32
@@ -95,13 +100,27 @@ func (m *Model) embed(pass []piece, rows int) []float32 {
 	for _, p := range pass {
 		for j, t := range p.tokens {
 			ids = append(ids, int32(t))
-			if rd > 0 {
-				m.ropeRow(rope[(p.row+j)*rd:(p.row+j+1)*rd], p.pos+j)
+			if rd == 0 {
+				continue
 			}
+			pos := p.pos + j + p.seq.ropeDelta
+			p3 := [3]int{pos, pos, pos}
+			if p.positions != nil {
+				p3 = p.positions[j]
+			}
+			m.ropeRow(rope[(p.row+j)*rd:(p.row+j+1)*rd], p3)
 		}
 	}
 	m.be.Embed(m.sc.x, m.w.embed, ids)
-	return rope
+	h := m.cfg.HiddenSize
+	for _, p := range pass {
+		for _, e := range p.embeds {
+			if err := m.be.Upload(m.sc.x, (p.row+e.Index)*h, e.Rows); err != nil {
+				return nil, fmt.Errorf("model: uploading embeddings: %w", err)
+			}
+		}
+	}
+	return rope, nil
 }
 
 // logits computes the final norm and lm_head of the rows that need logits
@@ -174,12 +193,14 @@ func (m *Model) traceHidden(ctx context.Context, trace func(int, []float32), lay
 	return nil
 }
 
-// ropeRow fills dst with [cos | sin] of the rotary angles of position pos,
-// computed in float64: angle_i = pos * theta^(-2i/rotaryDim).
-func (m *Model) ropeRow(dst []float32, pos int) {
+// ropeRow fills dst with [cos | sin] of the rotary angles of the 3-D
+// position pos, computed in float64: angle_i = pos[r_i] * theta^(-2i/rotaryDim)
+// with r_i the position row of frequency i (interleaved M-RoPE, mropeRows);
+// a text position has the same value in all three rows.
+func (m *Model) ropeRow(dst []float32, pos [3]int) {
 	half := len(m.invFreq)
 	for i, f := range m.invFreq {
-		s, c := math.Sincos(float64(pos) * f)
+		s, c := math.Sincos(float64(pos[m.mrope[i]]) * f)
 		dst[i], dst[half+i] = float32(c), float32(s)
 	}
 }

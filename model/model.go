@@ -62,6 +62,9 @@ type Model struct {
 	maxTokens int
 	kvDType   compute.DType // KV cache element type; 0 means F32
 	invFreq   []float64     // rope inverse frequencies, rotaryDim/2 of them
+	// mrope gives, per rope frequency, the row of a 3-D position it
+	// rotates by: 0 (t), 1 (h) or 2 (w) (interleaved M-RoPE).
+	mrope []uint8
 
 	mu sync.Mutex // guards everything below and serialises steps
 	sc *scratch
@@ -128,7 +131,29 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	for i := range m.invFreq {
 		m.invFreq[i] = math.Pow(cfg.RopeTheta, -float64(2*i)/float64(rd))
 	}
+	m.mrope = mropeRows(rd/2, cfg.MRopeSection)
 	return m, nil
+}
+
+// mropeRows returns the position row of each of n rotary frequencies under
+// interleaved M-RoPE (Hugging Face's Qwen3.5 recomposition): frequency i
+// takes the h row when i%3 == 1 and i < 3*section[1], the w row when
+// i%3 == 2 and i < 3*section[2], the t row otherwise. Without a section
+// every frequency takes the t row.
+func mropeRows(n int, section []int) []uint8 {
+	rows := make([]uint8, n)
+	if len(section) < 3 {
+		return rows
+	}
+	for i := range rows {
+		switch {
+		case i%3 == 1 && i < 3*section[1]:
+			rows[i] = 1
+		case i%3 == 2 && i < 3*section[2]:
+			rows[i] = 2
+		}
+	}
+	return rows
 }
 
 // Config returns the model's hyperparameters.
@@ -185,7 +210,29 @@ type Input struct {
 	// prompt resumed from a snapshot matches a cold run bit for bit. Leave
 	// it false for prompt tokens.
 	Decode bool
+	// Embeds replace the token embeddings of some of Tokens with given
+	// rows (an image's vision-tower output at its pad tokens); nil for
+	// text.
+	Embeds []EmbedSpan
+	// Positions, when not nil, holds the rotary position (t, h, w) of each
+	// of Tokens (Qwen3.5's M-RoPE; see vision.RopeIndex), len(Tokens) of
+	// them. Nil gives each token at cache index i the position
+	// i + Sequence.RopeDelta in all three rows, the text positions.
+	Positions [][3]int
 }
+
+// EmbedSpan replaces the token embeddings of Tokens[Index:Index+n] in an
+// Input by n rows of HiddenSize values.
+type EmbedSpan struct {
+	// Index is the position within Input.Tokens of the first row.
+	Index int
+	// Rows holds n*HiddenSize values, row after row.
+	Rows []float32
+}
+
+// Len returns the number of tokens the span covers for a model of hidden
+// size hidden.
+func (e EmbedSpan) Len(hidden int) int { return len(e.Rows) / hidden }
 
 // Output carries the logits of one Input: rows of VocabSize values, one row
 // per position its LogitsMode asks for; with LastArgmax, Argmax holds the
@@ -245,10 +292,30 @@ func (m *Model) checkInputs(inputs []Input) error {
 			return fmt.Errorf("model: input %d: %d cached + %d new tokens exceed the context of %d", i, s.n, len(in.Tokens), m.cfg.MaxContext())
 		}
 		seen[s] = true
+		if err := m.checkMultimodal(in); err != nil {
+			return fmt.Errorf("model: input %d: %w", i, err)
+		}
 		for j, t := range in.Tokens {
 			if t < 0 || t >= m.cfg.VocabSize {
 				return fmt.Errorf("model: input %d: token %d at index %d is outside the vocabulary [0, %d)", i, t, j, m.cfg.VocabSize)
 			}
+		}
+	}
+	return nil
+}
+
+// checkMultimodal validates an input's embedding spans and positions.
+func (m *Model) checkMultimodal(in Input) error {
+	h := m.cfg.HiddenSize
+	if in.Positions != nil && len(in.Positions) != len(in.Tokens) {
+		return fmt.Errorf("%d positions for %d tokens", len(in.Positions), len(in.Tokens))
+	}
+	for k, e := range in.Embeds {
+		if len(e.Rows) == 0 || len(e.Rows)%h != 0 {
+			return fmt.Errorf("embedding span %d holds %d values, not a positive multiple of the hidden size %d", k, len(e.Rows), h)
+		}
+		if e.Index < 0 || e.Index+e.Len(h) > len(in.Tokens) {
+			return fmt.Errorf("embedding span %d covers tokens [%d, %d) of %d", k, e.Index, e.Index+e.Len(h), len(in.Tokens))
 		}
 	}
 	return nil
@@ -267,6 +334,12 @@ type piece struct {
 	argmaxOnly bool
 	decode     bool // Input.Decode
 	outOff     int  // where its logits go in the input's Output
+	// positions are the tokens' 3-D rotary positions (Input.Positions),
+	// nil for text positions.
+	positions [][3]int
+	// embeds are the input's embedding spans that overlap the piece, with
+	// Index relative to the piece and Rows cut to it.
+	embeds []EmbedSpan
 }
 
 // runPieces packs the inputs' tokens into passes of at most m.maxTokens
@@ -308,6 +381,10 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		for done := 0; done < len(in.Tokens); {
 			n := min(len(in.Tokens)-done, m.maxTokens-rows)
 			p := piece{in: i, seq: in.Seq, tokens: in.Tokens[done : done+n], row: rows, pos: pos + done, logitRow: -1, decode: in.Decode}
+			if in.Positions != nil {
+				p.positions = in.Positions[done : done+n]
+			}
+			p.embeds = cutSpans(in.Embeds, done, done+n, m.cfg.HiddenSize)
 			switch {
 			case in.Logits == AllLogits:
 				p.nLogits, p.outOff = n, done*vocab
@@ -326,6 +403,20 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		}
 	}
 	return flush()
+}
+
+// cutSpans returns the parts of spans that fall in tokens [lo, hi), with
+// indices relative to lo.
+func cutSpans(spans []EmbedSpan, lo, hi, hidden int) []EmbedSpan {
+	var out []EmbedSpan
+	for _, e := range spans {
+		a, b := max(e.Index, lo), min(e.Index+e.Len(hidden), hi)
+		if a >= b {
+			continue
+		}
+		out = append(out, EmbedSpan{Index: a - lo, Rows: e.Rows[(a-e.Index)*hidden : (b-e.Index)*hidden]})
+	}
+	return out
 }
 
 // WeightBytes returns the size of the model's weights.

@@ -21,8 +21,12 @@ type Sequence struct {
 	rec      []compute.Buffer // per layer: [value heads, dk, dv] (linear layers)
 	kc, vc   []compute.Buffer // per layer: [capacity, kv_heads*head_dim] in the KV cache type (attention layers)
 	capacity int              // KV-cache capacity in tokens
-	closed   bool
-	broken   error // set when a step failed midway
+	// ropeDelta is added to the cache index of tokens given without
+	// 3-D positions (Input.Positions): Hugging Face's rope_deltas of a
+	// prompt with images.
+	ropeDelta int
+	closed    bool
+	broken    error // set when a step failed midway
 }
 
 // NewSequence returns an empty sequence.
@@ -55,6 +59,24 @@ func (m *Model) NewSequence() (*Sequence, error) {
 
 // Len returns the number of tokens the sequence has consumed.
 func (s *Sequence) Len() int { return s.n }
+
+// SetRopeDelta sets the offset between the cache index and the rotary
+// position of the tokens fed without 3-D positions (Input.Positions):
+// after a prompt with images, the token at cache index i has position
+// i+delta in all three rows (vision.RopeIndex's ropeDelta). It is 0 for a
+// new sequence; Restore sets it to the saved state's.
+func (s *Sequence) SetRopeDelta(delta int) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	s.ropeDelta = delta
+}
+
+// RopeDelta returns the sequence's rope delta (SetRopeDelta).
+func (s *Sequence) RopeDelta() int {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	return s.ropeDelta
+}
 
 // Close frees the sequence's memory. It is safe to call more than once.
 func (s *Sequence) Close() {

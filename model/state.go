@@ -49,13 +49,18 @@ func (b *KVBlock) Free() {
 // recurrent state (float32, as the checkpoint's mamba_ssm_dtype asks) of a
 // sequence at position Pos. Free releases it.
 type RecurrentState struct {
-	m   *Model
-	buf compute.Buffer // [linear layer][conv window | recurrent state]
-	pos int
+	m     *Model
+	buf   compute.Buffer // [linear layer][conv window | recurrent state]
+	pos   int
+	delta int // the sequence's rope delta (Sequence.SetRopeDelta)
 }
 
 // Pos returns the position (tokens consumed) the state belongs to.
 func (r *RecurrentState) Pos() int { return r.pos }
+
+// RopeDelta returns the rope delta of the sequence the state was copied
+// from (Sequence.SetRopeDelta), which Restore gives the restored sequence.
+func (r *RecurrentState) RopeDelta() int { return r.delta }
 
 // Bytes returns the memory the state occupies.
 func (r *RecurrentState) Bytes() int64 { return r.m.RecurrentBytes() }
@@ -200,7 +205,7 @@ func (s *Sequence) SaveRecurrent() (*RecurrentState, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	rs := &RecurrentState{m: m, pos: s.n}
+	rs := &RecurrentState{m: m, pos: s.n, delta: s.ropeDelta}
 	if size := m.RecurrentBytes() / 4; size > 0 {
 		var err error
 		if rs.buf, err = m.be.NewBuffer(int(size)); err != nil {
@@ -224,7 +229,8 @@ func (s *Sequence) SaveRecurrent() (*RecurrentState, error) {
 // rs.Pos(): blocks must hold the keys and values of positions [0, rs.Pos())
 // in order (each starting where the previous ends), copied from sequences
 // of the same model that agree on those positions. The sequence then
-// continues from rs.Pos() exactly as the one the state was copied from.
+// continues from rs.Pos() exactly as the one the state was copied from,
+// with its rope delta (Sequence.SetRopeDelta).
 func (s *Sequence) Restore(blocks []*KVBlock, rs *RecurrentState) error {
 	m := s.m
 	m.mu.Lock()
@@ -277,5 +283,6 @@ func (s *Sequence) Restore(blocks []*KVBlock, rs *RecurrentState) error {
 		off += nc + nr
 	}
 	s.n = pos
+	s.ropeDelta = rs.delta
 	return nil
 }

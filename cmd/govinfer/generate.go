@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/imageproc"
 	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/model/vision"
 	"github.com/govinfer/govinfer/sample"
 	"github.com/govinfer/govinfer/tokenizer"
 )
@@ -15,12 +17,15 @@ import (
 // runGenerate implements "govinfer generate": feed token ids or raw text,
 // generate.
 func runGenerate(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "generate", "generate --model PATH (--ids 1,2,3 | --prompt TEXT) [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--json]\n\n"+
+	fs := newFlagSet(io, "generate", "generate --model PATH (--ids 1,2,3 | --prompt TEXT) [--image FILE]... [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--json]\n\n"+
 		"With --ids it prints the generated ids, comma separated, and generates exactly -n tokens.\n"+
 		"With --prompt the text is raw: it is tokenized as it is with the checkpoint's tokenizer,\n"+
 		"with no chat template around it (as llama-cli -p without its chat mode; \"govinfer chat\"\n"+
 		"renders a conversation); it prints the generated text as it comes, and stops at an\n"+
-		"end-of-sequence token or after -n tokens.")
+		"end-of-sequence token or after -n tokens.\n"+
+		"With --image (repeatable) the prompt holds one image pad token (config.json's\n"+
+		"image_token_id) per image, in order; each pad becomes the image's tokens, and\n"+
+		"--json's prompt_ids is the prompt so expanded.")
 	dir := fs.String("model", "", "checkpoint `PATH`: a directory (config.json + safetensors) or a GGUF file")
 	idList := fs.String("ids", "", "prompt token ids, comma separated")
 	promptText := fs.String("prompt", "", "prompt `TEXT`, tokenized as raw text (no chat template); the output is text")
@@ -29,6 +34,8 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	topK := fs.Int("top-k", 0, "keep the K most likely tokens (0: all)")
 	topP := fs.Float64("top-p", 1, "nucleus sampling threshold")
 	seed := fs.Uint64("seed", 0, "random seed for sampling")
+	var images fileList
+	fs.Var(&images, "image", "image `FILE` (PNG, JPEG, GIF, WebP) for the next image pad of the prompt; repeat for several")
 	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits (and text, with --prompt)")
 	quantize := quantizeFlag(fs.FlagSet)
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
@@ -87,6 +94,14 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 			return fail(exitUsage, "prompt token %d is outside the vocabulary [0, %d)", id, cfg.VocabSize)
 		}
 	}
+	var req engine.Request
+	var special visionTokens
+	var vcfg *vision.Config
+	if len(images) > 0 {
+		if vcfg, special, err = checkImagePrompt(*dir, ids, images); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+	}
 	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
@@ -97,6 +112,14 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer m.Close()
+	if len(images) > 0 {
+		if ids, err = imagePrompt(ctx, *dir, backend, ids, images, special, vcfg, &req); err != nil {
+			if imageproc.IsInputError(err) {
+				return fail(exitUsage, "%v", err)
+			}
+			return fail(exitError, "%v", err)
+		}
+	}
 	// The engine's generation loop, with one request. Text stops at an
 	// end-of-sequence token, as llama-cli's does; ids run to -n.
 	var ecfg engine.Config
@@ -114,7 +137,8 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitError, "%v", err)
 	}
 	defer eng.Close()
-	st, err := eng.Submit(ctx, engine.Request{Prompt: ids, Params: params, MaxTokens: *n, PromptLogits: *asJSON})
+	req.Prompt, req.Params, req.MaxTokens, req.PromptLogits = ids, params, *n, *asJSON
+	st, err := eng.Submit(ctx, req)
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
