@@ -3,6 +3,11 @@ module github.com/govinfer/govinfer
 go 1.26.0
 
 require (
+	// chromedp drives Debian's chromium in the chat page's browser test
+	// (httpapi/webui/browser_test.go); only tests import it, so the
+	// govinfer binary does not link it.
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/valyala/fasthttp v1.78.0
@@ -16,6 +21,7 @@ require (
 )
 
 require (
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect

@@ -38,6 +38,7 @@ import (
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/httpapi/webui"
 	"github.com/govinfer/govinfer/kvevents"
 	"github.com/govinfer/govinfer/llm"
 	"github.com/govinfer/govinfer/model"
@@ -129,6 +130,11 @@ type Config struct {
 	// value keeps none.
 	ResponsesStoreMax   int
 	ResponsesStoreBytes int64
+	// NoWebUI turns the chat page off (package webui): GET and HEAD / and
+	// everything under webui.Prefix answer 404. Otherwise browsers (whose
+	// Accept names text/html) get the page at /, other clients the JSON
+	// description of the server.
+	NoWebUI bool
 	// ReasoningKey seals the reasoning handed to clients that keep it
 	// themselves (the Responses API's encrypted_content, the Messages
 	// API's thinking signatures), so that they can send it back and
@@ -373,6 +379,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.handleRoot(ctx) // Claude Code warms its connection with HEAD /
 		return
 	}
+	if strings.HasPrefix(path, webui.Prefix) && !s.cfg.NoWebUI {
+		s.handleWebUI(ctx, path)
+		return
+	}
 	if rest, ok := strings.CutPrefix(path, "/v1/responses/"); ok && rest != "" {
 		s.routeResponse(ctx, rest)
 		return
@@ -477,20 +487,81 @@ func writeJSON(ctx *fasthttp.RequestCtx, v any) {
 	ctx.SetBody(b)
 }
 
-// handleRoot answers GET and HEAD / with what the server is and serves, in
-// every state: clients probe the base URL (Claude Code sends HEAD / before
-// its first request) and people open it in a browser.
+// handleRoot answers GET and HEAD / in every state: browsers, whose Accept
+// names text/html, get the chat page (unless Config.NoWebUI), and other
+// clients what the server is and serves, as JSON. Clients probe the base URL
+// (Claude Code sends HEAD / before its first request).
 func (s *Server) handleRoot(ctx *fasthttp.RequestCtx) {
+	if s.cfg.NoWebUI {
+		writeError(ctx, fasthttp.StatusNotFound, "no endpoint / (the chat page is off: --no-webui)", "")
+		return
+	}
+	ctx.Response.Header.Set("Vary", "Accept")
+	if wantsHTML(ctx.Request.Header.Peek("Accept")) {
+		serveFile(ctx, webui.Index())
+		return
+	}
 	writeJSON(ctx, struct {
 		Server    string   `json:"server"`
 		Model     string   `json:"model"`
 		Ready     bool     `json:"ready"`
+		WebUI     string   `json:"webui"`
 		Endpoints []string `json:"endpoints"`
-	}{"govinfer", s.name, s.loaded.Load() && !s.draining.Load(), []string{
+	}{"govinfer", s.name, s.loaded.Load() && !s.draining.Load(), "GET / with Accept: text/html", []string{
 		"POST /v1/chat/completions", "POST /v1/completions", "POST /v1/responses", "GET /v1/responses/{id}",
 		"DELETE /v1/responses/{id}", "POST /v1/messages", "POST /v1/messages/count_tokens", "GET /v1/models",
 		"GET /health", "GET /metrics", "POST /tokenize", "POST /detokenize",
 	}})
+}
+
+// wantsHTML reports whether an Accept header asks for HTML before JSON, as
+// browsers' do; no header, */* or application/json mean JSON.
+func wantsHTML(accept []byte) bool {
+	for _, part := range strings.Split(string(accept), ",") {
+		media, _, _ := strings.Cut(part, ";")
+		switch strings.ToLower(strings.TrimSpace(media)) {
+		case "text/html", "application/xhtml+xml":
+			return true
+		case "application/json":
+			return false
+		}
+	}
+	return false
+}
+
+// handleWebUI serves the chat page's files under webui.Prefix (no key
+// needed: the page asks for it).
+func (s *Server) handleWebUI(ctx *fasthttp.RequestCtx, path string) {
+	if !ctx.IsGet() && !ctx.IsHead() {
+		writeError(ctx, fasthttp.StatusMethodNotAllowed, fmt.Sprintf("%s takes GET, not %s", path, ctx.Method()), "")
+		ctx.Response.Header.Set("Allow", "GET, HEAD")
+		return
+	}
+	f, ok := webui.Lookup(path)
+	if !ok {
+		writeError(ctx, fasthttp.StatusNotFound, fmt.Sprintf("no file %s", path), "")
+		return
+	}
+	serveFile(ctx, f)
+}
+
+// serveFile answers with an embedded file of the chat page, under its
+// Content-Security-Policy; browsers revalidate it (ETag) on every load, so
+// a new binary's page is never mixed with an old one's cached files.
+func serveFile(ctx *fasthttp.RequestCtx, f webui.File) {
+	h := &ctx.Response.Header
+	h.Set("Content-Security-Policy", webui.CSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("ETag", f.ETag)
+	if string(ctx.Request.Header.Peek("If-None-Match")) == f.ETag {
+		ctx.SetStatusCode(fasthttp.StatusNotModified)
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType(f.ContentType)
+	ctx.SetBody(f.Body)
 }
 
 // modelCard is a model as /v1/models lists it.

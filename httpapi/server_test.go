@@ -983,6 +983,8 @@ func TestRoot(t *testing.T) {
 		!slices.Contains(root.Endpoints, "POST /v1/messages") || !slices.Contains(root.Endpoints, "POST /v1/responses") {
 		t.Errorf("GET /: %d %s", status, data)
 	}
+	// Go's client sends no Accept: programs get JSON, browsers the chat page
+	// (TestWebUIRoutes).
 	resp, err := http.Head("http://" + s.Addr() + "/")
 	if err != nil {
 		t.Fatal(err)

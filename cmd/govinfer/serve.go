@@ -42,7 +42,9 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		"gets a 503 and is closed); one idle for --idle-timeout is closed, and a\n"+
 		"request must be read, headers and body, within --read-timeout, so slow or\n"+
 		"idle clients cannot hold the server. Running out of file descriptors pauses\n"+
-		"accepting until connections close.")
+		"accepting until connections close.\n\n"+
+		"Chat page: a browser opening http://HOST:PORT/ gets a chat page served by\n"+
+		"govinfer itself (no network needed); --no-webui turns it off.")
 	var (
 		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template), or a GGUF file")
 		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
@@ -77,6 +79,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		maxTokens = fs.Int("max-tokens", 0, "cap every answer at N tokens, whatever a request asks (llama-server's -n), and bound those that ask none (default: no cap). Whatever the cap, an answer asked longer than the room its prompt leaves in --max-model-len (and, for one sequence, in --state-memory) is lowered to that room, with min_tokens and a thinking budget; it then ends with the endpoint's length reason. Only a prompt that leaves no token for an answer is refused (400)")
 		storeMax  = fs.Int("responses-store-max", httpapi.DefaultResponsesStoreMax, "most responses the Responses API keeps (store: true) for previous_response_id and GET /v1/responses/{id}; the oldest go first (0 keeps none)")
 		storeSize = fs.String("responses-store-bytes", engine.FormatBytes(httpapi.DefaultResponsesStoreBytes), "most memory those stored responses take (bytes with a binary unit, such as 256MiB); the oldest go first")
+		noWebUI   = fs.Bool("no-webui", false, "turn the chat page off: / and /ui/... answer 404 (by default browsers get the chat page at /, other clients a JSON description)")
 		keyFile   = fs.String("reasoning-key-file", "", "file whose contents key the sealing of reasoning handed to clients (the Responses API's encrypted_content, the Messages API's thinking signatures), so that replicas and restarts sharing it read each other's (default: a random key made at start)")
 	)
 	if code, done := parseFlags(fs, io, args); done {
@@ -163,6 +166,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
 		KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
 		MaxTokens: *maxTokens, ResponsesStoreMax: *storeMax, ResponsesStoreBytes: storeBytes, ReasoningKey: reasoningKey,
+		NoWebUI: *noWebUI,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
@@ -182,7 +186,11 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	if sm, ok := srv.StateMemory(); ok {
 		fmt.Fprintln(io.err, sm)
 	}
-	fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
+	if *noWebUI {
+		fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
+	} else {
+		fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1, chat page at /)\n", srv.Addr())
+	}
 	if p := srv.Events(); p != nil {
 		fmt.Fprintf(io.err, "govinfer serve: KV events on tcp://%s, topic %s\n", p.Addr(), p.Topic())
 	}
