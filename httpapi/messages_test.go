@@ -722,7 +722,8 @@ func TestMessagesErrors(t *testing.T) {
 	body["model"] = "claude-sonnet-4-5"
 	status, data = post(t, s, "/v1/messages", body)
 	checkAnthropicError(t, status, data, 404, "not_found_error", "claude-sonnet-4-5")
-	status, data = post(t, s, "/v1/messages", messagesBody(strings.Repeat("word ", 8<<10), 4))
+	big, _ := json.Marshal(messagesBody(strings.Repeat("word ", 8<<10), 4))
+	status, data = postOversized(t, s, "/v1/messages", big)
 	checkAnthropicError(t, status, data, 413, "request_too_large", "exceeds")
 	// What this server leaves out is not an error: mcp_servers, container,
 	// output_format (structured output).

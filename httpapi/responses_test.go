@@ -626,7 +626,8 @@ func TestResponsesRejected(t *testing.T) {
 	}
 	// A body past the limit is refused.
 	small := startServer(t, Config{MaxBodyBytes: 1 << 10})
-	status, _ := post(t, small, "/v1/responses", respBody(strings.Repeat("x", 4<<10), 2))
+	big, _ := json.Marshal(respBody(strings.Repeat("x", 4<<10), 2))
+	status, _ := postOversized(t, small, "/v1/responses", big)
 	if status != 413 {
 		t.Errorf("large body: %d", status)
 	}

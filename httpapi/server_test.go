@@ -380,7 +380,12 @@ func TestErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			status, data := post(t, s, c.path, c.body)
+			status, data := 0, []byte(nil)
+			if c.status == 413 {
+				status, data = postOversized(t, s, c.path, []byte(c.body.(string)))
+			} else {
+				status, data = post(t, s, c.path, c.body)
+			}
 			checkError(t, status, data, c.status, c.param, c.msg)
 		})
 	}
