@@ -15,46 +15,9 @@
 // With GOVINFER_RECORD set to a directory, it also writes the body of every
 // request the SDK sends there (NNN-anthropic-check.json), as sdk.test.mjs
 // does.
-import fs from "node:fs";
-import path from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
+import { assert, base, check, finish, model, recordingFetch } from "./harness.mjs";
 
-const base = process.env.GOVINFER_BASE_URL;
-const model = process.env.GOVINFER_MODEL;
-if (!base || !model) {
-  console.error("set GOVINFER_BASE_URL and GOVINFER_MODEL");
-  process.exit(2);
-}
-
-const results = [];
-const recordDir = process.env.GOVINFER_RECORD;
-let current = "";
-let recorded = 0;
-
-// recordingFetch is the SDK's fetch: it saves each request body when
-// recording.
-async function recordingFetch(url, init) {
-  if (recordDir && init?.method === "POST" && typeof init.body === "string") {
-    const name = `${String(recorded++).padStart(3, "0")}-${current.replace(/[^a-zA-Z0-9]+/g, "-")}.json`;
-    fs.writeFileSync(path.join(recordDir, name), JSON.stringify({ path: new URL(url).pathname, body: JSON.parse(init.body) }, null, 1) + "\n");
-  }
-  return fetch(url, init);
-}
-
-async function check(sdk, name, fn) {
-  current = `${sdk} ${name}`;
-  const t0 = Date.now();
-  try {
-    const detail = await fn();
-    results.push({ sdk, name, ok: true, ms: Date.now() - t0, detail: detail ?? "" });
-  } catch (e) {
-    results.push({ sdk, name, ok: false, ms: Date.now() - t0, error: String(e?.stack ?? e).slice(0, 600) });
-  }
-}
-
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
-}
 
 const client = new Anthropic({ baseURL: base, apiKey: "test", maxRetries: 0, fetch: recordingFetch });
 const noThinking = { type: "disabled" };
@@ -254,5 +217,4 @@ await check("anthropic", "error classes", async () => {
   return classes.join(", ");
 });
 
-console.log(JSON.stringify({ results }));
-process.exit(results.every((r) => r.ok) ? 0 : 1);
+finish();

@@ -11,31 +11,10 @@
 import OpenAI from "openai";
 import { Agent, run, tool, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled } from "@openai/agents";
 import { z } from "zod";
+import { assert, base, check, finish, model, recordingFetch } from "./harness.mjs";
 
-const base = process.env.GOVINFER_BASE_URL;
-const model = process.env.GOVINFER_MODEL;
-if (!base || !model) {
-  console.error("set GOVINFER_BASE_URL and GOVINFER_MODEL");
-  process.exit(2);
-}
 
-const results = [];
-
-async function check(sdk, name, fn) {
-  const t0 = Date.now();
-  try {
-    const detail = await fn();
-    results.push({ sdk, name, ok: true, ms: Date.now() - t0, detail: detail ?? "" });
-  } catch (e) {
-    results.push({ sdk, name, ok: false, ms: Date.now() - t0, error: String(e?.stack ?? e).slice(0, 600) });
-  }
-}
-
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
-}
-
-const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "none", maxRetries: 0, timeout: 120_000 });
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "none", maxRetries: 0, timeout: 120_000, fetch: recordingFetch });
 const SDK = "openai-responses";
 // No reasoning: the random model would think to the end of every answer.
 const noThinking = { effort: "none" };
@@ -257,5 +236,4 @@ await check("openai-agents", "Agent run() streamed", async () => {
   return `${events} raw events`;
 });
 
-console.log(JSON.stringify({ results }, null, 1));
-process.exit(results.every((r) => r.ok) ? 0 : 1);
+finish();

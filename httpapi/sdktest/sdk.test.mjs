@@ -16,53 +16,15 @@
 // With GOVINFER_RECORD set to a directory, it also writes the body of every
 // request the SDKs send there (NNN-sdk-check.json), for the Go test that
 // replays them without node (httpapi's TestReplaySDKRequests).
-import fs from "node:fs";
-import path from "node:path";
 import OpenAI from "openai";
 import { zodFunction, zodResponseFormat } from "openai/helpers/zod";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateObject, generateText, stepCountIs, streamText, tool } from "ai";
 import { ChatOpenAI } from "@langchain/openai";
 import { z } from "zod";
+import { assert, base, check, finish, model, recordingFetch } from "./harness.mjs";
 
 globalThis.AI_SDK_LOG_WARNINGS = false; // generateObject is deprecated in AI SDK 7, and still tested
-
-const base = process.env.GOVINFER_BASE_URL;
-const model = process.env.GOVINFER_MODEL;
-if (!base || !model) {
-  console.error("set GOVINFER_BASE_URL and GOVINFER_MODEL");
-  process.exit(2);
-}
-
-const results = [];
-const recordDir = process.env.GOVINFER_RECORD;
-let current = "";
-let recorded = 0;
-
-// recordingFetch is the SDKs' fetch: it saves each request body when
-// recording.
-async function recordingFetch(url, init) {
-  if (recordDir && init?.method === "POST" && typeof init.body === "string") {
-    const name = `${String(recorded++).padStart(3, "0")}-${current.replace(/[^a-zA-Z0-9]+/g, "-")}.json`;
-    fs.writeFileSync(path.join(recordDir, name), JSON.stringify({ path: new URL(url).pathname, body: JSON.parse(init.body) }, null, 1) + "\n");
-  }
-  return fetch(url, init);
-}
-
-async function check(sdk, name, fn) {
-  current = `${sdk} ${name}`;
-  const t0 = Date.now();
-  try {
-    const detail = await fn();
-    results.push({ sdk, name, ok: true, ms: Date.now() - t0, detail: detail ?? "" });
-  } catch (e) {
-    results.push({ sdk, name, ok: false, ms: Date.now() - t0, error: String(e?.stack ?? e).slice(0, 600) });
-  }
-}
-
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
-}
 
 // gauge reads a gauge of /metrics.
 async function gauge(name) {
@@ -327,5 +289,4 @@ await check("langchain", "reasoning_content", async () => {
   assert(r.additional_kwargs.reasoning_content, `additional_kwargs ${JSON.stringify(r.additional_kwargs)}`);
 });
 
-console.log(JSON.stringify({ results }));
-process.exit(results.every((r) => r.ok) ? 0 : 1);
+finish();
