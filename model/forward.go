@@ -51,6 +51,9 @@ func (m *Model) forward(ctx context.Context, pass []piece, outs []Output, trace 
 			return err
 		}
 	}
+	if err := m.finalHidden(ctx, pass, outs, rows); err != nil {
+		return err
+	}
 	if err := m.logits(ctx, pass, outs, logitRows); err != nil {
 		return err
 	}

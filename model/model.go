@@ -50,6 +50,10 @@ type Options struct {
 	// compute.BF16 or compute.F16 (half the memory; keys and values are
 	// rounded when stored). The Gated DeltaNet state stays float32.
 	KVCacheType compute.DType
+	// MTP loads the checkpoint's multi-token-prediction head (mtp.*) for
+	// speculative decoding (Model.NewDraftSequence, Model.DraftStep); off
+	// by default, as it costs memory. A checkpoint without one is an error.
+	MTP bool
 }
 
 // Model is a loaded Qwen3.5 text model. Its methods are safe for concurrent
@@ -59,6 +63,7 @@ type Model struct {
 	be        compute.Backend
 	file      io.Closer // the checkpoint or GGUF file Open opened, or nil
 	w         *weights
+	mtp       *mtpWeights // the MTP head when Options.MTP, else nil
 	maxTokens int
 	kvDType   compute.DType // KV cache element type; 0 means F32
 	invFreq   []float64     // rope inverse frequencies, rotaryDim/2 of them
@@ -66,8 +71,9 @@ type Model struct {
 	// rotates by: 0 (t), 1 (h) or 2 (w) (interleaved M-RoPE).
 	mrope []uint8
 
-	mu sync.Mutex // guards everything below and serialises steps
-	sc *scratch
+	mu  sync.Mutex // guards everything below and serialises steps
+	sc  *scratch
+	msc *mtpScratch // the MTP head's activations, made by its first step
 }
 
 // Open loads the checkpoint at path: a directory of config.json and
@@ -126,6 +132,11 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	m.w = w
+	if o.MTP {
+		if m.mtp, err = loadMTP(src, cfg, m.be, o.Quantize); err != nil {
+			return nil, fmt.Errorf("model: MTP head: %w", err)
+		}
+	}
 	rd := cfg.RotaryDim()
 	m.invFreq = make([]float64, rd/2)
 	for i := range m.invFreq {
@@ -177,6 +188,7 @@ func (m *Model) Close() error {
 		m.sc.free(m.be)
 		m.sc = nil
 	}
+	m.freeMTPScratch()
 	if m.file != nil {
 		errs = append(errs, m.file.Close())
 	}
@@ -219,6 +231,10 @@ type Input struct {
 	// them. Nil gives each token at cache index i the position
 	// i + Sequence.RopeDelta in all three rows, the text positions.
 	Positions [][3]int
+	// Hidden asks for the model's output after its final norm (what
+	// lm_head reads, and what the MTP head drafts from) of every one of
+	// Tokens, in Output.Hidden; the logits are as Logits says.
+	Hidden bool
 }
 
 // EmbedSpan replaces the token embeddings of Tokens[Index:Index+n] in an
@@ -240,6 +256,9 @@ func (e EmbedSpan) Len(hidden int) int { return len(e.Rows) / hidden }
 type Output struct {
 	Logits []float32
 	Argmax int
+	// Hidden holds, when Input.Hidden, the final-norm output of every
+	// token: len(Tokens) rows of HiddenSize values.
+	Hidden []float32
 }
 
 // Step feeds each input's tokens to its sequence and returns the requested
@@ -340,6 +359,10 @@ type piece struct {
 	// embeds are the input's embedding spans that overlap the piece, with
 	// Index relative to the piece and Rows cut to it.
 	embeds []EmbedSpan
+	// hidden asks for the final-norm rows of the piece's tokens
+	// (Input.Hidden), stored at hidOff in the input's Output.Hidden.
+	hidden bool
+	hidOff int
 }
 
 // runPieces packs the inputs' tokens into passes of at most m.maxTokens
@@ -377,6 +400,9 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		case LastLogits:
 			outs[i].Logits = make([]float32, vocab)
 		}
+		if in.Hidden {
+			outs[i].Hidden = make([]float32, len(in.Tokens)*m.cfg.HiddenSize)
+		}
 		pos := in.Seq.n
 		for done := 0; done < len(in.Tokens); {
 			n := min(len(in.Tokens)-done, m.maxTokens-rows)
@@ -385,6 +411,7 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 				p.positions = in.Positions[done : done+n]
 			}
 			p.embeds = cutSpans(in.Embeds, done, done+n, m.cfg.HiddenSize)
+			p.hidden, p.hidOff = in.Hidden, done*m.cfg.HiddenSize
 			switch {
 			case in.Logits == AllLogits:
 				p.nLogits, p.outOff = n, done*vocab
@@ -425,6 +452,9 @@ func (m *Model) WeightBytes() int64 {
 	for _, x := range m.w.all() {
 		n += weightBytes(x)
 	}
+	for _, x := range m.mtp.all() {
+		n += weightBytes(x)
+	}
 	return n
 }
 
@@ -432,7 +462,7 @@ func (m *Model) WeightBytes() int64 {
 // format (quantized: Q8_0, Q4_K, ...), part of WeightBytes.
 func (m *Model) BlockFormatBytes() int64 {
 	var n int64
-	for _, x := range m.w.all() {
+	for _, x := range append(m.w.all(), m.mtp.all()...) {
 		if x.DType().Quant() != quant.Keep {
 			n += weightBytes(x)
 		}
@@ -445,6 +475,9 @@ func (m *Model) BlockFormatBytes() int64 {
 // table is also the output matrix).
 func (m *Model) DecodeBytes() int64 {
 	n := m.WeightBytes()
+	for _, x := range m.mtp.all() { // the head is read by draft steps only
+		n -= weightBytes(x)
+	}
 	if m.w.lmHead != m.w.embed {
 		n -= weightBytes(m.w.embed)
 	}

@@ -52,7 +52,8 @@ type RecurrentState struct {
 	m     *Model
 	buf   compute.Buffer // [linear layer][conv window | recurrent state]
 	pos   int
-	delta int // the sequence's rope delta (Sequence.SetRopeDelta)
+	delta int       // the sequence's rope delta (Sequence.SetRopeDelta)
+	src   *Sequence // the sequence it was copied from (Sequence.Rewind)
 }
 
 // Pos returns the position (tokens consumed) the state belongs to.
@@ -205,7 +206,7 @@ func (s *Sequence) SaveRecurrent() (*RecurrentState, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	rs := &RecurrentState{m: m, pos: s.n, delta: s.ropeDelta}
+	rs := &RecurrentState{m: m, pos: s.n, delta: s.ropeDelta, src: s}
 	if size := m.RecurrentBytes() / 4; size > 0 {
 		var err error
 		if rs.buf, err = m.be.NewBuffer(int(size)); err != nil {

@@ -224,6 +224,43 @@ type Options struct {
 	// Progress, when set, is called after each tensor with the bytes
 	// written so far and in all.
 	Progress func(done, total int64)
+	// MTP adds a multi-token-prediction head (mtp.*, 15 tensors: fc,
+	// three norms and one full-attention layer). Its fc gets 1.6 x identity
+	// added to the embedding half, a copy bias that makes drafts repeat
+	// the token fed, so that speculative decoding accepts some drafts
+	// (a purely random head's drafts are essentially never accepted).
+	MTP bool
+}
+
+// mtpTensors lists the MTP head's tensors with their distributions.
+func (s Shape) mtpTensors() []tensorSpec {
+	h, hd := s.Hidden, s.HeadDim
+	fanIn := func(n int, gain float64) func(*rand.Rand, int) float32 { return normal(0, gain/math.Sqrt(float64(n))) }
+	randFC := fanIn(2*h, 1)
+	l := "mtp.layers.0."
+	return []tensorSpec{
+		{name: "mtp.fc.weight", shape: []int{h, 2 * h}, fill: func(r *rand.Rand, i int) float32 {
+			v := randFC(r, i)
+			if row, col := i/(2*h), i%(2*h); col == row {
+				v += 1.6
+			}
+			return v
+		}},
+		{name: "mtp.pre_fc_norm_embedding.weight", shape: []int{h}, fill: normal(0, 0.1)},
+		{name: "mtp.pre_fc_norm_hidden.weight", shape: []int{h}, fill: normal(0, 0.1)},
+		{name: "mtp.norm.weight", shape: []int{h}, fill: normal(0, 0.1)},
+		{name: l + "input_layernorm.weight", shape: []int{h}, fill: normal(0, 0.1)},
+		{name: l + "post_attention_layernorm.weight", shape: []int{h}, fill: normal(0, 0.1)},
+		{name: l + "mlp.gate_proj.weight", shape: []int{s.Intermediate, h}, fill: fanIn(h, 1)},
+		{name: l + "mlp.up_proj.weight", shape: []int{s.Intermediate, h}, fill: fanIn(h, 1)},
+		{name: l + "mlp.down_proj.weight", shape: []int{h, s.Intermediate}, fill: fanIn(s.Intermediate, 0.8)},
+		{name: l + "self_attn.q_proj.weight", shape: []int{2 * s.Heads * hd, h}, fill: fanIn(h, 1)},
+		{name: l + "self_attn.k_proj.weight", shape: []int{s.KVHeads * hd, h}, fill: fanIn(h, 1)},
+		{name: l + "self_attn.v_proj.weight", shape: []int{s.KVHeads * hd, h}, fill: fanIn(h, 1)},
+		{name: l + "self_attn.o_proj.weight", shape: []int{h, s.Heads * hd}, fill: fanIn(s.Heads*hd, 1.2)},
+		{name: l + "self_attn.q_norm.weight", shape: []int{hd}, fill: normal(0.2, 0.15)},
+		{name: l + "self_attn.k_norm.weight", shape: []int{hd}, fill: normal(0.2, 0.15)},
+	}
 }
 
 // elements returns the product of a shape.
@@ -253,6 +290,9 @@ func Write(dir string, s Shape, o Options) error {
 		return err
 	}
 	specs := s.tensors()
+	if o.MTP {
+		specs = append(specs, s.mtpTensors()...)
+	}
 	infos := make([]safetensors.TensorInfo, len(specs))
 	var total int64
 	for i, t := range specs {

@@ -11,7 +11,7 @@ import (
 
 // runMakeRandom implements "govinfer make-random": write a random checkpoint.
 func runMakeRandom(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape tiny|small|qwen3.5-9b] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR [--chat-template FILE]]")
+	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape tiny|small|qwen3.5-9b] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR [--chat-template FILE]] [--mtp]")
 	out := fs.String("out", "", "`DIR` to write the checkpoint to (created if needed)")
 	shapeName := fs.String("shape", "small", "model widths: tiny, small or qwen3.5-9b")
 	layers := fs.Int("layers", 0, "number of layers (0: the shape's own)")
@@ -19,6 +19,7 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same bytes")
 	tied := fs.String("tied", "", "tie the output matrix to the embeddings: true or false (default: the shape's own)")
 	tokDir := fs.String("tokenizer", "", "copy tokenizer.json (+ tokenizer_config.json, chat_template.jinja) from `DIR`; the vocabulary and eos ids follow it")
+	mtp := fs.Bool("mtp", false, "also write a multi-token-prediction head (mtp.*) for speculative decoding")
 	chatTemplate := fs.String("chat-template", "", "copy this chat_template.jinja `FILE` into the checkpoint")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -77,6 +78,7 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	err = randmodel.Write(*out, shape, randmodel.Options{
 		Seed: *seed,
 		EOS:  eos,
+		MTP:  *mtp,
 		Progress: func(done, total int64) {
 			if time.Since(last) > time.Second || done == total {
 				last = time.Now()
