@@ -51,6 +51,9 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 	for _, m := range msgs {
 		q.Messages = append(q.Messages, llm.MessageJSON(m))
 	}
+	if q.Images, err = s.chatImages(msgs); err != nil {
+		return nil, err
+	}
 	tools, _, err := o.array("tools")
 	if err != nil {
 		return nil, err

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if ckptDir != "" {
 		os.RemoveAll(ckptDir)
 	}
+	if vlDir != "" {
+		os.RemoveAll(vlDir) // vlCheckpoint's
+	}
 	os.Exit(code)
 }
 

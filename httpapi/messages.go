@@ -405,6 +405,7 @@ func (s *Server) messageBlocks(blocks []any, p, role string, r *messagesRequest)
 	var tools []llm.Message
 	var texts, reasoning []string
 	var calls []llm.ToolCall
+	var images []llm.Image
 	for j, b := range blocks {
 		bp := fmt.Sprintf("%s.content.%d", p, j)
 		bo, err := messagesElem(b, bp)
@@ -491,6 +492,18 @@ func (s *Server) messageBlocks(blocks []any, p, role string, r *messagesRequest)
 			} else {
 				r.notes = append(r.notes, fmt.Sprintf("left out the thinking of %s: its signature is not this server's", bp))
 			}
+		case "image":
+			if !s.lm.HasVision() {
+				return nil, messagesUnsupported(bp, typ)
+			}
+			if role != "user" {
+				return nil, wrongRole("user")
+			}
+			img, err := s.messagesImage(bo, bp)
+			if err != nil {
+				return nil, err
+			}
+			images = append(images, img)
 		case "redacted_thinking":
 			if role != "assistant" {
 				return nil, wrongRole("assistant")
@@ -504,10 +517,53 @@ func (s *Server) messageBlocks(blocks []any, p, role string, r *messagesRequest)
 		return []llm.Message{{Role: "assistant", Content: strings.Join(texts, "\n"),
 			Reasoning: strings.Join(reasoning, "\n"), ToolCalls: calls}}, nil
 	}
-	if len(texts) > 0 || len(tools) == 0 {
-		tools = append(tools, llm.Message{Role: "user", Content: strings.Join(texts, "\n")})
+	if len(texts) > 0 || len(images) > 0 || len(tools) == 0 {
+		// The images go before the text (llm.Message.Images).
+		tools = append(tools, llm.Message{Role: "user", Images: images, Content: strings.Join(texts, "\n")})
 	}
 	return tools, nil
+}
+
+// messagesImage reads an image block's source: {"type": "base64",
+// "media_type", "data"} or {"type": "url", "url"} (allowed hosts only).
+func (s *Server) messagesImage(bo object, bp string) (llm.Image, *apiError) {
+	src, ok, err := bo.obj("source")
+	if err != nil {
+		return llm.Image{}, err
+	}
+	if !ok {
+		return llm.Image{}, badRequest(bp+".source", "%s.source: required", bp)
+	}
+	typ, err := messagesRequiredStr(src, "type")
+	if err != nil {
+		return llm.Image{}, err
+	}
+	var data []byte
+	switch typ {
+	case "base64":
+		mt, err := messagesRequiredStr(src, "media_type")
+		if err != nil {
+			return llm.Image{}, err
+		}
+		b64, err := messagesRequiredStr(src, "data")
+		if err != nil {
+			return llm.Image{}, err
+		}
+		if data, err = decodeImageData(mt, b64, bp+".source"); err != nil {
+			return llm.Image{}, err
+		}
+	case "url":
+		u, err := messagesRequiredStr(src, "url")
+		if err != nil {
+			return llm.Image{}, err
+		}
+		if data, err = s.media.image(u, bp+".source.url"); err != nil {
+			return llm.Image{}, err
+		}
+	default:
+		return llm.Image{}, badRequest(bp+".source.type", "%s.source.type: must be \"base64\" or \"url\", got %q", bp, typ)
+	}
+	return llm.Image{Data: data}, nil
 }
 
 // messagesTools reads tools and tool_choice. Tools of a type other than

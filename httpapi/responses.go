@@ -681,6 +681,8 @@ func partsText(v any, field string) (string, *apiError) {
 			case "input_text", "output_text", "text", "reasoning_text", "summary_text":
 			case "refusal":
 				key = "refusal"
+			case "input_image":
+				continue // read by responseImages
 			default:
 				return "", badRequest(pf+".type", "%s.type %q is not supported (this server takes text parts only)", pf, typ)
 			}
@@ -718,13 +720,18 @@ func (s *Server) inputItem(c *respConversation, field string, item any) *apiErro
 			return err
 		}
 		content, _ := f.get("content")
+		images, err := s.responseImages(content, field+".content")
+		if err != nil {
+			return err
+		}
 		text, err := partsText(content, field+".content")
 		if err != nil {
 			return err
 		}
 		switch role {
 		case "user", "system", "developer":
-			c.add(llm.Message{Role: role, Content: text})
+			// The images go before the text (llm.Message.Images).
+			c.add(llm.Message{Role: role, Images: images, Content: text})
 		case "assistant":
 			c.text(text)
 		case "":
@@ -1187,4 +1194,42 @@ func (s *Server) routeResponse(ctx *fasthttp.RequestCtx, id string) {
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(stored.body)
+}
+
+// responseImages resolves the input_image parts of a message's content:
+// image_url a data: URL or an http(s) URL of an allowed host; file_id is
+// not supported.
+func (s *Server) responseImages(v any, field string) ([]llm.Image, *apiError) {
+	parts, _ := v.([]any)
+	var out []llm.Image
+	for k, part := range parts {
+		po, _ := part.(*jsonvalue.Object)
+		if po == nil {
+			continue
+		}
+		if t, _ := po.Get("type"); t != "input_image" {
+			continue
+		}
+		pf := fmt.Sprintf("%s[%d]", field, k)
+		if !s.lm.HasVision() {
+			return nil, badRequest(pf+".type", "%s.type \"input_image\" is not supported: this model takes no images", pf)
+		}
+		p := object{jsonvalue.ObjectFields(po, pf)}
+		u, ok, err := p.str("image_url")
+		if err != nil {
+			return nil, err
+		}
+		if !ok || u == "" {
+			if p.has("file_id") {
+				return nil, badRequest(pf+".file_id", "%s.file_id: files are not supported; send the image as image_url (a data: URL)", pf)
+			}
+			return nil, badRequest(pf+".image_url", "%s.image_url: required", pf)
+		}
+		data, err := s.media.image(u, pf+".image_url")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, llm.Image{Data: data})
+	}
+	return out, nil
 }

@@ -49,7 +49,7 @@ import (
 const (
 	DefaultAddr           = "127.0.0.1:8000"
 	DefaultMaxModelLen    = llm.DefaultMaxModelLen
-	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxBodyBytes   = 32 << 20 // a few-MB photo, base64 (4/3), fits
 	DefaultMaxConnections = 1024
 	DefaultIdleTimeout    = 60 * time.Second
 	DefaultReadTimeout    = 30 * time.Second
@@ -80,6 +80,18 @@ type Config struct {
 	// MaxBodyBytes bounds a request body (413 past it). Zero means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int
+	// MaxImages and MaxImagePixels: see llm.Options (vLLM's
+	// --limit-mm-per-prompt and --mm-processor-kwargs max_pixels).
+	MaxImages, MaxImagePixels int
+	// AllowedMediaDomains are the hosts (exact names or IP addresses)
+	// image URLs may be fetched from; none by default, so only data: URLs
+	// are taken. Loopback and private addresses are refused unless listed
+	// as addresses. MediaMaxBytes bounds a fetched image (zero means
+	// DefaultMediaMaxBytes), MediaTimeout its fetch (zero means
+	// DefaultMediaTimeout); redirects must stay on the same host.
+	AllowedMediaDomains []string
+	MediaMaxBytes       int
+	MediaTimeout        time.Duration
 	// Log receives one line per request; nil discards them.
 	Log io.Writer
 	// LogPrompts adds the prompt text to the request log lines.
@@ -178,6 +190,7 @@ type Server struct {
 
 	sealer    *reasoningSealer // reasoning handed to clients
 	responses *responseStore   // the Responses API's stored responses
+	media     *media           // resolves image URLs
 
 	requests  atomic.Uint64 // request ids
 	httpCount sync.Map      // status code -> *atomic.Uint64
@@ -239,7 +252,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg: cfg, name: name, ln: ln, ctx: sctx, cancel: cancel,
 		served: make(chan error, 1), ready: make(chan struct{}),
 		created: time.Now().Unix(), events: events, loadingMaxLen: cfg.MaxModelLen,
-		sealer: sealer, responses: newResponseStore(cfg.ResponsesStoreMax, cfg.ResponsesStoreBytes),
+		sealer: sealer, media: newMedia(cfg), responses: newResponseStore(cfg.ResponsesStoreMax, cfg.ResponsesStoreBytes),
 	}
 	if s.loadingMaxLen == 0 {
 		if c, err := model.LoadConfig(cfg.ModelDir); err == nil {
@@ -279,6 +292,7 @@ func (s *Server) load() {
 		NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
 		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
 		PrefixObserver: newPrefixEvents(s.events), MaxTokens: s.cfg.MaxTokens,
+		MaxImages: s.cfg.MaxImages, MaxImagePixels: s.cfg.MaxImagePixels,
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
@@ -571,6 +585,8 @@ type modelCard struct {
 	Created     int64  `json:"created"`
 	OwnedBy     string `json:"owned_by"`
 	MaxModelLen int    `json:"max_model_len"`
+	// InputModalities are "text", and "image" when the model takes images.
+	InputModalities []string `json:"input_modalities"`
 }
 
 func (s *Server) card() modelCard {
@@ -578,7 +594,11 @@ func (s *Server) card() modelCard {
 	if s.loaded.Load() {
 		maxLen = s.maxModelLen
 	}
-	return modelCard{s.name, "model", s.created, "govinfer", maxLen}
+	modalities := []string{"text"}
+	if s.loaded.Load() && s.lm.HasVision() {
+		modalities = append(modalities, "image")
+	}
+	return modelCard{s.name, "model", s.created, "govinfer", maxLen, modalities}
 }
 
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {

@@ -20,6 +20,11 @@ type Message struct {
 	// Role is "system", "user", "assistant" or "tool"; "developer" is
 	// taken as "system", as vLLM does for models without a developer role.
 	Role string
+	// Images are the message's images (a user message's, usually): the
+	// template sees them as image items before Content's text, in order,
+	// and each becomes the image's tokens in the prompt. A model without a
+	// vision tower answers them with a *ParamError.
+	Images []Image
 	// Content is the message's text.
 	Content string
 	// Reasoning is an assistant turn's thinking (the template's
@@ -35,7 +40,10 @@ type Message struct {
 
 // MessageJSON returns a message given in OpenAI's JSON shape, as decoded by
 // jsonvalue.Decode (an *jsonvalue.Object); its fields are checked when the
-// request is, and every key reaches the chat template.
+// request is, and every key reaches the chat template. Content parts of
+// type image_url, image and input_image are images: their bytes are
+// ChatRequest.Images, in order of appearance (the part's own keys, such as
+// a URL, are not read).
 func MessageJSON(v any) Message { return Message{raw: v} }
 
 // ToolCall is a call of a tool.
@@ -111,7 +119,11 @@ type ToolChoice struct {
 // ChatRequest is a chat completion.
 type ChatRequest struct {
 	Messages []Message
-	Tools    []Tool
+	// Images are the bytes of the image parts of the messages given as
+	// JSON (MessageJSON), in order of appearance; messages given as
+	// structs carry their own (Message.Images).
+	Images []Image
+	Tools  []Tool
 	// ToolChoice constrains the calls; see ToolChoice.
 	ToolChoice ToolChoice
 	// Thinking, when set, turns the model's reasoning on or off (the
@@ -160,6 +172,7 @@ type chatPrompt struct {
 	custom   map[string]bool  // the custom (free-form) tools' names
 	grammar  processorFactory // response_format, tool_choice, strict tools or a thinking budget
 	params   resolved
+	images   *imagePrompt // nil without images
 }
 
 var knownRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true, "developer": true}
@@ -185,7 +198,23 @@ func (m Message) value() any {
 	}
 	o := jsonvalue.NewObject()
 	o.Set("role", m.Role)
-	o.Set("content", m.Content)
+	if len(m.Images) > 0 {
+		parts := make([]any, 0, len(m.Images)+1)
+		for range m.Images {
+			p := jsonvalue.NewObject()
+			p.Set("type", "image")
+			parts = append(parts, p)
+		}
+		if m.Content != "" {
+			p := jsonvalue.NewObject()
+			p.Set("type", "text")
+			p.Set("text", m.Content)
+			parts = append(parts, p)
+		}
+		o.Set("content", parts)
+	} else {
+		o.Set("content", m.Content)
+	}
 	if m.Reasoning != "" {
 		o.Set("reasoning_content", m.Reasoning)
 	}
@@ -348,8 +377,11 @@ func prepareMessage(m any, field string) error {
 			if err != nil {
 				return fieldErr(err)
 			}
+			if imageParts[typ] {
+				continue
+			}
 			if typ != "text" {
-				return paramErr(pf+".type", "%s.type %q is not supported (this server takes text parts only)", pf, typ)
+				return paramErr(pf+".type", "%s.type %q is not supported (this server takes text, image_url, input_image and image parts)", pf, typ)
 			}
 			if _, ok, err := p.Str("text"); err != nil {
 				return fieldErr(err)
@@ -358,7 +390,7 @@ func prepareMessage(m any, field string) error {
 			}
 		}
 	default:
-		return paramErr(field+".content", "%s.content must be a string or an array of text parts, got %s", field, jsonvalue.Kind(content))
+		return paramErr(field+".content", "%s.content must be a string or an array of content parts, got %s", field, jsonvalue.Kind(content))
 	}
 	if r, ok, err := msg.Str("reasoning"); err != nil {
 		return fieldErr(err)
@@ -514,6 +546,10 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	if err := lm.checkPromptBytes("messages", contentBytes(msgs)); err != nil {
 		return nil, err // before rendering and tokenizing it
 	}
+	imageFields, imageData, err := chatImages(req, msgs)
+	if err != nil {
+		return nil, err
+	}
 	tools, schemas, calls, err := prepareTools(req.Tools)
 	if err != nil {
 		return nil, err
@@ -590,6 +626,13 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	r.hints = outparse.TurnPositions(lm.tok, r.ids)
 	if breaks := lm.breakPositions(prompt, r.ids, req.CacheBreaks); len(breaks) > 0 {
 		r.hints = slices.Compact(slices.Sorted(slices.Values(append(r.hints, breaks...))))
+	}
+	unexpanded := r.ids
+	if r.ids, r.images, err = lm.prepareImages(r.ids, imageFields, imageData); err != nil {
+		return nil, err
+	}
+	if r.images != nil {
+		r.hints = r.images.expandPositions(unexpanded, lm.vision.imageToken, r.hints)
 	}
 	return r, nil
 }
@@ -733,4 +776,32 @@ func continueFinal(prompt string, msgs []any) string {
 		return prompt[:i+len(text)]
 	}
 	return prompt
+}
+
+// chatImages returns the image parts of the messages (as field names) and
+// their bytes, in order: a struct message's own images, a JSON message's
+// from req.Images.
+func chatImages(req ChatRequest, msgs []any) ([]string, []Image, error) {
+	fields := collectImages(msgs)
+	if len(fields) == 0 && len(req.Images) == 0 {
+		return nil, nil, nil
+	}
+	var data []Image
+	next := 0
+	for i, m := range req.Messages {
+		if m.raw == nil {
+			data = append(data, m.Images...)
+			continue
+		}
+		n := len(collectImages([]any{msgs[i]}))
+		if next+n > len(req.Images) {
+			return nil, nil, paramErr("messages", "the messages hold more image parts than the %d images given", len(req.Images))
+		}
+		data = append(data, req.Images[next:next+n]...)
+		next += n
+	}
+	if next != len(req.Images) {
+		return nil, nil, paramErr("messages", "%d images were given for %d image parts of the messages", len(req.Images), next)
+	}
+	return fields, data, nil
 }

@@ -16,7 +16,20 @@ func (lm *Model) Chat(ctx context.Context, req ChatRequest) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := lm.submit(ctx, [][]int{r.ids}, [][]int{r.hints}, r.params, r.grammar)
+	if r.images != nil {
+		// Refuse a prompt that cannot run before the tower works on it.
+		if room := lm.answerRoom(len(r.ids)); room < 1 {
+			return nil, &ContextLengthError{MaxModelLen: lm.maxModelLen, Prompt: len(r.ids), Completion: 1,
+				StateTokens: lm.seqTokens, StateMemory: lm.stateMemory}
+		}
+		if total, limit := len(r.ids)*r.params.n, MaxRequestPrompts*lm.maxModelLen; total > limit {
+			return nil, paramErr("n", "the request would prefill %d prompt tokens (n times the prompt); at most %d (%d times the maximum length) are allowed", total, limit, MaxRequestPrompts)
+		}
+		if r.images.embeds, err = lm.encodeImages(ctx, r.images); err != nil {
+			return nil, err
+		}
+	}
+	s, err := lm.submit(ctx, [][]int{r.ids}, [][]int{r.hints}, r.params, r.grammar, r.images)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +92,7 @@ func (lm *Model) Complete(ctx context.Context, req CompletionRequest) (*Stream, 
 	if r.grammar != nil {
 		proc = lm.processorFor(r.grammar)
 	}
-	s, err := lm.submit(ctx, prompts, nil, r, proc)
+	s, err := lm.submit(ctx, prompts, nil, r, proc, nil)
 	if err != nil {
 		return nil, err
 	}

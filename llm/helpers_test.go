@@ -27,7 +27,13 @@ func TestMain(m *testing.M) {
 	if shared != nil {
 		shared.Close()
 	}
+	if vlModel != nil {
+		vlModel.Close()
+	}
 	os.RemoveAll(dir)
+	if vlDir != "" {
+		os.RemoveAll(vlDir) // openVL's
+	}
 	os.Exit(code)
 }
 

@@ -95,6 +95,18 @@ type Options struct {
 	// whatever the request asks (llama-server's -n, ollama's
 	// num_predict), and is the bound of a request that asks none.
 	MaxTokens int
+	// MaxImages is the most images one chat request may hold (vLLM's
+	// --limit-mm-per-prompt '{"image": N}'): zero means DefaultMaxImages,
+	// a negative value turns images off (the vision tower is not loaded).
+	// Checkpoints without a vision tower take no images whatever it says.
+	// The tower encodes on its own CPU backend on all cores (the model's
+	// backend serves the engine loop alone), on Vulkan too for now.
+	MaxImages int
+	// MaxImagePixels, when positive, lowers the preprocessor's bound on
+	// the pixels of a resized image (vLLM's --mm-processor-kwargs
+	// '{"max_pixels": N}'), and so the tokens per image: at most
+	// MaxImagePixels/(patch_size*merge_size)^2.
+	MaxImagePixels int
 }
 
 // Progress reports weight loading (model.Progress).
@@ -129,6 +141,7 @@ type Model struct {
 	// within stateMemory (prompt plus answer, less the last sampled token,
 	// which is never fed); 0 when only the context bounds it.
 	seqTokens int
+	vision    *vl // nil without a vision tower
 }
 
 // Defaults are the sampling defaults of generation_config.json; nil fields
@@ -225,6 +238,10 @@ func Open(dir string, o Options) (*Model, error) {
 		return fail(fmt.Errorf("llm: %w", err))
 	}
 	lm.eng = eng
+	if lm.vision, err = openVision(dir, o); err != nil {
+		eng.Close()
+		return fail(fmt.Errorf("llm: vision tower: %w", err))
+	}
 	lm.constraints = newConstraintVocab(tok, lm.eos)
 	return lm, nil
 }
@@ -239,7 +256,7 @@ func (lm *Model) closeBackend() {
 // model (and the backend Open created).
 func (lm *Model) Close() error {
 	lm.eng.Close()
-	err := lm.m.Close()
+	err := errors.Join(lm.m.Close(), lm.vision.close())
 	if lm.be != nil {
 		err = errors.Join(err, lm.be.Close())
 	}

@@ -164,7 +164,7 @@ type Stream struct {
 // submit validates the context budget and queues n generations of each
 // prompt. Choice p*n+i is the i-th generation of prompt p. hints, when
 // set, holds each prompt's turn positions (engine.Request.CacheHints).
-func (lm *Model) submit(ctx context.Context, prompts [][]int, hints [][]int, r resolved, proc processorFactory) (*Stream, error) {
+func (lm *Model) submit(ctx context.Context, prompts [][]int, hints [][]int, r resolved, proc processorFactory, images *imagePrompt) (*Stream, error) {
 	if len(prompts) == 0 {
 		return nil, paramErr("prompt", "the prompt is empty")
 	}
@@ -209,6 +209,9 @@ func (lm *Model) submit(ctx context.Context, prompts [][]int, hints [][]int, r r
 			}
 			if hints != nil {
 				req.CacheHints = hints[p]
+			}
+			if images != nil { // a chat: one prompt
+				req.Images, req.Positions, req.RopeDelta = images.embeds, images.positions, images.delta
 			}
 			req.Params.Seed += uint64(i)
 			if proc != nil {

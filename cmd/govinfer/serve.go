@@ -61,7 +61,12 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		amxTiles   = amxTilesFlag(fs.FlagSet)
 		fmaTiles   = fmaTilesFlag(fs.FlagSet)
 		apiKey     = fs.String("api-key", "", "require the key on the API endpoints, as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\"")
-		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it)")
+		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it); the default of 32 MiB takes a few-MB photo as a base64 data: URL")
+		mmLimit    = fs.String("limit-mm-per-prompt", "", "images per request at most, as vLLM's JSON '{\"image\": N}' (default 8; 0 does not load the vision tower)")
+		mmKwargs   = fs.String("mm-processor-kwargs", "", "image processor settings, as vLLM's JSON: '{\"max_pixels\": N}' lowers the pixels (and so the tokens) of a resized image")
+		mediaHosts = fs.String("allowed-media-domains", "", "comma-separated hosts (exact names or IP addresses) image URLs may be fetched from (default: none, data: URLs only); loopback and private addresses only when listed as addresses")
+		mediaMax   = fs.Int("media-max-bytes", httpapi.DefaultMediaMaxBytes, "largest image fetched from a URL")
+		mediaTO    = fs.Duration("media-timeout", httpapi.DefaultMediaTimeout, "time limit of fetching an image from a URL")
 		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
 		quantize   = quantizeFlag(fs.FlagSet)
 		shutdown   = secondsFlag(fs.FlagSet, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running and queued requests may take to finish before they are aborted (`seconds`, or a duration such as 45s; 0 aborts at once)")
@@ -157,7 +162,20 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	start := time.Now()
 	progress := loadProgress(io, *dir, *quantize)
 	// The server outlives ctx (the first signal), which starts its drain.
+	maxImages, maxImagePixels, err := parseMMFlags(*mmLimit, *mmKwargs)
+	if err != nil {
+		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
+		return exitUsage
+	}
+	var hosts []string
+	for _, h := range strings.Split(*mediaHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
 	srv, err := httpapi.Start(context.Background(), httpapi.Config{
+		MaxImages: maxImages, MaxImagePixels: maxImagePixels, AllowedMediaDomains: hosts,
+		MediaMaxBytes: *mediaMax, MediaTimeout: *mediaTO,
 		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
 		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
@@ -221,4 +239,42 @@ func drain(io stdio, srv *httpapi.Server, timeout time.Duration) int {
 	}
 	fmt.Fprintf(io.err, "govinfer serve: stopped after %.1fs\n", time.Since(start).Seconds())
 	return exitOK
+}
+
+// parseMMFlags reads --limit-mm-per-prompt ('{"image": N}': llm's
+// MaxImages, N = 0 giving -1, no tower) and --mm-processor-kwargs
+// ('{"max_pixels": N}').
+func parseMMFlags(limit, kwargs string) (maxImages, maxPixels int, err error) {
+	if limit != "" {
+		var l map[string]int
+		if err := json.Unmarshal([]byte(limit), &l); err != nil {
+			return 0, 0, fmt.Errorf("--limit-mm-per-prompt: want JSON such as '{\"image\": 4}': %v", err)
+		}
+		for k, n := range l {
+			if k != "image" {
+				return 0, 0, fmt.Errorf("--limit-mm-per-prompt: only \"image\" is supported, got %q", k)
+			}
+			if n < 0 {
+				return 0, 0, fmt.Errorf("--limit-mm-per-prompt: image must not be negative, got %d", n)
+			}
+			maxImages = n
+			if n == 0 {
+				maxImages = -1
+			}
+		}
+	}
+	if kwargs != "" {
+		var k map[string]any
+		if err := json.Unmarshal([]byte(kwargs), &k); err != nil {
+			return 0, 0, fmt.Errorf("--mm-processor-kwargs: want JSON such as '{\"max_pixels\": 1003520}': %v", err)
+		}
+		for name, v := range k {
+			n, ok := v.(float64)
+			if name != "max_pixels" || !ok || n < 1 || n != float64(int(n)) {
+				return 0, 0, fmt.Errorf("--mm-processor-kwargs: only a positive integer max_pixels is supported, got %s=%v", name, v)
+			}
+			maxPixels = int(n)
+		}
+	}
+	return maxImages, maxPixels, nil
 }
