@@ -359,6 +359,8 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 	}
 	if f.AVX512 {
 		k.matMulBF16TilesFMA = matMulBF16TilesFMAAVX512
+	} else {
+		k.matMulBF16TilesOP = matMulBF16TilesOPAVX2
 	}
 	if f.AMXBF16 {
 		k.matMulBF16Tiles = matMulBF16TilesAMX

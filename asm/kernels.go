@@ -49,6 +49,9 @@ type impl struct {
 	// matMulBF16TilesFMA is MatMulBF16TilesFMA in assembly (nil: the Go
 	// twin).
 	matMulBF16TilesFMA func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int)
+	// matMulBF16TilesOP is MatMulBF16TilesOP in assembly (nil: the Go
+	// twin).
+	matMulBF16TilesOP func(dst []float32, ldd int, w []uint16, rows, cols int, x []float32, n int)
 	// packTileBF16 packs one input for the tile products (nil: the Go
 	// twin): steps steps of 32 values at x, in parts parts, step t's part
 	// p at dst + (t·parts + p)·1 KiB.

@@ -49,6 +49,7 @@ type Backend struct {
 	bf16In     bool     // Options.BF16Inputs
 	tiles      bool     // bf16 matrices in the tile layout (amx, or the FMA tile products)
 	amx        bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
+	op         bool     // the FMA tile products on AVX2's outer-product kernel (asm.Kernels.MatMulBF16TilesOP)
 }
 
 // Options configures a CPU backend.
@@ -93,7 +94,11 @@ type Options struct {
 	// do not depend on the batch or on where a prompt is cut: one thread's
 	// 512-input product ran at 1.5 times the rate of the row-major
 	// kernels (see asm). BF16Inputs keeps the row-major layout, which its
-	// VDPBF16PS kernels read.
+	// VDPBF16PS kernels read. The AVX2 sets (CPUs with AVX2 and FMA but
+	// no AVX-512, or the AVX2 set forced) do the same on their own
+	// outer-product kernel (asm.Kernels.TilesOP, MatMulBF16TilesOP:
+	// 16 rows × 6 inputs, each weight converted once per 6 inputs), for
+	// prompt and decode rows alike; NoFMATiles turns that off too.
 	NoFMATiles bool
 }
 
@@ -108,8 +113,9 @@ func New(o Options) *Backend {
 		k = asm.Detect()
 	}
 	amx := !o.NoAMXTiles && k.TilesBF16()
-	fma := !amx && !o.NoFMATiles && !o.BF16Inputs && k.TilesFMA()
-	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: amx || fma, amx: amx}
+	fma := !amx && !o.NoFMATiles && !o.BF16Inputs && (k.TilesFMA() || k.TilesOP())
+	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: amx || fma, amx: amx,
+		op: fma && !k.TilesFMA()}
 }
 
 // BF16Inputs reports whether products with bf16 weights round their inputs
@@ -124,6 +130,9 @@ func (b *Backend) Name() string {
 	}
 	if b.tiles && !b.amx {
 		off += ", FMA tiles"
+		if b.op {
+			off += " (outer product)"
+		}
 	}
 	return fmt.Sprintf("cpu (%d threads, %s kernels%s)", b.pool.workers, b.k.Name(), off)
 }
@@ -451,7 +460,11 @@ func (b *Backend) matMulBF16TilesFMA(d, xs []float32, w *weight, n int) {
 	rows, cols := w.rows, w.cols
 	block := matMulBlock(rows, cols*2, min(n, 8), b.pool.workers)
 	b.rowBlocks(rows, block, func(lo, hi int) {
-		if err := b.k.MatMulBF16TilesFMA(d[lo:], rows, w.tiles[lo*cols:], hi-lo, cols, xs[:n*cols], n); err != nil {
+		mul := b.k.MatMulBF16TilesFMA
+		if b.op {
+			mul = b.k.MatMulBF16TilesOP
+		}
+		if err := mul(d[lo:], rows, w.tiles[lo*cols:], hi-lo, cols, xs[:n*cols], n); err != nil {
 			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
 		}
 	})

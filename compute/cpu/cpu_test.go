@@ -41,6 +41,17 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+	// The AVX2 set's row-major bf16 products, which it would otherwise
+	// repack for its outer-product tile kernel.
+	if k := asm.New(asm.Features{AVX2: true}); k.TilesOP() {
+		t.Run("avx2/row-major", func(t *testing.T) {
+			computetest.Run(t, func(t *testing.T) compute.Backend {
+				b := cpu.New(cpu.Options{Threads: 3, Kernels: k, NoFMATiles: true})
+				t.Cleanup(func() { b.Close() })
+				return b
+			})
+		})
+	}
 	// Products of bf16 weights on bf16-rounded inputs (VDPBF16PS where
 	// the CPU has it); the suite allows for the inputs' rounding.
 	for name, k := range map[string]*asm.Kernels{"generic": asm.Generic(), "best": asm.Detect()} {

@@ -198,3 +198,24 @@ func TestNameSaysTilesOff(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestAVX2OuterProductTiles checks that the AVX2 set repacks bf16
+// weights for its outer-product tile kernel unless NoFMATiles says not
+// to, and that the AVX-512 sets keep theirs.
+func TestAVX2OuterProductTiles(t *testing.T) {
+	k := asm.New(asm.Features{AVX2: true})
+	for _, no := range []bool{false, true} {
+		b := New(Options{Threads: 1, Kernels: k, NoFMATiles: no})
+		if got, want := b.op, !no && k.TilesOP(); got != want || b.tiles != want {
+			t.Errorf("%s, NoFMATiles %v: outer product %v, tiles %v, want %v", k.Name(), no, got, b.tiles, want)
+		}
+		b.Close()
+	}
+	if best := asm.Detect(); best.TilesFMA() {
+		b := New(Options{Threads: 1, Kernels: best, NoAMXTiles: true})
+		if b.op {
+			t.Errorf("%s: the AVX-512 set runs the AVX2 outer-product kernel", best.Name())
+		}
+		b.Close()
+	}
+}

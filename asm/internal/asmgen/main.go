@@ -96,6 +96,7 @@ func files() map[string]string {
 	add("qpack_avx512vnni_amd64.s", x86QPack)
 	add("tile_amx_amd64.s", func(g *gen) { x86TileAMX(g); x86TileAMX3(g); x86PackTileBF16(g) })
 	add("tile_bf16fma_avx512_amd64.s", x86TileFMA)
+	add("tile_bf16op_avx2_amd64.s", x86TileOP)
 	add("gemm_f32_avx2_amd64.s", x86GemmFile(avx2))
 	add("gemm_f32_avx512_amd64.s", x86GemmFile(avx512))
 	add("max_f32_avx2_amd64.s", x86MaxF32)
