@@ -24,6 +24,14 @@ the conversation is kept from turn to turn, and /help lists the commands
 (/set temperature 0.7, /think off, /clear, /bye, ...). Ctrl-C stops an answer
 (or clears the line you are typing), Ctrl-D on an empty line leaves.
 
+Images (a checkpoint with a vision tower): /image PATH attaches a PNG, JPEG,
+WebP or GIF file to your next message, and so does a line that is only an
+image file's path (a file dropped on the terminal: quoted, backslash-escaped
+or a file:// URL); the prompt shows what is attached, /image lists it and
+/image clear drops it. Images stay in the conversation until /clear.
+--image FILE (repeatable) attaches files to the question (one-shot) or to
+the first message.
+
 Multi-line input: end a line with \ to go on to the next, or open a block
 with """ and close it with """; pasted text keeps its line breaks. Lines edit
 with the arrows, Home/End, Backspace/Delete, Ctrl-A/E/W/U/K; up and down go
@@ -32,7 +40,9 @@ through what you typed before.
 One-shot: with a question as arguments, or (without one) the question on
 standard input when it is not a terminal, it prints only the answer, without
 colours, prompts or reasoning (--show-thinking writes the reasoning to
-standard error), and exits non-zero if the answer fails.`
+standard error), and exits non-zero if the answer fails:
+
+  govinfer chat --model PATH --image cat.png "What is in this picture?"`
 
 // runChat implements "govinfer chat".
 func runChat(ctx context.Context, io stdio, args []string) int {
@@ -47,6 +57,8 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	bf16In := bf16InputsFlag(fs.FlagSet)
 	amxTiles := amxTilesFlag(fs.FlagSet)
 	fmaTiles := fmaTilesFlag(fs.FlagSet)
+	var images fileList
+	fs.Var(&images, "image", "attach the image `FILE` (PNG, JPEG, WebP or GIF) to the question, or to the first message of an interactive chat; repeat for several (the model needs a vision tower)")
 	maxLen := fs.Int("max-model-len", 0, fmt.Sprintf("most tokens of the conversation plus an answer (default: the model's context, at most %d)", llm.DefaultMaxModelLen))
 	fs.BoolVar(&o.hideThinking, "hide-thinking", false, "do not show the model's reasoning (it still reasons; /think off or --think off stops that)")
 	fs.BoolVar(&o.showThinking, "show-thinking", false, "one-shot mode: write the reasoning to standard error")
@@ -84,6 +96,15 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	}
 	if _, err := os.Stat(*dir); err != nil {
 		return fail(exitUsage, "--model %s: %v", *dir, errors.Unwrap(err))
+	}
+	// The images are read (and checked) before the model loads.
+	var attached []chatImage
+	for _, f := range images {
+		img, err := readChatImage(f)
+		if err != nil {
+			return fail(exitUsage, "--image: %v", err)
+		}
+		attached = append(attached, img)
 	}
 	inFile, inTerm := terminal(io.in)
 	outFile, outTerm := terminal(io.out)
@@ -131,7 +152,13 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 		fmt.Fprintf(log, "loaded in %.1fs on %s: %d layers, vocab %d, context %d tokens\n",
 			time.Since(start).Seconds(), backend.Name(), cfg.NumLayers, cfg.VocabSize, m.MaxModelLen())
 	}
-	s := &chatSession{m: m, opts: &o}
+	if len(attached) > 0 && !m.HasVision() {
+		return fail(exitError, "--image: the model at %s has no vision tower: it does not take images", *dir)
+	}
+	if len(attached) > m.MaxImages() && m.HasVision() {
+		return fail(exitUsage, "--image: %d images; the model takes at most %d in a request", len(attached), m.MaxImages())
+	}
+	s := &chatSession{m: m, opts: &o, pending: attached}
 	if !interactive {
 		return s.oneShot(ctx, io, question)
 	}

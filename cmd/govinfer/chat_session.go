@@ -33,6 +33,7 @@ type chatSession struct {
 	m       *llm.Model
 	opts    *chatOptions
 	history []llm.Message // user and assistant turns, without the system message
+	pending []chatImage   // the images attached to the next message
 }
 
 // turnResult is what one answer produced.
@@ -43,15 +44,16 @@ type turnResult struct {
 	stats              string // prompt and decode speed
 }
 
-// ask sends question (after the conversation so far) and streams the answer
-// to w. The conversation keeps the question and the answer unless the
-// request fails.
+// ask sends question with the attached images (after the conversation so
+// far) and streams the answer to w. The conversation keeps the question,
+// its images and the answer unless the request fails; the images are then
+// no longer pending (they stay pending when it fails).
 func (s *chatSession) ask(ctx context.Context, question string, w *answerWriter) turnResult {
 	var msgs []llm.Message
 	if s.opts.system != "" {
 		msgs = append(msgs, llm.Message{Role: "system", Content: s.opts.system})
 	}
-	user := llm.Message{Role: "user", Content: question}
+	user := s.userMessage(question)
 	msgs = append(append(msgs, s.history...), user)
 	start := time.Now()
 	st, err := s.m.Chat(ctx, llm.ChatRequest{Messages: msgs, Thinking: s.opts.think, Params: s.opts.params})
@@ -81,8 +83,14 @@ func (s *chatSession) ask(ctx context.Context, question string, w *answerWriter)
 	r.stats = speed(st, start, time.Now())
 	if r.err == nil && r.finish != "" {
 		s.history = append(s.history, user, llm.Message{Role: "assistant", Content: r.content, Reasoning: r.reasoning})
+		s.pending = nil
 	}
 	return r
+}
+
+// userMessage is the user turn of question with the attached images.
+func (s *chatSession) userMessage(question string) llm.Message {
+	return llm.Message{Role: "user", Content: question, Images: llmImages(s.pending)}
 }
 
 // speed formats a stream's prompt and decode rates: the prompt over the time
@@ -186,6 +194,13 @@ func (c *chatConsole) run(ctx context.Context) int {
 			fmt.Fprintf(c.scr, "govinfer chat: reading the terminal: %v\n", err)
 			return exitError
 		}
+		// A line that is only image files' paths (files dropped on the
+		// terminal) attaches them; it may start with "/".
+		if paths, ok := imagePathLine(msg); ok {
+			c.ed.AddHistory(msg)
+			c.attach(paths)
+			continue
+		}
 		if command {
 			if leave := c.command(msg); leave {
 				return exitOK
@@ -193,6 +208,13 @@ func (c *chatConsole) run(ctx context.Context) int {
 			continue
 		}
 		if strings.TrimSpace(msg) == "" {
+			switch len(c.s.pending) {
+			case 0:
+			case 1:
+				c.note("(type the message that goes with the image; /image clear drops it)")
+			default:
+				c.note("(type the message that goes with the images; /image clear drops them)")
+			}
 			continue
 		}
 		c.ed.AddHistory(msg)
@@ -208,7 +230,7 @@ func (c *chatConsole) run(ctx context.Context) int {
 // what was typed before Ctrl-C.
 func (c *chatConsole) read(ctx context.Context) (msg string, command bool, err error) {
 	var ml multiline
-	prompt := chatPrompt
+	prompt := c.prompt()
 	for {
 		line, err := c.ed.ReadLine(ctx, prompt)
 		if err != nil {
@@ -221,6 +243,78 @@ func (c *chatConsole) read(ctx context.Context) (msg string, command bool, err e
 			return ml.text(), false, nil
 		}
 		prompt = continuePrompt
+	}
+}
+
+// prompt is the prompt of a new message: the attached images, then
+// chatPrompt.
+func (c *chatConsole) prompt() string {
+	label := imageLabel(c.s.pending)
+	switch {
+	case label == "":
+		return chatPrompt
+	case c.color:
+		return styleDim + label + styleReset + " " + chatPrompt
+	}
+	return label + " " + chatPrompt
+}
+
+// attach attaches image files to the next message, with a note for each.
+func (c *chatConsole) attach(paths []string) {
+	for _, p := range paths {
+		img, err := c.s.attach(p)
+		if err != nil {
+			c.note("error: %v", err)
+			if errors.Is(err, errNoVision) {
+				return
+			}
+			continue
+		}
+		c.note("(attached %s: it goes with your next message)", img.describe())
+	}
+}
+
+// image runs /image.
+func (c *chatConsole) image(arg string) {
+	switch {
+	case arg == "":
+		if len(c.s.pending) == 0 {
+			held := ""
+			if n := c.s.imageCount(); n > 0 {
+				held = fmt.Sprintf("; the conversation holds %d", n)
+			}
+			c.note("(no image attached: /image PATH attaches one%s)", held)
+			return
+		}
+		for i, img := range c.s.pending {
+			fmt.Fprintf(c.scr, "  %d. %s\n", i+1, img.describe())
+		}
+	case arg == "clear":
+		n := len(c.s.pending)
+		c.s.pending = nil
+		switch n {
+		case 0:
+			c.note("(no image attached)")
+		case 1:
+			c.note("(the attached image dropped)")
+		default:
+			c.note("(the %d attached images dropped)", n)
+		}
+	case !c.s.m.HasVision():
+		c.note("error: %v", errNoVision)
+	default:
+		// The path as it is (spaces and all) when it names a file, else
+		// the argument's words, quoted or escaped as a shell takes them.
+		paths := []string{resolvePath(arg)}
+		if _, err := os.Stat(paths[0]); err != nil {
+			if words, ok := shellWords(arg); ok && len(words) > 0 {
+				paths = paths[:0]
+				for _, w := range words {
+					paths = append(paths, resolvePath(w))
+				}
+			}
+		}
+		c.attach(paths)
 	}
 }
 
@@ -250,6 +344,13 @@ func (c *chatConsole) answer(ctx context.Context, question string) {
 		} else {
 			c.note("error: %v", r.err)
 		}
+		switch len(c.s.pending) {
+		case 0:
+		case 1:
+			c.note("(the image stays attached: /image clear drops it)")
+		default:
+			c.note("(the images stay attached: /image clear drops them)")
+		}
 		return
 	case stopped:
 		c.note("(answer stopped)")
@@ -274,8 +375,10 @@ func (c *chatConsole) command(line string) (leave bool) {
 	case "/help", "/?":
 		fmt.Fprint(c.scr, chatHelp)
 	case "/clear":
-		c.s.history = nil
+		c.s.history, c.s.pending = nil, nil
 		c.note("(conversation cleared)")
+	case "/image", "/img":
+		c.image(arg)
 	case "/think":
 		switch arg {
 		case "on", "off":
@@ -347,7 +450,12 @@ const chatHelp = `Commands:
   /set NAME default    back to the checkpoint's value (or none)
   /think on|off        let the model reason before it answers, or not
   /think show|hide     show its reasoning (dimmed) or hide it
-  /clear               forget the conversation (the settings stay)
+  /image PATH          attach an image file (PNG, JPEG, WebP or GIF) to your
+                       next message; a line that is only an image's path (a
+                       file dropped on the terminal) attaches it too
+  /image               list the attached images; /image clear drops them
+  /clear               forget the conversation and its images (the settings
+                       stay)
   /bye                 leave (Ctrl-D on an empty line too)
   /help                this text
 
