@@ -2,6 +2,9 @@
 // (GET /v1/models, POST /v1/chat/completions), keeps conversations in this
 // browser (localStorage) and renders answers as Markdown through marked,
 // sanitized by DOMPurify, with highlight.js for code and KaTeX for math.
+// When /v1/models lists "image" in the model's input_modalities, images can
+// be attached (picker, paste, drop): downscaled here with a canvas and sent
+// as image_url parts holding data: URLs.
 // The page's Content-Security-Policy allows no inline script or style, so
 // everything here builds the DOM through its API.
 'use strict';
@@ -12,6 +15,17 @@
   const CURRENT = 'govinfer.current';
   const MAX_IMPORT = 20 << 20; // bytes of an imported file
   const SETTINGS = ['temperature', 'top_p', 'top_k', 'min_p', 'max_tokens', 'seed'];
+  // MAX_PIXELS bounds width × height of an attached image: larger ones are
+  // downscaled in the page, keeping the aspect ratio, before they are sent
+  // and stored. Qwen3.5's processor takes up to 16,777,216 pixels (its
+  // preprocessor_config.json longest_edge) and the server does not say its
+  // bound, so the page picks 1,003,520 (1024 × 980, 980 tokens of 32 × 32
+  // pixels): enough for a screenshot's text, and a JPEG small enough (some
+  // 100 to 400 KB) that a few fit in localStorage's 5 MB.
+  const MAX_PIXELS = 1003520;
+  const JPEG_QUALITY = 0.9;
+  const MAX_IMAGE_FILE = 64 << 20; // bytes of a file to attach, before downscaling
+  const DATA_IMAGE = /^data:image\/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+=*$/;
 
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => {
@@ -26,6 +40,9 @@
     current: null,
     model: null, // {id, max_model_len, input_modalities}
     busy: null, // {conv, controller} while an answer streams
+    pending: [], // data: URLs of the images attached to the next message
+    preparing: Promise.resolve(), // the images being downscaled, one after the other, in order
+    preparingCount: 0,
   };
 
   // ---- storage ----
@@ -44,7 +61,9 @@
       localStorage.setItem(STORE, JSON.stringify(state.convs));
       if (state.current) localStorage.setItem(CURRENT, state.current.id);
     } catch (e) {
-      notice('Could not save the conversations in this browser: ' + e.message);
+      const images = state.convs.some((c) => c.messages.some((m) => m.images && m.images.length));
+      notice('Could not save the conversations in this browser: ' + e.message +
+        (images ? ' (images take room: export and delete old conversations)' : ''));
     }
   }
 
@@ -62,7 +81,19 @@
   function validConv(c) {
     return c && typeof c === 'object' && typeof c.id === 'string' && Array.isArray(c.messages) &&
       c.messages.every((m) => m && typeof m === 'object' && (m.role === 'user' || m.role === 'assistant') &&
-        typeof m.content === 'string');
+        typeof m.content === 'string' && (m.images === undefined || validImages(m.images)));
+  }
+
+  // validImages: a list of base64 data: URLs of the image types the server
+  // takes (what the page stores; an import may hold anything).
+  function validImages(v) {
+    return Array.isArray(v) && v.every((u) => typeof u === 'string' && DATA_IMAGE.test(u));
+  }
+
+  // takesImages: whether the model lists "image" in its input_modalities.
+  function takesImages() {
+    const mods = state.model && state.model.input_modalities;
+    return Array.isArray(mods) && mods.includes('image');
   }
 
   // ---- notices ----
@@ -122,7 +153,8 @@
         return;
       }
       state.model = m;
-      info.textContent = `${m.id} · context ${m.max_model_len} tokens`;
+      info.textContent = `${m.id} · context ${m.max_model_len} tokens` + (takesImages() ? ' · images' : '');
+      offerImages();
       document.title = `${m.id} · govinfer`;
     } catch (e) {
       info.textContent = 'server unreachable: ' + e.message;
@@ -296,7 +328,8 @@
     const bubble = el('div', 'bubble');
     v.appendChild(bubble);
     if (m.role === 'user') {
-      bubble.textContent = m.content;
+      if (m.images && m.images.length) bubble.appendChild(imagesView(m.images));
+      bubble.appendChild(el('span', 'text', m.content));
     } else {
       const det = el('details', 'reasoning');
       det.appendChild(el('summary', '', 'Thinking'));
@@ -329,6 +362,33 @@
     }
     v.appendChild(actions);
     return v;
+  }
+
+  // imagesView shows a message's images (data: URLs, which the CSP's
+  // img-src allows); a click opens one full size in a new tab.
+  function imagesView(urls) {
+    const box = el('div', 'images');
+    for (const u of urls) {
+      const img = el('img');
+      img.src = u;
+      img.alt = 'attached image';
+      img.addEventListener('click', () => openImage(u));
+      box.appendChild(img);
+    }
+    return box;
+  }
+
+  // openImage shows an image full size in a new tab, through a blob: URL
+  // (browsers refuse to navigate to data: URLs, and the CSP's connect-src
+  // refuses fetching one, so the page decodes it).
+  function openImage(u) {
+    const comma = u.indexOf(',');
+    const bin = atob(u.slice(comma + 1));
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    const url = URL.createObjectURL(new Blob([bytes], { type: u.slice(5, u.indexOf(';')) }));
+    window.open(url, '_blank', 'noopener');
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
   }
 
   // fillAssistant shows an assistant message's reasoning, answer, stats and error.
@@ -376,10 +436,13 @@
     cancel.type = 'button';
     actions.replaceChildren(send, cancel);
     cancel.addEventListener('click', showConv);
+    const images = c.messages[i].images;
     send.addEventListener('click', () => {
-      if (!ta.value.trim()) return;
+      if (!ta.value.trim() && !(images && images.length)) return;
       c.messages.splice(i);
-      c.messages.push({ role: 'user', content: ta.value });
+      const m = { role: 'user', content: ta.value };
+      if (images && images.length) m.images = images;
+      c.messages.push(m);
       generate(c);
     });
     ta.focus();
@@ -397,7 +460,15 @@
     const s = c.settings;
     const messages = [];
     if (s.system && s.system.trim()) messages.push({ role: 'system', content: s.system });
-    for (const m of c.messages) messages.push({ role: m.role, content: m.content });
+    for (const m of c.messages) {
+      if (m.images && m.images.length) {
+        const parts = m.images.map((u) => ({ type: 'image_url', image_url: { url: u } }));
+        if (m.content) parts.push({ type: 'text', text: m.content });
+        messages.push({ role: m.role, content: parts });
+      } else {
+        messages.push({ role: m.role, content: m.content });
+      }
+    }
     const body = {
       model: state.model ? state.model.id : undefined,
       messages,
@@ -508,14 +579,140 @@
     }
   }
 
-  function send(text) {
+  function send(text, images) {
     const c = state.current;
-    if (state.busy || !text.trim()) return;
-    if (!c.messages.length && c.title === 'New chat') c.title = text.trim().replace(/\s+/g, ' ').slice(0, 60);
-    c.messages.push({ role: 'user', content: text });
+    const hasImages = images && images.length > 0;
+    if (state.busy || (!text.trim() && !hasImages)) return;
+    if (!c.messages.length && c.title === 'New chat') c.title = text.trim().replace(/\s+/g, ' ').slice(0, 60) || 'Image';
+    const m = { role: 'user', content: text };
+    if (hasImages) m.images = images;
+    c.messages.push(m);
     if (!state.convs.includes(c)) state.convs.unshift(c);
     showList();
     generate(c);
+  }
+
+  // ---- images ----
+
+  // fitSize returns the size, within MAX_PIXELS, of an image of w × h
+  // pixels: its own, or downscaled keeping the aspect ratio.
+  function fitSize(w, h) {
+    if (w * h <= MAX_PIXELS) return [w, h];
+    const f = Math.sqrt(MAX_PIXELS / (w * h));
+    let nw = Math.max(1, Math.floor(w * f));
+    let nh = Math.max(1, Math.floor(h * f));
+    while (nw * nh > MAX_PIXELS) { if (nw >= nh) nw--; else nh--; }
+    return [nw, nh];
+  }
+
+  // decodeImage decodes an image file (EXIF orientation applied) into
+  // something a canvas draws.
+  async function decodeImage(file) {
+    if (window.createImageBitmap) {
+      try {
+        return await createImageBitmap(file, { imageOrientation: 'from-image' });
+      } catch (e) { /* the <img> path below, then its error */ }
+    }
+    const url = URL.createObjectURL(file); // blob:, which the CSP's img-src allows
+    try {
+      const img = new Image();
+      img.src = url;
+      await img.decode();
+      return img;
+    } finally {
+      URL.revokeObjectURL(url);
+    }
+  }
+
+  // prepareImage returns a file's image as the data: URL the page sends and
+  // stores: at most MAX_PIXELS, re-encoded by a canvas as JPEG, or as PNG
+  // when it has transparent pixels.
+  async function prepareImage(file) {
+    const src = await decodeImage(file);
+    const w = src.width || src.naturalWidth;
+    const h = src.height || src.naturalHeight;
+    if (!w || !h) throw new Error('the image is empty');
+    const [nw, nh] = fitSize(w, h);
+    const canvas = el('canvas');
+    canvas.width = nw;
+    canvas.height = nh;
+    const g = canvas.getContext('2d', { willReadFrequently: true });
+    g.imageSmoothingEnabled = true;
+    g.imageSmoothingQuality = 'high';
+    g.drawImage(src, 0, 0, nw, nh);
+    if (src.close) src.close();
+    const px = g.getImageData(0, 0, nw, nh).data;
+    let alpha = false;
+    for (let i = 3; i < px.length; i += 4) {
+      if (px[i] !== 255) { alpha = true; break; }
+    }
+    const url = alpha ? canvas.toDataURL('image/png') : canvas.toDataURL('image/jpeg', JPEG_QUALITY);
+    if (!DATA_IMAGE.test(url)) throw new Error('the browser could not encode it');
+    return url;
+  }
+
+  // attachFiles downscales the image files of a picker, paste or drop and
+  // adds them to the next message.
+  function attachFiles(files) {
+    const list = [...files];
+    if (!list.length) return;
+    if (!takesImages()) {
+      notice('This model takes no images (its /v1/models entry lists no "image" input).');
+      return;
+    }
+    for (const f of list) {
+      if (!/^image\//.test(f.type)) {
+        notice(`${f.name || 'The file'} is not an image.`);
+        continue;
+      }
+      if (f.size > MAX_IMAGE_FILE) {
+        notice(`${f.name || 'The image'} is too large (${f.size} bytes; at most ${MAX_IMAGE_FILE}).`);
+        continue;
+      }
+      state.preparingCount++;
+      state.preparing = state.preparing.then(() => prepareImage(f)).then((url) => {
+        state.pending.push(url);
+        showPending();
+      }, (e) => {
+        notice(`Could not read ${f.name || 'the image'}: ${e.message || e}`);
+      }).finally(() => { state.preparingCount--; });
+    }
+  }
+
+  // showPending shows the images attached to the next message, each with a
+  // button that removes it.
+  function showPending() {
+    const box = $('attachments');
+    box.replaceChildren();
+    state.pending.forEach((u, i) => {
+      const t = el('div', 'thumb');
+      const img = el('img');
+      img.src = u;
+      img.alt = `image ${i + 1}`;
+      const rm = el('button', 'remove', '✕');
+      rm.type = 'button';
+      rm.title = 'Remove';
+      rm.setAttribute('aria-label', `Remove image ${i + 1}`);
+      rm.addEventListener('click', () => {
+        state.pending.splice(i, 1);
+        showPending();
+      });
+      t.append(img, rm);
+      box.appendChild(t);
+    });
+    box.hidden = !state.pending.length;
+  }
+
+  // offerImages shows the attach button when the model takes images, and
+  // drops pending ones when it does not.
+  function offerImages() {
+    const on = takesImages();
+    $('attach-btn').hidden = !on;
+    $('attach-file').disabled = !on;
+    if (!on && state.pending.length) {
+      state.pending = [];
+      showPending();
+    }
   }
 
   // ---- conversations ----
@@ -550,8 +747,12 @@
         id: newID(), title: typeof c.title === 'string' ? c.title.slice(0, 200) : 'Imported chat',
         created: Number(c.created) || Date.now(), updated: Date.now(),
         settings: Object.assign({ system: '', thinking: true }, c.settings && typeof c.settings === 'object' ? c.settings : {}),
-        messages: c.messages.filter((m) => m && (m.role === 'user' || m.role === 'assistant') && typeof m.content === 'string')
-          .map((m) => ({ role: m.role, content: m.content, reasoning: typeof m.reasoning === 'string' ? m.reasoning : undefined })),
+        messages: c.messages.filter((m) => m && (m.role === 'user' || m.role === 'assistant') && typeof m.content === 'string' &&
+          (m.images === undefined || validImages(m.images)))
+          .map((m) => ({
+            role: m.role, content: m.content, reasoning: typeof m.reasoning === 'string' ? m.reasoning : undefined,
+            images: m.role === 'user' && validImages(m.images) && m.images.length ? m.images : undefined,
+          })),
       };
       if (conv.messages.length !== c.messages.length || !validConv(conv)) continue;
       ok.push(conv);
@@ -614,14 +815,49 @@
         $('composer').requestSubmit();
       }
     });
-    $('composer').addEventListener('submit', (e) => {
+    $('composer').addEventListener('submit', async (e) => {
       e.preventDefault();
       if (state.busy) return;
+      if (state.preparingCount) await state.preparing; // images still downscaling
+      if (state.busy) return;
       const text = input.value;
-      if (!text.trim()) return;
+      if (!text.trim() && !state.pending.length) return;
+      const images = state.pending;
+      state.pending = [];
+      showPending();
       input.value = '';
       resize();
-      send(text);
+      send(text, images);
+    });
+    $('attach-btn').addEventListener('click', () => $('attach-file').click());
+    $('attach-file').addEventListener('change', (e) => {
+      const files = [...e.target.files];
+      e.target.value = '';
+      attachFiles(files);
+    });
+    input.addEventListener('paste', (e) => {
+      const files = [...((e.clipboardData && e.clipboardData.files) || [])].filter((f) => /^image\//.test(f.type));
+      if (!files.length) return;
+      if (!e.clipboardData.types.includes('text/plain')) e.preventDefault();
+      attachFiles(files); // refused with a notice when the model takes no images
+    });
+    // A file dropped anywhere is attached (or refused with a notice), never
+    // opened by the browser in place of the page.
+    const hasFiles = (e) => e.dataTransfer && [...e.dataTransfer.types].includes('Files');
+    document.addEventListener('dragover', (e) => {
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      e.dataTransfer.dropEffect = 'copy'; // refused with a notice on drop when the model takes no images
+      $('main').classList.toggle('dropping', takesImages());
+    });
+    document.addEventListener('dragleave', (e) => {
+      if (!e.relatedTarget) $('main').classList.remove('dropping');
+    });
+    document.addEventListener('drop', (e) => {
+      $('main').classList.remove('dropping');
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      attachFiles(e.dataTransfer.files);
     });
     $('stop').addEventListener('click', () => { if (state.busy) state.busy.controller.abort(); });
     $('new-chat').addEventListener('click', () => {
@@ -691,6 +927,6 @@
   }
 
   // For tests and the console: the page's state, read-only use.
-  window.govinfer = { state, render, importText };
+  window.govinfer = { state, render, importText, attachFiles, MAX_PIXELS };
   start();
 })();

@@ -12,6 +12,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,8 +199,16 @@ func TestBrowser(t *testing.T) {
 	// The page loads and shows the model from /v1/models.
 	run(t, ctx, "loading the page", chromedp.Navigate(url))
 	wait(t, ctx, "the model's name", `q('#model-info').textContent.includes('test-model') && q('#model-info').textContent.includes('8192')`, 10*time.Second)
-	if hasImage := eval[bool](t, ctx, `!!q('input[type=file][accept^="image"]')`); hasImage {
+	// The random checkpoint has no vision tower: /v1/models lists no
+	// "image", so the page offers no attach button, and an image pasted or
+	// dropped is refused with a message.
+	if offered := eval[bool](t, ctx, `!q('#attach-btn').hidden || !q('#attach-file').disabled`); offered {
 		t.Error("the page offers image attachments, which the model does not list")
+	}
+	eval[bool](t, ctx, `(() => { const dt = new DataTransfer(); dt.items.add(new File(['x'], 'x.png', { type: 'image/png' }));
+		q('#input').dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true })); return true; })()`)
+	if !eval[bool](t, ctx, `!q('#notice').hidden && q('#notice').textContent.includes('takes no images') && q('#attachments').hidden`) {
+		t.Error("an image pasted for a model without images was not refused with a message")
 	}
 
 	// Settings per conversation, then a short answer, streamed.
@@ -415,4 +427,205 @@ func TestBrowserAPIKey(t *testing.T) {
 	}
 	eval[bool](t, ctx, `setField('set-thinking', false), setField('set-max_tokens', '4'), (q('#input').value = 'hi'), q('#send').click(), true`)
 	wait(t, ctx, "an answer with the key", `q('#stop').hidden && lastAnswer() && lastAnswer().querySelector('.stats') && !lastAnswer().querySelector('.error')`, 20*time.Second)
+}
+
+// writePNG writes a w × h PNG: a gradient, opaque or with a transparent
+// corner.
+func writePNG(t *testing.T, path string, w, h int, transparent bool) {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			a := uint8(255)
+			if transparent && x < w/4 && y < h/4 {
+				a = 0
+			}
+			img.SetNRGBA(x, y, color.NRGBA{uint8(x * 255 / w), uint8(y * 255 / h), 128, a})
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBrowserImages: on vl-tiny (a checkpoint with a vision tower) the page
+// offers images; a picked one is downscaled to the page's pixel bound
+// (JPEG, or PNG with transparency), shown as a thumbnail that can be
+// removed, sent as an image_url part (the prompt grows by the image's
+// tokens), shown in the conversation, kept across a reload and through an
+// import; paste and drop attach too; nothing scrolls sideways on a phone.
+func TestBrowserImages(t *testing.T) {
+	ctx := browser(t)
+	dir := t.TempDir()
+	if err := testckpt.WriteVL(dir, "../../testdata"); err != nil {
+		t.Fatal(err)
+	}
+	var log syncBuffer
+	s := serve(t, dir, 4096, &log)
+	run(t, ctx, "loading the page", chromedp.Navigate("http://"+s.Addr()+"/"))
+	wait(t, ctx, "the model, taking images", `q('#model-info').textContent.includes('test-model') && !q('#attach-btn').hidden && !q('#attach-file').disabled`, 10*time.Second)
+	settings := `setField('set-thinking', false), setField('set-max_tokens', '4'), setField('set-temperature', '0'), setField('set-seed', '7'), true`
+	answered := `q('#stop').hidden && qa('#messages .msg.assistant').length === 1 && lastAnswer().querySelector('.stats') && !lastAnswer().querySelector('.error')`
+	promptTokens := `govinfer.state.current.messages[1].stats.promptTokens`
+
+	// The question alone, for its prompt tokens.
+	eval[bool](t, ctx, settings)
+	send(t, ctx, "What is this?")
+	wait(t, ctx, "the answer without an image", answered, 20*time.Second)
+	textOnly := eval[int](t, ctx, promptTokens)
+
+	// Picked images: a 3-megapixel opaque one and a transparent one are
+	// downscaled within the bound, keeping the aspect ratio, as JPEG and PNG.
+	files := t.TempDir()
+	big, clear := filepath.Join(files, "big.png"), filepath.Join(files, "clear.png")
+	writePNG(t, big, 2000, 1500, false)
+	writePNG(t, clear, 1200, 1200, true)
+	run(t, ctx, "a new chat", chromedp.Click(chromedp.ID("new-chat")))
+	eval[bool](t, ctx, settings)
+	run(t, ctx, "picking two images", chromedp.SetUploadFiles(chromedp.ID("attach-file"), []string{big, clear}))
+	wait(t, ctx, "two thumbnails", `qa('#attachments .thumb img').length === 2 && !q('#attachments').hidden`, 20*time.Second)
+	var got []struct {
+		Type string
+		W, H int
+		Len  int
+	}
+	raw := eval[string](t, ctx, `Promise.all(govinfer.state.pending.map((u) => new Promise((ok, bad) => {
+		const i = new Image(); i.onload = () => ok({ Type: u.slice(5, u.indexOf(';')), W: i.naturalWidth, H: i.naturalHeight, Len: u.length });
+		i.onerror = bad; i.src = u; }))).then(JSON.stringify)`)
+	if err := json.Unmarshal([]byte(raw), &got); err != nil || len(got) != 2 {
+		t.Fatalf("the pending images: %s (%v)", raw, err)
+	}
+	maxPixels := eval[int](t, ctx, `govinfer.MAX_PIXELS`)
+	for i, want := range []struct {
+		typ    string
+		w, h   int
+		aspect float64
+	}{{"image/jpeg", 2000, 1500, 4.0 / 3}, {"image/png", 1200, 1200, 1}} {
+		g := got[i]
+		if g.Type != want.typ || g.W*g.H > maxPixels || g.W*g.H < maxPixels*98/100 ||
+			math.Abs(float64(g.W)/float64(g.H)-want.aspect) > 0.01 {
+			t.Errorf("a %d×%d image attached as %s %d×%d (%d bytes of data URL), want %s within %d pixels, aspect %.3f",
+				want.w, want.h, g.Type, g.W, g.H, g.Len, want.typ, maxPixels, want.aspect)
+		}
+		t.Logf("a %d×%d PNG attached as %s %d×%d, data URL %d bytes", want.w, want.h, g.Type, g.W, g.H, g.Len)
+	}
+	// The remove buttons.
+	run(t, ctx, "removing the second", chromedp.Click(chromedp.CSS("#attachments .thumb:nth-child(2) .remove")))
+	wait(t, ctx, "one thumbnail", `qa('#attachments .thumb').length === 1 && govinfer.state.pending[0].startsWith('data:image/jpeg')`, 5*time.Second)
+	run(t, ctx, "removing the first", chromedp.Click(chromedp.CSS("#attachments .thumb .remove")))
+	wait(t, ctx, "no thumbnails", `q('#attachments').hidden && govinfer.state.pending.length === 0`, 5*time.Second)
+
+	// One of vl-tiny's images, sent with the same question: the prompt
+	// grows by the image's tokens (64×48 pixels, 16×16 a token on vl-tiny:
+	// 12) and its vision start and end tokens.
+	gradient, err := filepath.Abs("../../testdata/models/vl-tiny/images/gradient_64x48.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "picking an image", chromedp.SetUploadFiles(chromedp.ID("attach-file"), []string{gradient}))
+	wait(t, ctx, "its thumbnail", `qa('#attachments .thumb img').length === 1`, 10*time.Second)
+	send(t, ctx, "What is this?")
+	wait(t, ctx, "the answer to the image", answered, 30*time.Second)
+	withImage := eval[int](t, ctx, promptTokens)
+	if withImage-textOnly != 12+2 {
+		t.Errorf("prompt tokens: %d with the image, %d without, want 14 more (12 image tokens, vision start and end); server log:\n%s", withImage, textOnly, log.String())
+	}
+	t.Logf("prompt tokens: %d without the image, %d with it; %s", textOnly, withImage, eval[string](t, ctx, `lastAnswer().querySelector('.stats').textContent`))
+	shown := `(() => { const i = q('#messages .msg.user .images img'); return !!i && i.complete && i.naturalWidth === 64 && i.naturalHeight === 48 &&
+		q('#messages .msg.user .text').textContent === 'What is this?' && q('#attachments').hidden; })()`
+	wait(t, ctx, "the image in the conversation", shown, 5*time.Second)
+
+	// Stored in the browser: after a reload it is there, and a
+	// regeneration sends it again.
+	if !eval[bool](t, ctx, `JSON.parse(localStorage.getItem('govinfer.conversations'))[0].messages[0].images[0].startsWith('data:image/jpeg;base64,')`) {
+		t.Error("the image is not in the stored conversation")
+	}
+	run(t, ctx, "reloading", chromedp.Reload())
+	wait(t, ctx, "the image after a reload", `!q('#attach-btn').hidden && `+shown, 10*time.Second)
+	// A click opens it full size (a blob: URL: the CSP lets the page
+	// neither fetch nor open a data: URL).
+	eval[bool](t, ctx, `(window.open = (u) => { window.__opened = u; return null; }), q('#messages .msg.user .images img').click(), true`)
+	if opened := eval[string](t, ctx, `String(window.__opened)`); !strings.HasPrefix(opened, "blob:") {
+		t.Errorf("clicking the image opened %q, want a blob: URL", opened)
+	}
+	run(t, ctx, "regenerating", chromedp.Click(chromedp.CSS("#messages .msg.assistant .regen-btn")))
+	wait(t, ctx, "the regenerated answer", `lastAnswer().querySelector('.stats') && `+answered, 30*time.Second)
+	if n := eval[int](t, ctx, promptTokens); n != withImage {
+		t.Errorf("the regenerated answer's prompt: %d tokens, want %d (with the image)", n, withImage)
+	}
+
+	// Export and import keep the images; an import holding something else
+	// than an image's data URL is refused.
+	exported := eval[string](t, ctx, `JSON.stringify(govinfer.state.current)`)
+	js, _ := json.Marshal(exported)
+	if n := eval[int](t, ctx, fmt.Sprintf(`window.govinfer.importText(%s, 'images.json')`, js)); n != 1 {
+		t.Fatalf("importing a conversation with an image: %d imported", n)
+	}
+	wait(t, ctx, "the imported image", shown, 5*time.Second)
+	for _, bad := range []string{`"javascript:alert(1)"`, `"data:text/html;base64,PGI+"`, `"data:image/svg+xml;base64,PHN2Zz4="`, `1`} {
+		conv := `{"messages": [{"role": "user", "content": "x", "images": [` + bad + `]}]}`
+		js, _ := json.Marshal(conv)
+		if n := eval[int](t, ctx, fmt.Sprintf(`window.govinfer.importText(%s, 'bad.json')`, js)); n != 0 {
+			t.Errorf("importing an image %s: %d conversations", bad, n)
+		}
+	}
+
+	// Storage full (localStorage holds about 5 million characters; a photo,
+	// downscaled, takes some 300,000): the page says so.
+	eval[bool](t, ctx, `(() => { const set = Storage.prototype.setItem;
+		Storage.prototype.setItem = () => { throw new DOMException('the quota has been exceeded', 'QuotaExceededError'); };
+		try { setField('set-seed', '8'); } finally { Storage.prototype.setItem = set; }
+		return true; })()`)
+	if !eval[bool](t, ctx, `!q('#notice').hidden && q('#notice').textContent.includes('Could not save') && q('#notice').textContent.includes('images take room')`) {
+		t.Errorf("a full storage shows %q", eval[string](t, ctx, `q('#notice').textContent`))
+	}
+
+	// Paste into the message box and drop on the page attach too.
+	eval[bool](t, ctx, `(async () => {
+		const c = document.createElement('canvas'); c.width = 40; c.height = 30;
+		const g = c.getContext('2d'); g.fillStyle = '#c33'; g.fillRect(0, 0, 40, 30);
+		const file = new File([await new Promise((ok) => c.toBlob(ok, 'image/png'))], 'pasted.png', { type: 'image/png' });
+		const pasted = new DataTransfer(); pasted.items.add(file);
+		q('#input').dispatchEvent(new ClipboardEvent('paste', { clipboardData: pasted, bubbles: true, cancelable: true }));
+		const dropped = new DataTransfer(); dropped.items.add(file);
+		q('#messages').dispatchEvent(new DragEvent('dragover', { dataTransfer: dropped, bubbles: true, cancelable: true }));
+		q('#messages').dispatchEvent(new DragEvent('drop', { dataTransfer: dropped, bubbles: true, cancelable: true }));
+		return true;
+	})()`)
+	wait(t, ctx, "the pasted and the dropped image", `qa('#attachments .thumb img').length === 2 && govinfer.state.pending.every((u) => u.startsWith('data:image/jpeg')) && !q('#main').classList.contains('dropping')`, 10*time.Second)
+
+	shots := os.Getenv("GOVINFER_WEBUI_SHOTS")
+	shot := func(name string) {
+		if shots == "" {
+			return
+		}
+		if err := os.MkdirAll(shots, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b := run(t, ctx, "screenshot", chromedp.CaptureScreenshot())
+		if err := os.WriteFile(filepath.Join(shots, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shot("images.png")
+
+	// On a phone, with the attach button and thumbnails, nothing scrolls
+	// sideways.
+	run(t, ctx, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulatePortrait))
+	run(t, ctx, "relayout", chromedp.Sleep(200*time.Millisecond))
+	if wide := eval[string](t, ctx, `(() => {
+		const w = document.documentElement.clientWidth;
+		const out = [];
+		if (document.documentElement.scrollWidth > w) out.push('page ' + document.documentElement.scrollWidth);
+		if (q('#messages').scrollWidth > q('#messages').clientWidth) out.push('messages ' + q('#messages').scrollWidth);
+		for (const e of qa('#top, #composer, #attachments, #attach-btn, #send, #messages .msg, #messages .images img')) if (e.getBoundingClientRect().right > w + 1) out.push(e.id || e.className || e.tagName);
+		return out.join(', ');
+	})()`); wide != "" {
+		t.Errorf("on a phone (390 px) these scroll sideways: %s", wide)
+	}
+	shot("phone-images.png")
 }

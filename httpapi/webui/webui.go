@@ -6,8 +6,9 @@
 // The server answers GET / with Index (to browsers, which accept text/html)
 // and every other file under Prefix with Lookup. Every response carries CSP,
 // which lets the page load scripts, styles and fonts from the server only,
-// run no inline script or style, and talk to the server's own OpenAI
-// endpoints only.
+// run no inline script or style, show images from the server and from data:
+// and blob: URLs only (the page's attachments), and talk to the server's own
+// OpenAI endpoints only.
 package webui
 
 import (
@@ -24,7 +25,8 @@ const Prefix = "/ui/"
 
 // CSP is the Content-Security-Policy of the page and its files: everything
 // from the server itself, nothing inline, no plugins, no frames, no forms
-// posted anywhere. The page's own code sets styles through the CSSOM only
+// posted anywhere; images also from data: and blob: URLs, which the page
+// makes of the images attached to a message. The page's own code sets styles through the CSSOM only
 // (KaTeX renders into the DOM, not through innerHTML), which CSP allows.
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; font-src 'self'; img-src 'self' data: blob:; " +
 	"connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; object-src 'none'"
