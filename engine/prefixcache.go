@@ -46,7 +46,8 @@ func BlockHashes(tokens []int) []uint64 {
 // both, with the sign bit set, so never a vocabulary id). Two prompts then
 // share cached state only where their tokens and their images agree, and
 // a text-only prompt is its own key (its block hashes and KV events are
-// unchanged). Those ids appear in PrefixSpan.Tokens.
+// unchanged). They stay inside the engine: a PrefixSpan carries the
+// prompt's real tokens and names the images in PrefixSpan.Images.
 func cacheKey(prompt []int, images []Image, hidden int) []int {
 	if len(images) == 0 {
 		return prompt
@@ -76,8 +77,15 @@ type PrefixSpan struct {
 	// (End-Start)/PrefixBlock of them. Empty when only a kept point's
 	// recurrent state changed.
 	BlockHashes []uint64
-	// Tokens are the span's tokens (stored spans only).
-	Tokens     []int
+	// Tokens are the span's prompt tokens (stored spans only): the real
+	// token ids, an image's placeholder pads included (the cache keys
+	// those positions by the image, not by the pads; see Images).
+	Tokens []int
+	// Images are the images of the request whose tokens fall within
+	// [Start, End), in prompt order (stored spans only; nil for text).
+	// Two spans with the same Tokens but different Images are different
+	// cached state.
+	Images     []SpanImage
 	Start, End int
 	// Point says that End is a kept point: resuming there is possible, as
 	// the cache holds (or, when removed, held) the Gated DeltaNet state at
@@ -85,6 +93,27 @@ type PrefixSpan struct {
 	Point bool
 	// Bytes is the memory the span's blocks and state take (or took).
 	Bytes int64
+}
+
+// SpanImage is an image whose tokens fall within a PrefixSpan.
+type SpanImage struct {
+	// Hash identifies the image (Image.Hash).
+	Hash [32]byte
+	// Index and Len are the prompt positions [Index, Index+Len) of all the
+	// image's tokens, which may begin before the span or end after it.
+	Index, Len int
+}
+
+// spanImages returns the images whose tokens overlap [start, end).
+func spanImages(images []Image, hidden, start, end int) []SpanImage {
+	var out []SpanImage
+	for _, im := range images {
+		n := len(im.Embeds) / hidden
+		if im.Index < end && im.Index+n > start {
+			out = append(out, SpanImage{Hash: im.Hash, Index: im.Index, Len: n})
+		}
+	}
+	return out
 }
 
 // PrefixObserver is told what the prefix cache stores and evicts, for
@@ -208,9 +237,11 @@ func (c *prefixCache) storeCost(tokens []int, hashes []uint64, pos int) (int64, 
 
 // store keeps the state of seq, which has consumed exactly tokens[:pos]
 // (pos a multiple of PrefixBlock), as a kept point: it copies the KV of the
-// blocks not cached yet and the recurrent state. The caller has made room
-// for storeCost bytes.
-func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, pos int) error {
+// blocks not cached yet and the recurrent state. tokens is the prompt's
+// cache key (cacheKey of prompt and images, which the observer is told
+// about instead; a nil prompt means tokens is the prompt). The caller has
+// made room for storeCost bytes.
+func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, pos int, prompt []int, images []Image) error {
 	n := &c.root
 	var added []*prefixNode
 	var err error
@@ -254,7 +285,11 @@ func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, 
 		if len(added) > 0 {
 			sp.Start = added[0].end - PrefixBlock
 			sp.ParentHash = added[0].parent.hash
-			sp.Tokens = slices.Clone(tokens[sp.Start:pos])
+			if prompt == nil {
+				prompt = tokens
+			}
+			sp.Tokens = slices.Clone(prompt[sp.Start:pos])
+			sp.Images = spanImages(images, c.m.Config().HiddenSize, sp.Start, pos)
 			for _, a := range added {
 				sp.BlockHashes = append(sp.BlockHashes, a.hash)
 				sp.Bytes += a.kv.Bytes()
@@ -392,7 +427,7 @@ func (e *Engine) keepState(r *running) {
 		return
 	}
 	// On failure (out of device memory) the point is simply not kept.
-	_ = e.cache.store(r.seq, r.s.key, r.s.hashes, pos)
+	_ = e.cache.store(r.seq, r.s.key, r.s.hashes, pos, r.s.req.Prompt, r.s.req.Images)
 	e.noteCache()
 }
 

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"encoding/hex"
+
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/kvevents"
 )
@@ -43,13 +45,28 @@ func (p *prefixEvents) PrefixStored(sp engine.PrefixSpan) {
 		}
 		parent = ref.span.Slice(0, ref.i+1)
 	}
-	span, err := p.pub.SpanStored(parent, sp.Tokens)
+	span, err := p.pub.SpanStoredExtra(parent, sp.Tokens, extraKeys(sp, p.pub.Hasher().BlockSize()))
 	if err != nil {
 		return
 	}
 	for i, h := range sp.BlockHashes {
 		p.blocks[h] = blockRef{span, i}
 	}
+}
+
+// extraKeys returns the span's per-block extra keys, as vLLM's BlockStored
+// carries them: for each block, the (image hash in hex, offset of the
+// image's first token from the block's) of each image whose tokens fall
+// in it; nil for a text-only span.
+func extraKeys(sp engine.PrefixSpan, blockSize int) [][]kvevents.MMKey {
+	if len(sp.Images) == 0 {
+		return nil
+	}
+	items := make([]kvevents.MMItem, len(sp.Images))
+	for i, im := range sp.Images {
+		items[i] = kvevents.MMItem{Hash: hex.EncodeToString(im.Hash[:]), Offset: im.Index, Length: im.Len}
+	}
+	return kvevents.MMExtraKeys(items, sp.Start, sp.Start+len(sp.Tokens), blockSize)
 }
 
 func (p *prefixEvents) PrefixRemoved(sp engine.PrefixSpan) {

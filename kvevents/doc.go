@@ -23,9 +23,27 @@
 // serves one model without adapters, and a BlockStored without group_idx is
 // what a router indexes as ordinary full-attention blocks.
 //
+// The exception is a span whose blocks hold an image's tokens: its
+// token_ids are the real ids (the image's placeholder pads, the same for
+// every image) and, as vLLM does, it carries extra_keys, so that a router
+// can tell two images apart:
+//
+//	BlockStored = ["BlockStored", block_hashes, parent|nil, token_ids, block_size,
+//	               nil, nil, nil, extra_keys]
+//	extra_keys  = [entry per block]; entry = nil | [[image_hash_hex, offset], ...]
+//
+// one [identifier, offset] pair (vLLM's (mm_feature.identifier, offset)
+// tuple from _gen_mm_extra_hash_keys) for each image whose tokens fall in
+// the block, the identifier the image's SHA-256 in hex and the offset that
+// of its first token from the block's first (negative when the image began
+// in an earlier block); nil for a block holding no image token.
+//
 // Block hashes are uint64s computed as the llm-d router computes its own
 // block keys (BlockKeys): FNV-64a over the canonical CBOR encoding of
 // [parent, tokens, nil], chained from a root that hashes the model name.
+// A block holding image tokens hashes [parent, tokens, keys] instead, keys
+// its extra keys as llm-d's BlockExtraFeatures.MMHashes (an array of
+// {"Hash", "Offset"} maps; see Hasher.BlocksExtra).
 // The router recomputes its keys from token_ids and uses the engine's
 // hashes only as opaque ids, but with the same hash seed, model name and
 // block size the two agree, which makes the events easy to check.

@@ -38,9 +38,20 @@ func (e *encoder) hashes(hs []uint64) {
 
 // blockStored encodes ["BlockStored", hashes, parent|nil, token_ids,
 // block_size].
-func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, blockSize int) []byte {
+//
+// With extra keys (some block holding a multimodal item) it encodes
+// vLLM's trailing fields up to extra_keys: [..., block_size, lora_id nil,
+// medium nil, lora_name nil, extra_keys], extra_keys one entry per block,
+// nil or an array of [identifier, offset] arrays (vLLM's tuple of
+// (mm_hash, offset) tuples). Without, the event is the five fields only.
+func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, blockSize int, extra [][]MMKey) []byte {
 	e := newEncoder()
-	e.enc.EncodeArrayLen(5)
+	withExtra := hasExtra(extra)
+	if withExtra {
+		e.enc.EncodeArrayLen(9)
+	} else {
+		e.enc.EncodeArrayLen(5)
+	}
 	e.enc.EncodeString(TagBlockStored)
 	e.hashes(hashes)
 	if hasParent {
@@ -53,6 +64,24 @@ func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, b
 		e.enc.EncodeUint(uint64(uint32(t)))
 	}
 	e.enc.EncodeUint(uint64(blockSize))
+	if withExtra {
+		e.enc.EncodeNil() // lora_id
+		e.enc.EncodeNil() // medium
+		e.enc.EncodeNil() // lora_name
+		e.enc.EncodeArrayLen(len(extra))
+		for _, keys := range extra {
+			if len(keys) == 0 {
+				e.enc.EncodeNil()
+				continue
+			}
+			e.enc.EncodeArrayLen(len(keys))
+			for _, k := range keys {
+				e.enc.EncodeArrayLen(2)
+				e.enc.EncodeString(k.Hash)
+				e.enc.EncodeInt(int64(k.Offset))
+			}
+		}
+	}
 	return e.buf.Bytes()
 }
 

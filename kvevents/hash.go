@@ -47,8 +47,10 @@ func (h *fnv64a) head(major byte, v uint64) {
 // CBOR major types and simple values used here.
 const (
 	cborUint   = 0
+	cborNegInt = 1
 	cborText   = 3
 	cborArray  = 4
+	cborMap    = 5
 	cborNull   = 0xf6
 	cborTriple = 0x80 | 3 // an array of three items
 )
@@ -58,6 +60,29 @@ const (
 // integers (null when nil) and extra a text string (or null when
 // extraText is false).
 func blockHash(parent uint64, tokens []int, extra string, extraText bool) uint64 {
+	h := blockHashHead(parent, tokens)
+	if extraText {
+		h.text(extra)
+	} else {
+		h.byte(cborNull)
+	}
+	return uint64(h)
+}
+
+// mmBlockHash is llm-d's hash of a block holding multimodal items:
+// [parent, tokens, extra] with extra the items' keys (see mmExtra), or
+// null when there are none (a text block, hashed as blockHash does).
+func mmBlockHash(parent uint64, tokens []int, keys []MMKey) uint64 {
+	if len(keys) == 0 {
+		return blockHash(parent, tokens, "", false)
+	}
+	h := blockHashHead(parent, tokens)
+	h.mmExtra(keys)
+	return uint64(h)
+}
+
+// blockHashHead feeds the array head, parent and tokens of a block.
+func blockHashHead(parent uint64, tokens []int) fnv64a {
 	h := fnv64a(fnvOffset)
 	h.byte(cborTriple)
 	h.head(cborUint, parent)
@@ -69,15 +94,7 @@ func blockHash(parent uint64, tokens []int, extra string, extraText bool) uint64
 			h.head(cborUint, uint64(uint32(t)))
 		}
 	}
-	if extraText {
-		h.head(cborText, uint64(len(extra)))
-		for i := 0; i < len(extra); i++ {
-			h.byte(extra[i])
-		}
-	} else {
-		h.byte(cborNull)
-	}
-	return uint64(h)
+	return h
 }
 
 // Hasher computes block hashes exactly as the llm-d router computes its
@@ -126,6 +143,39 @@ func (h *Hasher) Blocks(dst []uint64, parent uint64, tokens []int) ([]uint64, er
 		dst = append(dst, parent)
 	}
 	return dst, nil
+}
+
+// BlocksExtra is Blocks for blocks that may hold multimodal items: extra
+// has one entry per block (its MMKeys, nil for a text block), or is nil
+// for text only. A block with keys hashes [parent, tokens, keys] as the
+// llm-d router hashes a block with extra features (MMHash{Hash, Offset}
+// structs, CBOR maps), so that two images behind the same placeholder
+// tokens get different hashes; a block without hashes as Blocks does.
+func (h *Hasher) BlocksExtra(dst []uint64, parent uint64, tokens []int, extra [][]MMKey) ([]uint64, error) {
+	if len(tokens)%h.blockSize != 0 {
+		return dst, fmt.Errorf("%w: %d tokens, block size %d", errPartial, len(tokens), h.blockSize)
+	}
+	if err := checkExtra(extra, len(tokens)/h.blockSize); err != nil {
+		return dst, err
+	}
+	for i := 0; i < len(tokens); i += h.blockSize {
+		var keys []MMKey
+		if extra != nil {
+			keys = extra[i/h.blockSize]
+		}
+		parent = mmBlockHash(parent, tokens[i:i+h.blockSize], keys)
+		dst = append(dst, parent)
+	}
+	return dst, nil
+}
+
+// KeysExtra is Keys for a prompt with multimodal items (sorted by
+// offset): the hashes of its whole blocks, each block holding items
+// hashed with their MMKeys.
+func (h *Hasher) KeysExtra(prompt []int, items []MMItem) []uint64 {
+	n := len(prompt) / h.blockSize * h.blockSize
+	keys, _ := h.BlocksExtra(make([]uint64, 0, n/h.blockSize), h.root, prompt[:n], MMExtraKeys(items, 0, n, h.blockSize))
+	return keys
 }
 
 // Keys returns the hashes of the whole blocks of a prompt from its start,

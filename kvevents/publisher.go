@@ -229,6 +229,17 @@ func (p *Publisher) Hasher() *Hasher {
 // new span, to be passed as the parent of the next one and to SpanRemoved.
 // The tokens are encoded before it returns; the caller keeps the slice.
 func (p *Publisher) SpanStored(parent Span, tokens []int) (Span, error) {
+	return p.SpanStoredExtra(parent, tokens, nil)
+}
+
+// SpanStoredExtra is SpanStored for tokens whose blocks may hold
+// multimodal items (images): extra has one entry per block, the MMKeys of
+// the items whose tokens fall in it (nil for a block holding none; see
+// MMExtraKeys), or is nil. tokens are the real token ids (an image's
+// placeholder pads); the blocks holding items are hashed with their keys
+// (Hasher.BlocksExtra) and the event carries them as vLLM's extra_keys.
+// Without any key the event is SpanStored's, byte for byte.
+func (p *Publisher) SpanStoredExtra(parent Span, tokens []int, extra [][]MMKey) (Span, error) {
 	if p == nil {
 		return Span{}, nil
 	}
@@ -240,11 +251,14 @@ func (p *Publisher) SpanStored(parent Span, tokens []int) (Span, error) {
 	if !hasParent {
 		from = p.hasher.Root()
 	}
-	hashes, err := p.hasher.Blocks(make([]uint64, 0, len(tokens)/p.hasher.BlockSize()), from, tokens)
+	if !hasExtra(extra) {
+		extra = nil
+	}
+	hashes, err := p.hasher.BlocksExtra(make([]uint64, 0, len(tokens)/p.hasher.BlockSize()), from, tokens, extra)
 	if err != nil {
 		return Span{}, err
 	}
-	p.enqueue(blockStored(hashes, prev, hasParent, tokens, p.hasher.BlockSize()))
+	p.enqueue(blockStored(hashes, prev, hasParent, tokens, p.hasher.BlockSize(), extra))
 	return Span{hashes: hashes}, nil
 }
 

@@ -22,6 +22,12 @@ type Event struct {
 	// block.
 	Tokens    []int
 	BlockSize int
+	// ExtraKeys are a stored span's extra_keys, one entry per block (nil
+	// for a block without), when the event has them: the multimodal
+	// items' (identifier, offset) tuples (a bare identifier string, as
+	// some vLLM versions send, decodes with offset 0; entries of other
+	// kinds, such as a LoRA name, are skipped). Nil without extra_keys.
+	ExtraKeys [][]MMKey
 }
 
 // Batch is one decoded message payload.
@@ -109,6 +115,11 @@ func decodeEvent(v any) (Event, error) {
 		if ev.BlockSize, err = intOf(f[4]); err != nil {
 			return ev, fmt.Errorf("block_size: %w", err)
 		}
+		if len(f) > 8 && f[8] != nil {
+			if ev.ExtraKeys, err = extraKeysOf(f[8], len(ev.Hashes)); err != nil {
+				return ev, fmt.Errorf("extra_keys: %w", err)
+			}
+		}
 	case TagBlockRemoved:
 		if len(f) < 2 {
 			return ev, fmt.Errorf("BlockRemoved has %d fields, want at least 2", len(f))
@@ -119,6 +130,53 @@ func decodeEvent(v any) (Event, error) {
 		return ev, fmt.Errorf("unknown event %q", tag)
 	}
 	return ev, err
+}
+
+// extraKeysOf decodes extra_keys: an array of one entry per block, each
+// nil or an array of keys.
+func extraKeysOf(v any, blocks int) ([][]MMKey, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("not an array: %T", v)
+	}
+	if len(a) != blocks {
+		return nil, fmt.Errorf("%d entries for %d blocks", len(a), blocks)
+	}
+	out := make([][]MMKey, len(a))
+	found := false
+	for i, e := range a {
+		if e == nil {
+			continue
+		}
+		keys, ok := e.([]any)
+		if !ok {
+			return nil, fmt.Errorf("entry %d is %T", i, e)
+		}
+		for _, k := range keys {
+			switch k := k.(type) {
+			case string:
+				out[i] = append(out[i], MMKey{Hash: k})
+			case []any:
+				if len(k) != 2 {
+					continue
+				}
+				h, ok := k[0].(string)
+				if !ok {
+					continue
+				}
+				off, err := int64Of(k[1])
+				if err != nil {
+					return nil, fmt.Errorf("entry %d: offset: %w", i, err)
+				}
+				out[i] = append(out[i], MMKey{Hash: h, Offset: int(off)})
+			}
+		}
+		found = found || out[i] != nil
+	}
+	if !found {
+		return nil, nil
+	}
+	return out, nil
 }
 
 func hashList(v any) ([]uint64, error) {

@@ -14,7 +14,8 @@ import (
 
 // Index maps prompt blocks to the pods that hold them, from KV events.
 // As the llm-d router does, it recomputes its own block keys from each
-// BlockStored's token_ids, chained from the key of the parent block (a
+// BlockStored's token_ids (and extra_keys, for blocks holding an image:
+// Hasher.BlocksExtra), chained from the key of the parent block (a
 // BlockStored whose parent it does not know is skipped), and keeps the
 // engine's hashes only to find those keys again (parents, removals). It
 // also keeps the spans the events announced, for SpanMatch. It is safe for
@@ -88,7 +89,7 @@ func (x *Index) Apply(pod string, b kvevents.Batch) error {
 				}
 				parent = k
 			}
-			keys, err := x.hasher.Blocks(nil, parent, ev.Tokens)
+			keys, err := x.hasher.BlocksExtra(nil, parent, ev.Tokens, ev.ExtraKeys)
 			if err != nil {
 				errs = append(errs, err)
 				continue
