@@ -84,6 +84,9 @@ type Config struct {
 	// PrefixObserver, when set, is told what the prefix cache stores and
 	// evicts.
 	PrefixObserver PrefixObserver
+	// Speculative turns on speculative decoding of greedy requests (see
+	// Speculative); the zero value is off.
+	Speculative Speculative
 }
 
 // LogitProcessor constrains one request's choices, e.g. to valid JSON.
@@ -228,6 +231,9 @@ type Stream struct {
 	key     []int        // the prompt as the prefix cache keys it (cacheKey)
 	hashes  []uint64     // BlockHashes of key, with a prefix cache
 	cached  atomic.Int64 // prompt tokens resumed from the prefix cache
+	// specDrafted and specAccepted count the request's draft tokens and
+	// those the main model accepted (Config.Speculative).
+	specDrafted, specAccepted atomic.Int64
 
 	mu           sync.Mutex
 	pending      []Token
@@ -260,6 +266,15 @@ func (s *Stream) Next(ctx context.Context) (Output, error) {
 // CachedTokens returns the number of prompt tokens the request resumed
 // from the prefix cache instead of computing them (0 before it starts).
 func (s *Stream) CachedTokens() int { return int(s.cached.Load()) }
+
+// SpecTokens returns the draft tokens speculative decoding proposed for the
+// request and how many of them the main model accepted, so far (final once
+// Next has delivered the request's Finish). Every round counts its drafts
+// in full, the last one too even where MaxTokens or a stop token cut the
+// tokens it committed; both are 0 for a request that does not speculate.
+func (s *Stream) SpecTokens() (drafted, accepted int) {
+	return int(s.specDrafted.Load()), int(s.specAccepted.Load())
+}
 
 // push delivers a token and, with the first, the prompt's logits.
 func (s *Stream) push(t Token, promptLogits []float32) {
@@ -331,6 +346,9 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 	}
 	if cfg.StateMemory < 0 {
 		return nil, fmt.Errorf("engine: state memory must not be negative, got %d", cfg.StateMemory)
+	}
+	if err := cfg.Speculative.check(m); err != nil {
+		return nil, err
 	}
 	if cfg.PrefixCache && cfg.ChunkTokens%PrefixBlock != 0 {
 		return nil, fmt.Errorf("engine: the prefix cache needs chunk_tokens to be a multiple of %d, got %d", PrefixBlock, cfg.ChunkTokens)
@@ -451,8 +469,8 @@ func (e *Engine) validate(r Request) error {
 	if err := r.Params.Validate(); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	if tokens := e.reserveTokens(r); e.budget.limit > 0 && e.m.SequenceBytes(tokens) > e.budget.limit {
-		return &StateBudgetError{Tokens: tokens, Need: e.m.SequenceBytes(tokens), Budget: e.budget.limit}
+	if tokens, need := e.reserveTokens(r), e.requestBytes(r); e.budget.limit > 0 && need > e.budget.limit {
+		return &StateBudgetError{Tokens: tokens, Need: need, Budget: e.budget.limit}
 	}
 	for i, t := range r.Prompt {
 		if t < 0 || t >= c.VocabSize {
@@ -500,10 +518,25 @@ func promptInput(r *Request, hidden, lo, hi int) model.Input {
 }
 
 // reserveTokens returns the positions r's sequence may hold: its prompt
-// plus MaxTokens (the last sampled token is never fed), within the model's
-// context.
+// plus MaxTokens (the last sampled token is never fed), and the drafts of
+// a last speculative round, within the model's context.
 func (e *Engine) reserveTokens(r Request) int {
-	return min(len(r.Prompt)+r.MaxTokens-1, e.m.Config().MaxContext())
+	n := len(r.Prompt) + r.MaxTokens - 1
+	if e.speculates(&r) {
+		n += e.cfg.Speculative.Tokens
+	}
+	return min(n, e.m.Config().MaxContext())
+}
+
+// requestBytes is the state memory r may need: its sequence's and, when it
+// speculates, the rollback snapshot's and the head's.
+func (e *Engine) requestBytes(r Request) int64 {
+	tokens := e.reserveTokens(r)
+	need := e.m.SequenceBytes(tokens)
+	if e.speculates(&r) {
+		need += e.specBytes(tokens)
+	}
+	return need
 }
 
 // running is the engine's state of one admitted request.
@@ -518,6 +551,7 @@ type running struct {
 	last      int   // last sampled token, fed at the next step
 	generated int
 	lastTime  time.Time
+	spec      *specState // nil unless the request speculates
 }
 
 func (e *Engine) loop(ctx context.Context) {
@@ -626,7 +660,7 @@ func (e *Engine) unwait(s *Stream) {
 // cache. It returns nil when s failed (and has been ended).
 func (e *Engine) start(s *Stream) (r *running, fits bool) {
 	tokens := e.reserveTokens(s.req)
-	need := e.m.SequenceBytes(tokens)
+	need := e.requestBytes(s.req)
 	var path []*prefixNode
 	if e.cache != nil {
 		path = e.cache.lookup(s.key, s.hashes)
@@ -682,6 +716,13 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 		e.metrics.prefixHits.Add(uint64(hit))
 	}
 	s.cached.Store(int64(hit))
+	if e.speculates(&s.req) {
+		if err := e.startSpec(r); err != nil {
+			seq.Close()
+			e.metrics.seqOpen.Add(-1)
+			return fail(err)
+		}
+	}
 	r.sampler.AddPrompt(s.req.Prompt)
 	if !s.req.IgnoreEOS {
 		for id := range e.eos {
@@ -697,6 +738,9 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 // finish ends a running request and frees its sequence.
 func (e *Engine) finish(r *running, f FinishReason, stopTok int, err error) {
 	r.seq.Close()
+	if r.spec != nil {
+		r.spec.close()
+	}
 	e.budget.running.Add(-r.reserved)
 	e.metrics.seqOpen.Add(-1)
 	r.s.end(f, stopTok, err)
@@ -704,17 +748,30 @@ func (e *Engine) finish(r *running, f FinishReason, stopTok int, err error) {
 }
 
 // step runs one model step over the batch and returns the requests still
-// running.
+// running. Speculating requests (Config.Speculative) draft before it,
+// verify their drafts in it, and roll back and run the head after it.
 func (e *Engine) step(ctx context.Context, run []*running) []*running {
+	ended := map[*running]bool{}
+	// live drops the requests this step ended; on shutdown the loop's
+	// cleanup finishes the rest.
+	live := func() []*running { return slices.DeleteFunc(run, func(r *running) bool { return ended[r] }) }
+	if e.cfg.Speculative.Tokens > 0 && !e.draftAll(ctx, run, ended) {
+		return live()
+	}
 	inputs := make([]model.Input, 0, len(run))
 	members := make([]*running, 0, len(run))
 	budget := e.stepTokens
 	for _, r := range run {
-		if r.fed == len(r.s.req.Prompt) {
-			inputs = append(inputs, model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: r.logitsMode(), Decode: true})
-			members = append(members, r)
-			budget--
+		if ended[r] || r.fed != len(r.s.req.Prompt) {
+			continue
 		}
+		in := model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: r.logitsMode(), Decode: true}
+		if r.drafting() {
+			in = verifyInput(r.seq, r.last, r.spec.drafts)
+		}
+		inputs = append(inputs, in)
+		members = append(members, r)
+		budget -= len(in.Tokens)
 	}
 	// While sequences decode, each prefill takes one chunk per step, so
 	// that their next tokens are not held up by long passes. Without
@@ -728,7 +785,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 	prefilled := false
 	for _, r := range run {
 		p := r.s.req.Prompt
-		if r.fed == len(p) {
+		if ended[r] || r.fed == len(p) {
 			continue
 		}
 		chunk := e.cfg.ChunkTokens
@@ -751,31 +808,35 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		}
 		in := promptInput(&r.s.req, e.m.Config().HiddenSize, r.fed, r.fed+n)
 		in.Seq, in.Logits = r.seq, mode
+		// The head drafts from the prompt's hidden rows.
+		in.Hidden = r.spec != nil
 		inputs = append(inputs, in)
 		members = append(members, r)
 		budget -= n
 		prefilled = true
+	}
+	if len(inputs) == 0 {
+		return live()
 	}
 	start := time.Now()
 	outs, err := e.m.Step(ctx, inputs)
 	e.metrics.observeStep(time.Since(start))
 	if err != nil {
 		if ctx.Err() != nil {
-			return run // shutting down; the loop's cleanup finishes them
+			return live()
 		}
-		failed := map[*running]bool{}
 		for _, r := range members {
-			failed[r] = true
+			ended[r] = true
 			e.finish(r, FinishError, -1, fmt.Errorf("engine: model step: %w", err))
 		}
-		return slices.DeleteFunc(run, func(r *running) bool { return failed[r] })
+		return live()
 	}
-	ended := map[*running]bool{}
+	var follow []specFollowUp
 	now := time.Now()
-	maxCtx := e.m.Config().MaxContext()
 	for i, r := range members {
 		in := inputs[i]
 		if r.fed < len(r.s.req.Prompt) {
+			lo := r.fed
 			r.fed += len(in.Tokens)
 			e.metrics.promptTokens.Add(uint64(len(in.Tokens)))
 			if len(r.keep) > 0 && r.fed == r.keep[0] {
@@ -783,8 +844,27 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 				e.keepState(r)
 			}
 			if in.Logits == model.NoLogits {
+				if r.spec != nil {
+					// Position p reads the token after it: the next
+					// chunk's first for the chunk's last position.
+					follow = append(follow, specFollowUp{r: r, draft: e.promptDraft(r, outs[i].Hidden, lo, r.fed, -1)})
+				}
 				continue
 			}
+		}
+		if r.drafting() {
+			committed, f := e.verify(r, outs[i])
+			for _, t := range committed {
+				r.sampler.Accept(t)
+				if e.emit(r, Token{ID: t}, nil, now) {
+					ended[r] = true
+					break
+				}
+			}
+			if !ended[r] {
+				follow = append(follow, f)
+			}
+			continue
 		}
 		var promptLogits []float32
 		if r.generated == 0 && r.s.req.PromptLogits {
@@ -803,32 +883,77 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			ended[r] = true
 			continue
 		}
-		r.generated++
-		e.metrics.generationTokens.Add(1)
-		if r.generated == 1 {
-			e.metrics.ttft.Observe(now.Sub(r.s.submitted).Seconds())
-		} else {
-			e.metrics.itl.Observe(now.Sub(r.lastTime).Seconds())
+		if e.emit(r, tok, promptLogits, now) {
+			ended[r] = true
+			continue
 		}
-		r.lastTime = now
-		r.last = tok.ID
-		r.s.push(tok, promptLogits)
-		switch {
-		case r.stop[tok.ID] && r.generated >= r.s.req.MinTokens:
-			e.finish(r, FinishStop, tok.ID, nil)
-			ended[r] = true
-		case r.generated >= r.s.req.MaxTokens || r.seq.Len() >= maxCtx:
-			e.finish(r, FinishLength, -1, nil)
-			ended[r] = true
+		if r.spec != nil && r.generated == 1 {
+			// The prompt's last chunk: the head runs over it, the last
+			// position reading the token just chosen.
+			lo := r.fed - len(in.Tokens)
+			follow = append(follow, specFollowUp{r: r, draft: e.promptDraft(r, outs[i].Hidden, lo, r.fed, tok.ID)})
 		}
 	}
+	if len(follow) > 0 && !e.followUp(ctx, follow, ended) {
+		return live()
+	}
 	var state int64
-	run = slices.DeleteFunc(run, func(r *running) bool { return ended[r] })
+	run = live()
 	for _, r := range run {
 		state += r.seq.StateBytes()
+		if r.spec != nil {
+			state += r.spec.ds.StateBytes() + r.spec.snap.Bytes()
+		}
 	}
 	e.metrics.stateBytes.Store(state)
 	return run
+}
+
+// promptDraft is the head's input over prompt positions [lo, hi) of r: the
+// main model's hidden rows there, each position reading the token after it
+// (the prompt's, or next, the token the main model chose, after the
+// prompt's last). Only the prompt's last chunk asks for the argmax.
+func (e *Engine) promptDraft(r *running, hidden []float32, lo, hi, next int) model.DraftInput {
+	req := &r.s.req
+	toks := slices.Clone(req.Prompt[lo+1 : hi])
+	mode := model.LastArgmax
+	if hi < len(req.Prompt) {
+		toks, mode = append(toks, req.Prompt[hi]), model.NoLogits
+	} else {
+		toks = append(toks, next)
+	}
+	in := model.DraftInput{Seq: r.spec.ds, Tokens: toks, Hidden: hidden, Logits: mode}
+	if req.Positions != nil {
+		in.Positions = req.Positions[lo:hi]
+	}
+	return in
+}
+
+// emit delivers a generated token of r and ends r when it is a stop token
+// (after MinTokens), the MaxTokens-th or the last the context holds; it
+// reports whether r ended.
+func (e *Engine) emit(r *running, tok Token, promptLogits []float32, now time.Time) bool {
+	r.generated++
+	e.metrics.generationTokens.Add(1)
+	if r.generated == 1 {
+		e.metrics.ttft.Observe(now.Sub(r.s.submitted).Seconds())
+	} else {
+		e.metrics.itl.Observe(now.Sub(r.lastTime).Seconds())
+	}
+	r.lastTime = now
+	r.last = tok.ID
+	r.s.push(tok, promptLogits)
+	switch {
+	case r.stop[tok.ID] && r.generated >= r.s.req.MinTokens:
+		e.finish(r, FinishStop, tok.ID, nil)
+		return true
+	// The sequence holds the prompt and every generated token but this
+	// one (never fed).
+	case r.generated >= r.s.req.MaxTokens || len(r.s.req.Prompt)+r.generated-1 >= e.m.Config().MaxContext():
+		e.finish(r, FinishLength, -1, nil)
+		return true
+	}
+	return false
 }
 
 // logitsMode returns what r needs from the model to pick its next token:

@@ -75,6 +75,8 @@ type metrics struct {
 	rejected                 atomic.Uint64
 	stop, length, cancel, er atomic.Uint64
 	ttft, itl                *histogram
+
+	specDrafted, specAccepted atomic.Uint64 // Config.Speculative
 }
 
 func newMetrics() *metrics {
@@ -120,6 +122,11 @@ type Stats struct {
 	Steps            uint64 // model steps run
 	StepSeconds      float64
 	Rejected         uint64 // submissions refused because the queue was full
+
+	// SpecDraftTokens counts the draft tokens of speculative rounds, all
+	// requests, SpecAcceptedTokens those the main model accepted
+	// (Config.Speculative; Stream.SpecTokens per request).
+	SpecDraftTokens, SpecAcceptedTokens uint64
 	// Finished counts ended requests by reason.
 	Finished map[FinishReason]uint64
 	// TimeToFirstToken is measured from Submit to the first token;
@@ -153,5 +160,8 @@ func (e *Engine) Stats() Stats {
 		},
 		TimeToFirstToken: m.ttft.Snapshot(),
 		InterToken:       m.itl.Snapshot(),
+
+		SpecDraftTokens:    m.specDrafted.Load(),
+		SpecAcceptedTokens: m.specAccepted.Load(),
 	}
 }

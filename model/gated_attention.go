@@ -54,6 +54,22 @@ func (a *gatedAttention) forward(m *Model, l int, pass []piece, rows int, rope [
 	be.Rope(sc.k, kvh, rows, rope, c.RotaryDim())
 	sc.attns = sc.attns[:0]
 	for _, p := range pass {
+		if p.tokenwise {
+			for j := range p.tokens {
+				r := p.row + j
+				sc.attns = append(sc.attns, compute.Attention{
+					Q: qh.Rows(r), QBuf: sc.qg,
+					K: kvh.Rows(r), KBuf: sc.k,
+					V: kvh.Rows(r), VBuf: sc.v,
+					KCache: p.seq.kc[l], VCache: p.seq.vc[l],
+					Out: sc.core, OutRow: r,
+					CacheType: m.kvType(),
+					Pos:       p.pos + j, N: 1,
+					Scale: float32(1 / math.Sqrt(float64(hd))),
+				})
+			}
+			continue
+		}
 		sc.attns = append(sc.attns, compute.Attention{
 			Q: qh.Rows(p.row), QBuf: sc.qg,
 			K: kvh.Rows(p.row), KBuf: sc.k,

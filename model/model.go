@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/govinfer/govinfer/compute"
@@ -59,11 +60,15 @@ type Options struct {
 // Model is a loaded Qwen3.5 text model. Its methods are safe for concurrent
 // use; steps are serialised.
 type Model struct {
-	cfg       *Config
-	be        compute.Backend
-	file      io.Closer // the checkpoint or GGUF file Open opened, or nil
-	w         *weights
-	mtp       *mtpWeights // the MTP head when Options.MTP, else nil
+	cfg  *Config
+	be   compute.Backend
+	file io.Closer // the checkpoint or GGUF file Open opened, or nil
+	w    *weights
+	mtp  *mtpWeights // the MTP head when Options.MTP, else nil
+	// tokenwise runs the attention of a Decode input of several tokens one
+	// token at a time (piece.tokenwise): on the CPU backend, whose
+	// attention splits a context by the number of new tokens.
+	tokenwise bool
 	maxTokens int
 	kvDType   compute.DType // KV cache element type; 0 means F32
 	invFreq   []float64     // rope inverse frequencies, rotaryDim/2 of them
@@ -124,6 +129,7 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 		return nil, fmt.Errorf("model: a 16-bit KV cache needs an even KV width, got %d", cfg.NumKVHeads*cfg.HeadDim)
 	}
 	m := &Model{cfg: cfg, be: o.Backend, maxTokens: o.MaxStepTokens, kvDType: o.KVCacheType}
+	m.tokenwise = strings.HasPrefix(o.Backend.Name(), "cpu")
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxStepTokens
 	}
@@ -352,7 +358,15 @@ type piece struct {
 	// argmaxOnly asks for the greedy token of the piece's logit row only.
 	argmaxOnly bool
 	decode     bool // Input.Decode
-	outOff     int  // where its logits go in the input's Output
+	// tokenwise runs the piece's attention one token at a time, each as
+	// a decode step of one token would (a main-model Decode input of
+	// several tokens: speculative decoding's verify and re-feed), so
+	// that its rows equal plain decoding's bit for bit: the CPU splits
+	// the attention of few tokens over long contexts by their number.
+	// Only on the CPU (Model.tokenwise): elsewhere one attention call per
+	// sequence keeps the backend's hazard tracking simple.
+	tokenwise bool
+	outOff    int // where its logits go in the input's Output
 	// positions are the tokens' 3-D rotary positions (Input.Positions),
 	// nil for text positions.
 	positions [][3]int
@@ -407,6 +421,7 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		for done := 0; done < len(in.Tokens); {
 			n := min(len(in.Tokens)-done, m.maxTokens-rows)
 			p := piece{in: i, seq: in.Seq, tokens: in.Tokens[done : done+n], row: rows, pos: pos + done, logitRow: -1, decode: in.Decode}
+			p.tokenwise = m.tokenwise && in.Decode && n > 1
 			if in.Positions != nil {
 				p.positions = in.Positions[done : done+n]
 			}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/govinfer/govinfer/engine"
@@ -17,7 +20,7 @@ import (
 // runGenerate implements "govinfer generate": feed token ids or raw text,
 // generate.
 func runGenerate(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "generate", "generate --model PATH (--ids 1,2,3 | --prompt TEXT) [--image FILE]... [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--json]\n\n"+
+	fs := newFlagSet(io, "generate", "generate --model PATH (--ids 1,2,3 | --prompt TEXT) [--image FILE]... [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--speculative-config JSON] [--json]\n\n"+
 		"With --ids it prints the generated ids, comma separated, and generates exactly -n tokens.\n"+
 		"With --prompt the text is raw: it is tokenized as it is with the checkpoint's tokenizer,\n"+
 		"with no chat template around it (as llama-cli -p without its chat mode; \"govinfer chat\"\n"+
@@ -25,7 +28,11 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		"end-of-sequence token or after -n tokens.\n"+
 		"With --image (repeatable) the prompt holds one image pad token (config.json's\n"+
 		"image_token_id) per image, in order; each pad becomes the image's tokens, and\n"+
-		"--json's prompt_ids is the prompt so expanded.")
+		"--json's prompt_ids is the prompt so expanded.\n"+
+		"With --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": K}' (K 1 to 4)\n"+
+		"greedy generation drafts K tokens per round with the checkpoint's MTP head and\n"+
+		"verifies them in one step: the tokens are those of plain greedy decoding; --json\n"+
+		"adds spec_draft_tokens and spec_accepted_tokens. Sampling runs without speculation.")
 	dir := fs.String("model", "", "checkpoint `PATH`: a directory (config.json + safetensors) or a GGUF file")
 	idList := fs.String("ids", "", "prompt token ids, comma separated")
 	promptText := fs.String("prompt", "", "prompt `TEXT`, tokenized as raw text (no chat template); the output is text")
@@ -36,7 +43,8 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	seed := fs.Uint64("seed", 0, "random seed for sampling")
 	var images fileList
 	fs.Var(&images, "image", "image `FILE` (PNG, JPEG, GIF, WebP) for the next image pad of the prompt; repeat for several")
-	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits (and text, with --prompt)")
+	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits (and text, with --prompt; spec_draft_tokens and spec_accepted_tokens with --speculative-config)")
+	specConfig := fs.String("speculative-config", "", "speculative decoding as vLLM's `JSON`: {\"method\": \"mtp\", \"num_speculative_tokens\": K}, K 1 to 4")
 	quantize := quantizeFlag(fs.FlagSet)
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
@@ -81,6 +89,10 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	if *n <= 0 {
 		return fail(exitUsage, "-n must be positive, got %d", *n)
 	}
+	spec, err := parseSpeculativeConfig(*specConfig)
+	if err != nil {
+		return fail(exitUsage, "--speculative-config: %v", err)
+	}
 	params := sample.Params{Temperature: *temp, TopK: *topK, TopP: *topP, Seed: *seed}
 	if err := params.Validate(); err != nil {
 		return fail(exitUsage, "%v", err)
@@ -107,8 +119,16 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer backend.Close()
-	m, err := model.Open(*dir, model.Options{Backend: backend, Quantize: *quantize, Progress: quietProgress(io, *dir, *quantize)})
+	m, err := model.Open(*dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", Progress: quietProgress(io, *dir, *quantize)})
 	if err != nil {
+		if spec.Method == "mtp" {
+			// One line: the first missing tensor and a count of the rest.
+			msg := err.Error()
+			if lines := strings.Split(msg, "\n"); len(lines) > 1 {
+				msg = fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
+			}
+			return fail(exitUsage, "--speculative-config: method mtp needs the checkpoint's MTP head (mtp.* tensors): %s", msg)
+		}
 		return fail(exitUsage, "%v", err)
 	}
 	defer m.Close()
@@ -132,6 +152,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		dec = tok.NewDecoder(true, nil)
 	}
 	ecfg.MaxNumSeqs = 1
+	ecfg.Speculative = spec
 	eng, err := engine.New(m, ecfg)
 	if err != nil {
 		return fail(exitError, "%v", err)
@@ -184,7 +205,15 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 			IDs              []int     `json:"ids"`
 			PromptLastLogits []float32 `json:"prompt_last_logits"`
 			Text             *string   `json:"text,omitempty"`
+			// Speculative decoding's draft tokens over the whole run and
+			// those accepted (every round counts its drafts in full).
+			SpecDraftTokens    *int `json:"spec_draft_tokens,omitempty"`
+			SpecAcceptedTokens *int `json:"spec_accepted_tokens,omitempty"`
 		}{PromptIDs: ids, IDs: tokens, PromptLastLogits: promptLogits}
+		if spec.Method != "" {
+			drafted, accepted := st.SpecTokens()
+			out.SpecDraftTokens, out.SpecAcceptedTokens = &drafted, &accepted
+		}
 		if dec != nil {
 			s := text.String()
 			out.Text = &s
@@ -202,4 +231,39 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	}
 	fmt.Fprintln(io.out)
 	return exitOK
+}
+
+// parseSpeculativeConfig parses --speculative-config, vLLM's JSON object
+// {"method": "mtp", "num_speculative_tokens": K}: both keys required, no
+// others, K 1 to engine.MaxSpeculativeTokens. Empty means no speculation.
+func parseSpeculativeConfig(s string) (engine.Speculative, error) {
+	if strings.TrimSpace(s) == "" {
+		return engine.Speculative{}, nil
+	}
+	var c struct {
+		Method *string `json:"method"`
+		K      *int    `json:"num_speculative_tokens"`
+	}
+	if t := strings.TrimSpace(s); !strings.HasPrefix(t, "{") {
+		return engine.Speculative{}, fmt.Errorf(`want a JSON object such as {"method": "mtp", "num_speculative_tokens": 2}, got %q`, s)
+	}
+	d := json.NewDecoder(bytes.NewReader([]byte(s)))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&c); err != nil {
+		return engine.Speculative{}, fmt.Errorf("not a JSON object of method and num_speculative_tokens: %v", err)
+	}
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return engine.Speculative{}, errors.New("trailing data after the JSON object")
+	}
+	switch {
+	case c.Method == nil:
+		return engine.Speculative{}, errors.New(`"method" is required ("mtp")`)
+	case *c.Method != "mtp":
+		return engine.Speculative{}, fmt.Errorf(`unknown method %q (known: "mtp")`, *c.Method)
+	case c.K == nil:
+		return engine.Speculative{}, errors.New(`"num_speculative_tokens" is required (1 to 4)`)
+	case *c.K < 1 || *c.K > engine.MaxSpeculativeTokens:
+		return engine.Speculative{}, fmt.Errorf("num_speculative_tokens must be 1 to %d, got %d", engine.MaxSpeculativeTokens, *c.K)
+	}
+	return engine.Speculative{Method: *c.Method, Tokens: *c.K}, nil
 }

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// specOut is generate --json's output with speculation.
+type specOut struct {
+	IDs                []int     `json:"ids"`
+	PromptLastLogits   []float32 `json:"prompt_last_logits"`
+	SpecDraftTokens    *int      `json:"spec_draft_tokens"`
+	SpecAcceptedTokens *int      `json:"spec_accepted_tokens"`
+}
+
+func generateJSON(t *testing.T, args ...string) specOut {
+	t.Helper()
+	code, out, errOut := run(t, "", append([]string{"generate", "--json"}, args...)...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res specOut
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	return res
+}
+
+// TestGenerateSpeculative runs vl-tiny's golden speculative prompts with
+// --speculative-config for k = 1..4: the ids are plain greedy's and the
+// goldens', and spec_draft_tokens / spec_accepted_tokens the goldens'
+// totals over all rounds.
+func TestGenerateSpeculative(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "models", "vl-tiny")
+	raw, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		K        int   `json:"k"`
+		Tokens   []int `json:"tokens"`
+		Accepted int   `json:"accepted_drafts"`
+		Drafted  int   `json:"drafted"`
+	}
+	var g struct {
+		MTP struct {
+			Speculative struct {
+				Prompt      []int `json:"prompt"`
+				Steps       int   `json:"steps"`
+				PlainGreedy []int `json:"plain_greedy"`
+				Runs        []run `json:"runs"`
+				Second      struct {
+					Prompt   []int `json:"prompt"`
+					K        int   `json:"k"`
+					Tokens   []int `json:"tokens"`
+					Accepted int   `json:"accepted_drafts"`
+					Trace    []any `json:"trace"`
+				} `json:"second_prompt"`
+			} `json:"speculative"`
+		} `json:"mtp"`
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	sg := g.MTP.Speculative
+	if len(sg.Runs) != 4 {
+		t.Fatalf("%d golden runs, want k = 1..4", len(sg.Runs))
+	}
+	ids := func(p []int) string { return strings.Trim(jsonString(t, p), "[]") }
+	n := fmt.Sprint(sg.Steps)
+	plain := generateJSON(t, "--model", dir, "--ids", ids(sg.Prompt), "-n", n)
+	if !slices.Equal(plain.IDs, sg.PlainGreedy) || plain.SpecDraftTokens != nil || plain.SpecAcceptedTokens != nil {
+		t.Fatalf("plain: ids %v (golden %v), spec counts %v %v", plain.IDs, sg.PlainGreedy, plain.SpecDraftTokens, plain.SpecAcceptedTokens)
+	}
+	sec := sg.Second
+	runs := append(slices.Clone(sg.Runs), run{K: sec.K, Tokens: sec.Tokens, Accepted: sec.Accepted, Drafted: sec.K * len(sec.Trace)})
+	for i, r := range runs {
+		prompt, n, want := sg.Prompt, n, sg.PlainGreedy
+		if i == len(runs)-1 {
+			prompt, n, want = sec.Prompt, fmt.Sprint(len(sec.Tokens)), sec.Tokens
+		}
+		cfg := fmt.Sprintf(`{"method": "mtp", "num_speculative_tokens": %d}`, r.K)
+		got := generateJSON(t, "--model", dir, "--ids", ids(prompt), "-n", n, "--speculative-config", cfg)
+		if !slices.Equal(got.IDs, r.Tokens) || !slices.Equal(got.IDs, want) {
+			t.Errorf("k=%d: ids %v, golden %v", r.K, got.IDs, r.Tokens)
+		}
+		if got.SpecDraftTokens == nil || got.SpecAcceptedTokens == nil ||
+			*got.SpecDraftTokens != r.Drafted || *got.SpecAcceptedTokens != r.Accepted {
+			t.Errorf("k=%d: spec_draft_tokens %v, spec_accepted_tokens %v; golden %d, %d", r.K, got.SpecDraftTokens, got.SpecAcceptedTokens, r.Drafted, r.Accepted)
+		}
+		if i == 0 && !slices.Equal(got.PromptLastLogits, plain.PromptLastLogits) {
+			t.Errorf("k=%d: prompt_last_logits differ from the plain run's", r.K)
+		}
+	}
+}
+
+func TestGenerateSpeculativeErrors(t *testing.T) {
+	vl := filepath.Join("..", "..", "testdata", "models", "vl-tiny")
+	small := filepath.Join("..", "..", "testdata", "models", "small") // no mtp.* tensors
+	for _, c := range []struct {
+		dir, cfg, want string
+	}{
+		{vl, `{"method": "mtp", "num_speculative_tokens": 0}`, "must be 1 to 4, got 0"},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 5}`, "must be 1 to 4, got 5"},
+		{vl, `{"method": "ngram", "num_speculative_tokens": 2}`, `unknown method "ngram"`},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "draft_model": "x"}`, `unknown field "draft_model"`},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2.5}`, "not a JSON object"},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2`, "not a JSON object"},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2} {}`, "trailing data"},
+		{vl, `{"num_speculative_tokens": 2}`, `"method" is required`},
+		{vl, `{"method": "mtp"}`, `"num_speculative_tokens" is required`},
+		{vl, `mtp`, "want a JSON object"},
+		{small, `{"method": "mtp", "num_speculative_tokens": 2}`, "needs the checkpoint's MTP head"},
+	} {
+		code, _, errOut := run(t, "", "generate", "--model", c.dir, "--ids", "1,2,3", "-n", "4", "--speculative-config", c.cfg)
+		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+			t.Errorf("%s %s: exit %d, stderr %q; want exit %d and %q", filepath.Base(c.dir), c.cfg, code, errOut, exitUsage, c.want)
+		}
+	}
+}
