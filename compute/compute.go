@@ -308,6 +308,17 @@ type Backend interface {
 	Argmax(ctx context.Context, dst []int32, x Buffer, dim int) error
 }
 
+// RowDependentAttention is implemented by backends whose attention of a
+// few new tokens over a long cached context splits the context among
+// workers by the number of those tokens (the CPU backend), so that a row's
+// sums depend on how many new tokens share the call. A model that must
+// give decoded tokens the bits of plain one-token decoding (speculative
+// decoding's verify steps) then runs their attention one token at a time.
+type RowDependentAttention interface {
+	// AttentionDependsOnRows reports whether it does.
+	AttentionDependsOnRows() bool
+}
+
 // DecodeMatMuler is implemented by backends whose products have faster
 // kernels for the rows of tokens being decoded than for prompt rows, with
 // sums in another order (the CPU backend on AMX tiles: see

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 	"sync"
 
 	"github.com/govinfer/govinfer/compute"
@@ -66,8 +65,8 @@ type Model struct {
 	w    *weights
 	mtp  *mtpWeights // the MTP head when Options.MTP, else nil
 	// tokenwise runs the attention of a Decode input of several tokens one
-	// token at a time (piece.tokenwise): on the CPU backend, whose
-	// attention splits a context by the number of new tokens.
+	// token at a time (piece.tokenwise): on backends whose attention splits
+	// a context by the number of new tokens (compute.RowDependentAttention).
 	tokenwise bool
 	maxTokens int
 	kvDType   compute.DType // KV cache element type; 0 means F32
@@ -129,7 +128,9 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 		return nil, fmt.Errorf("model: a 16-bit KV cache needs an even KV width, got %d", cfg.NumKVHeads*cfg.HeadDim)
 	}
 	m := &Model{cfg: cfg, be: o.Backend, maxTokens: o.MaxStepTokens, kvDType: o.KVCacheType}
-	m.tokenwise = strings.HasPrefix(o.Backend.Name(), "cpu")
+	if ra, ok := o.Backend.(compute.RowDependentAttention); ok {
+		m.tokenwise = ra.AttentionDependsOnRows()
+	}
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxStepTokens
 	}
@@ -363,8 +364,9 @@ type piece struct {
 	// several tokens: speculative decoding's verify and re-feed), so
 	// that its rows equal plain decoding's bit for bit: the CPU splits
 	// the attention of few tokens over long contexts by their number.
-	// Only on the CPU (Model.tokenwise): elsewhere one attention call per
-	// sequence keeps the backend's hazard tracking simple.
+	// Only where the backend's attention depends on the rows of a call
+	// (Model.tokenwise): elsewhere one attention call per sequence keeps
+	// the backend's hazard tracking simple.
 	tokenwise bool
 	outOff    int // where its logits go in the input's Output
 	// positions are the tokens' 3-D rotary positions (Input.Positions),

@@ -174,6 +174,11 @@ type attnJob struct {
 // are merged.
 type attnMerge struct{ seq, t, kvh, ml, od int }
 
+// AttentionDependsOnRows implements compute.RowDependentAttention: the
+// context of a call is split by its number of new tokens (attnSplits), so
+// one token's sums differ with the tokens beside it in the call.
+func (b *Backend) AttentionDependsOnRows() bool { return true }
+
 // attnSplits returns into how many segments to split the context of each of
 // jobs jobs, with ctx cache positions at most, so that workers workers have
 // attnJobsPerWorker jobs each, without making segments shorter than

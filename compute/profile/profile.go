@@ -224,6 +224,13 @@ func matMulOp(w compute.Weight) string {
 	return "matmul"
 }
 
+// AttentionDependsOnRows implements compute.RowDependentAttention as the
+// backend it wraps does.
+func (b *Backend) AttentionDependsOnRows() bool {
+	ra, ok := b.inner.(compute.RowDependentAttention)
+	return ok && ra.AttentionDependsOnRows()
+}
+
 // MatMulDecode implements compute.DecodeMatMuler, timed as MatMul; on an
 // inner backend without decode kernels it is MatMul.
 func (b *Backend) MatMulDecode(dst compute.Buffer, x compute.Buffer, w compute.Weight, n, decode int) {
