@@ -211,6 +211,11 @@ type (
 	}
 	completionDetails struct {
 		ReasoningTokens int `json:"reasoning_tokens"`
+		// AcceptedPredictionTokens and RejectedPredictionTokens are the
+		// speculative draft tokens the model accepted and rejected (OpenAI's
+		// predicted-output counts), present where speculation ran.
+		AcceptedPredictionTokens *int `json:"accepted_prediction_tokens,omitempty"`
+		RejectedPredictionTokens *int `json:"rejected_prediction_tokens,omitempty"`
 	}
 	// promptTokensDetails says how many prompt tokens came from the prefix
 	// cache (vLLM's --enable-prompt-tokens-details, always on here).
@@ -225,10 +230,17 @@ func usageOf(st *llm.Stream) usage {
 		PromptTokensDetails: promptTokensDetails{CachedTokens: u.CachedTokens}}
 }
 
-// chatUsageOf is usageOf with the reasoning tokens.
+// chatUsageOf is usageOf with the reasoning tokens and, where speculative
+// decoding ran for the request, the accepted and rejected draft tokens.
 func chatUsageOf(st *llm.Stream) usage {
 	u := usageOf(st)
-	u.CompletionTokensDetails = &completionDetails{ReasoningTokens: st.Usage().ReasoningTokens}
+	lu := st.Usage()
+	d := &completionDetails{ReasoningTokens: lu.ReasoningTokens}
+	if lu.SpecDraftTokens > 0 {
+		accepted, rejected := lu.SpecAcceptedTokens, lu.SpecDraftTokens-lu.SpecAcceptedTokens
+		d.AcceptedPredictionTokens, d.RejectedPredictionTokens = &accepted, &rejected
+	}
+	u.CompletionTokensDetails = d
 	return u
 }
 

@@ -153,6 +153,8 @@ func (s *Server) writeMetrics(w *promWriter) {
 	w.gauge("govinfer:state_memory_budget_bytes", "The state memory budget (--state-memory).", float64(st.State.Budget))
 	w.gauge("govinfer:state_memory_running_bytes", "State memory reserved by running requests.", float64(st.State.Running))
 	w.counter("vllm:generation_tokens_total", "Tokens generated.", float64(st.GenerationTokens))
+	w.counter("vllm:spec_decode_num_draft_tokens_total", "Draft tokens speculative decoding proposed.", float64(st.SpecDraftTokens))
+	w.counter("vllm:spec_decode_num_accepted_tokens_total", "Draft tokens speculative decoding accepted.", float64(st.SpecAcceptedTokens))
 	w.counter("govinfer:steps_total", "Model steps run.", float64(st.Steps))
 	w.counter("govinfer:step_seconds_total", "Time spent in model steps.", st.StepSeconds)
 	w.counter("govinfer:requests_rejected_total", "Requests refused because the queue was full.", float64(st.Rejected))

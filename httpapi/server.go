@@ -135,6 +135,11 @@ type Config struct {
 	// whatever the request asks, and bounds those that ask none
 	// (llm.Options.MaxTokens).
 	MaxTokens int
+	// Speculative turns on speculative decoding (llm.Options.Speculative,
+	// vLLM's --speculative-config): {Method: "mtp", Tokens: K} loads the
+	// checkpoint's MTP head, which drafts K tokens per round for greedy
+	// requests.
+	Speculative engine.Speculative
 	// ResponsesStoreMax and ResponsesStoreBytes bound the responses the
 	// Responses API keeps for previous_response_id and GET (store: true),
 	// in count and in bytes; the oldest go first. Zero means
@@ -293,6 +298,7 @@ func (s *Server) load() {
 		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
 		PrefixObserver: newPrefixEvents(s.events), MaxTokens: s.cfg.MaxTokens,
 		MaxImages: s.cfg.MaxImages, MaxImagePixels: s.cfg.MaxImagePixels,
+		Speculative: s.cfg.Speculative,
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()

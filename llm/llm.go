@@ -32,6 +32,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/govinfer/govinfer/chattemplate"
 	"github.com/govinfer/govinfer/compute"
@@ -107,6 +108,11 @@ type Options struct {
 	// '{"max_pixels": N}'), and so the tokens per image: at most
 	// MaxImagePixels/(patch_size*merge_size)^2.
 	MaxImagePixels int
+	// Speculative turns on speculative decoding (engine.Config.Speculative,
+	// vLLM's --speculative-config): with Method "mtp" the checkpoint's MTP
+	// head (mtp.* weights) is loaded and drafts Tokens tokens per round for
+	// greedy requests; the output is that of plain greedy decoding.
+	Speculative engine.Speculative
 }
 
 // Progress reports weight loading (model.Progress).
@@ -201,9 +207,17 @@ func Open(dir string, o Options) (*Model, error) {
 	// that only prefills fills it (prefillPassTokens).
 	maxSeqs := cmp.Or(o.MaxNumSeqs, engine.DefaultMaxNumSeqs)
 	m, err := model.Open(dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize, KVCacheType: kvType,
-		MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens)})
+		MTP: o.Speculative.Method == "mtp", MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens)})
 	if err != nil {
 		lm.closeBackend()
+		if o.Speculative.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {
+			// One line: the first missing tensor and a count of the rest.
+			msg := err.Error()
+			if lines := strings.Split(msg, "\n"); len(lines) > 1 {
+				msg = fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
+			}
+			return nil, fmt.Errorf("llm: speculative method mtp needs the checkpoint's MTP head (mtp.* weights): %s", msg)
+		}
 		return nil, fmt.Errorf("llm: %w", err)
 	}
 	lm.m = m
@@ -233,7 +247,8 @@ func Open(dir string, o Options) (*Model, error) {
 	lm.maxTokens = o.MaxTokens
 	lm.seqTokens = sequenceTokens(m, lm.stateMemory)
 	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos,
-		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache, PrefixObserver: o.PrefixObserver})
+		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache, PrefixObserver: o.PrefixObserver,
+		Speculative: o.Speculative})
 	if err != nil {
 		return fail(fmt.Errorf("llm: %w", err))
 	}

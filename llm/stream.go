@@ -106,6 +106,11 @@ type Usage struct {
 	// rather than computed: for each prompt, the fewest any of its choices
 	// resumed (so at most PromptTokens).
 	CachedTokens int
+	// SpecDraftTokens and SpecAcceptedTokens are the draft tokens
+	// speculative decoding proposed for the request's choices and how many
+	// of them were accepted (engine.Stream.SpecTokens); both 0 where no
+	// choice speculated.
+	SpecDraftTokens, SpecAcceptedTokens int
 }
 
 // choice is one of a request's generations in flight.
@@ -264,10 +269,13 @@ func (s *Stream) Prompt() string { return s.prompt }
 func (s *Stream) Usage() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, reasoning, cached := 0, 0, 0
+	c, reasoning, cached, drafted, accepted := 0, 0, 0, 0, 0
 	for i, ch := range s.choices {
 		c += ch.tokens
 		reasoning += ch.reasoning
+		d, a := ch.st.SpecTokens()
+		drafted += d
+		accepted += a
 		if i%s.perPrompt == 0 {
 			low := ch.st.CachedTokens()
 			for _, sib := range s.choices[i : i+s.perPrompt] {
@@ -277,7 +285,7 @@ func (s *Stream) Usage() Usage {
 		}
 	}
 	return Usage{PromptTokens: s.promptLen, CompletionTokens: c, TotalTokens: s.promptLen + c,
-		ReasoningTokens: reasoning, CachedTokens: cached}
+		ReasoningTokens: reasoning, CachedTokens: cached, SpecDraftTokens: drafted, SpecAcceptedTokens: accepted}
 }
 
 // TimeToFirstToken returns the time from the request to its first token,

@@ -43,10 +43,17 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		"request must be read, headers and body, within --read-timeout, so slow or\n"+
 		"idle clients cannot hold the server. Running out of file descriptors pauses\n"+
 		"accepting until connections close.\n\n"+
+		"Speculative decoding: --speculative-config '{\"method\": \"mtp\",\n"+
+		"\"num_speculative_tokens\": K}' (K 1 to 4) loads the checkpoint's MTP head\n"+
+		"(mtp.* weights) and drafts K tokens per round for greedy requests (temperature\n"+
+		"0); the text is plain greedy decoding's. Chat usage then details\n"+
+		"accepted_prediction_tokens and rejected_prediction_tokens, and /metrics counts\n"+
+		"vllm:spec_decode_num_draft_tokens_total and _accepted_tokens_total.\n\n"+
 		"Chat page: a browser opening http://HOST:PORT/ gets a chat page served by\n"+
 		"govinfer itself (no network needed); --no-webui turns it off.")
 	var (
 		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template), or a GGUF file")
+		specConfig = fs.String("speculative-config", "", "speculative decoding as vLLM's `JSON`: {\"method\": \"mtp\", \"num_speculative_tokens\": K}, K 1 to 4 (needs the checkpoint's mtp.* weights)")
 		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 		port       = fs.Int("port", 8000, "TCP port (0 picks a free one)")
 		name       = fs.String("served-model-name", "", "model id clients use (default: the checkpoint directory's name)")
@@ -152,6 +159,11 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 			return exitUsage
 		}
 	}
+	spec, err := parseSpeculativeConfig(*specConfig)
+	if err != nil {
+		fmt.Fprintf(io.err, "govinfer serve: --speculative-config: %v\n", err)
+		return exitUsage
+	}
 	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: io.err})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
@@ -184,7 +196,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
 		KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
 		MaxTokens: *maxTokens, ResponsesStoreMax: *storeMax, ResponsesStoreBytes: storeBytes, ReasoningKey: reasoningKey,
-		NoWebUI: *noWebUI,
+		NoWebUI: *noWebUI, Speculative: spec,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)

@@ -62,6 +62,10 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--model", "x", "--state-memory", "8GB"}, exitUsage, "--state-memory"},
 		{[]string{"--model", "x", "--state-memory", "1.5"}, exitUsage, "fraction"},
 		{[]string{"--model", "x", "--kv-cache-dtype", "fp8"}, exitUsage, "--kv-cache-dtype"},
+		{[]string{"--help"}, exitOK, "-speculative-config"},
+		{[]string{"--model", "x", "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 5}`}, exitUsage, "num_speculative_tokens must be 1 to 4"},
+		{[]string{"--model", "x", "--speculative-config", `{"method": "eagle", "num_speculative_tokens": 2}`}, exitUsage, "unknown method"},
+		{[]string{"--model", "x", "--speculative-config", "mtp"}, exitUsage, "--speculative-config"},
 		{[]string{"--model", filepath.Join(t.TempDir(), "missing"), "--port", "0"}, exitError, "govinfer serve:"},
 	}
 	for _, c := range cases {
