@@ -205,7 +205,6 @@ func (lm *Model) prepareImages(ids []int, fields []string, data []Image) ([]int,
 	}
 	ip := &imagePrompt{}
 	var grids [][3]int
-	total := len(ids)
 	for i, d := range data {
 		rgb, err := imageproc.Decode(d.Data)
 		var img *imageproc.Image
@@ -220,30 +219,12 @@ func (lm *Model) prepareImages(ids []int, fields []string, data []Image) ([]int,
 		}
 		ip.images = append(ip.images, promptImage{field: fields[i], img: img})
 		grids = append(grids, img.Grid)
-		total += img.Tokens - 1
 	}
-	out := make([]int, 0, total)
-	next := 0
-	for _, id := range ids {
-		if id != v.imageToken {
-			out = append(out, id)
-			continue
-		}
-		ip.index = append(ip.index, len(out))
-		for range ip.images[next].img.Tokens {
-			out = append(out, id)
-		}
-		next++
-	}
-	pos, delta, err := vision.RopeIndex(out, v.imageToken, v.visionStart, grids, v.merge)
+	out, starts, positions, delta, err := vision.ExpandPads(ids, v.imageToken, v.visionStart, grids, v.merge)
 	if err != nil {
 		return nil, nil, fmt.Errorf("llm: %w", err)
 	}
-	ip.positions = make([][3]int, len(out))
-	for i := range out {
-		ip.positions[i] = [3]int{pos[0][i], pos[1][i], pos[2][i]}
-	}
-	ip.delta = delta
+	ip.index, ip.positions, ip.delta = starts, positions, delta
 	return out, ip, nil
 }
 

@@ -97,17 +97,8 @@ func imagePrompt(ctx context.Context, dir string, be compute.Backend, ids []int,
 		return nil, fmt.Errorf("--image: %w", err)
 	}
 	defer tower.Close()
-	pad := *tokens.ImageTokenID
-	var out []int
 	var grids [][3]int
-	next := 0
-	for _, id := range ids {
-		if id != pad {
-			out = append(out, id)
-			continue
-		}
-		file := files[next]
-		next++
+	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("--image: %w", err)
@@ -124,24 +115,20 @@ func imagePrompt(ctx context.Context, dir string, be compute.Backend, ids []int,
 		if err != nil {
 			return nil, fmt.Errorf("--image %s: %w", file, err)
 		}
-		req.Images = append(req.Images, engine.Image{Index: len(out), Embeds: emb, Hash: img.Hash})
+		req.Images = append(req.Images, engine.Image{Embeds: emb, Hash: img.Hash})
 		grids = append(grids, img.Grid)
-		for range img.Tokens {
-			out = append(out, pad)
-		}
 	}
 	start := -1
 	if tokens.VisionStartTokenID != nil {
 		start = *tokens.VisionStartTokenID
 	}
-	pos, delta, err := vision.RopeIndex(out, pad, start, grids, vcfg.SpatialMergeSize)
+	out, starts, positions, delta, err := vision.ExpandPads(ids, *tokens.ImageTokenID, start, grids, vcfg.SpatialMergeSize)
 	if err != nil {
 		return nil, fmt.Errorf("--image: %w", err)
 	}
-	req.Positions = make([][3]int, len(out))
-	for i := range out {
-		req.Positions[i] = [3]int{pos[0][i], pos[1][i], pos[2][i]}
+	for i, at := range starts {
+		req.Images[i].Index = at
 	}
-	req.RopeDelta = delta
+	req.Positions, req.RopeDelta = positions, delta
 	return out, nil
 }

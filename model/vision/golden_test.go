@@ -41,6 +41,7 @@ type goldenCase struct {
 	Name        string   `json:"name"`
 	Images      []string `json:"images"`
 	InputIDs    []int    `json:"input_ids"`
+	Unexpanded  []int    `json:"prompt_unexpanded"`
 	Positions   [3][]int `json:"positions"`
 	RopeDelta   int      `json:"rope_delta"`
 	TokenRanges [][2]int `json:"image_token_ranges"`
@@ -238,6 +239,24 @@ func TestRopeIndexGolden(t *testing.T) {
 		}
 		if delta != cs.RopeDelta {
 			t.Errorf("%s: rope delta %d, want %d", cs.Name, delta, cs.RopeDelta)
+		}
+		// ExpandPads from the prompt as rendered, one pad per image.
+		ids, starts, p3, delta, err := ExpandPads(cs.Unexpanded, top.ImageTokenID, top.VisionStartTokenID, grids, cfg.SpatialMergeSize)
+		if err != nil || !slices.Equal(ids, cs.InputIDs) || delta != cs.RopeDelta || len(p3) != len(ids) {
+			t.Errorf("%s: ExpandPads: %d ids, delta %d, %v; want the %d input_ids, delta %d", cs.Name, len(ids), delta, err, len(cs.InputIDs), cs.RopeDelta)
+		}
+		for i, rg := range cs.TokenRanges {
+			if i >= len(starts) || starts[i] != rg[0] {
+				t.Errorf("%s: ExpandPads starts %v, image ranges %v", cs.Name, starts, cs.TokenRanges)
+			}
+		}
+		for i := range p3 {
+			if p3[i] != [3]int{cs.Positions[0][i], cs.Positions[1][i], cs.Positions[2][i]} {
+				t.Fatalf("%s: ExpandPads position %d = %v", cs.Name, i, p3[i])
+			}
+		}
+		if _, _, _, _, err := ExpandPads(cs.Unexpanded, top.ImageTokenID, top.VisionStartTokenID, grids[1:], cfg.SpatialMergeSize); err == nil {
+			t.Errorf("%s: ExpandPads with one grid short: no error", cs.Name)
 		}
 		for i, rg := range cs.TokenRanges {
 			if n := rg[1] - rg[0]; n != cfg.Tokens(grids[i]) {

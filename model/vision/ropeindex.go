@@ -75,3 +75,45 @@ func RopeIndex(ids []int, imageTokenID, visionStartID int, grids [][3]int, merge
 	}
 	return positions, maxPos + 1 - len(ids), nil
 }
+
+// ExpandPads returns ids with its i-th image pad (imageTokenID) repeated
+// for the tokens of image i, whose grid in patches is grids[i]; the index
+// in the result where each image's tokens start; and their 3-D positions,
+// one (t, h, w) per token, and rope delta (RopeIndex). The number of pads
+// must be the number of grids.
+func ExpandPads(ids []int, imageTokenID, visionStartID int, grids [][3]int, merge int) (expanded, starts []int, positions [][3]int, ropeDelta int, err error) {
+	if merge <= 0 {
+		return nil, nil, nil, 0, fmt.Errorf("vision: merge size %d", merge)
+	}
+	total := len(ids)
+	for _, g := range grids {
+		total += g[0]*g[1]*g[2]/(merge*merge) - 1
+	}
+	expanded = make([]int, 0, max(total, 0))
+	for _, id := range ids {
+		if id != imageTokenID {
+			expanded = append(expanded, id)
+			continue
+		}
+		if len(starts) == len(grids) {
+			return nil, nil, nil, 0, fmt.Errorf("vision: the prompt holds more image pads than the %d images", len(grids))
+		}
+		g := grids[len(starts)]
+		starts = append(starts, len(expanded))
+		for range g[0] * g[1] * g[2] / (merge * merge) {
+			expanded = append(expanded, id)
+		}
+	}
+	if len(starts) != len(grids) {
+		return nil, nil, nil, 0, fmt.Errorf("vision: the prompt holds %d image pads for %d images", len(starts), len(grids))
+	}
+	pos, delta, err := RopeIndex(expanded, imageTokenID, visionStartID, grids, merge)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	positions = make([][3]int, len(expanded))
+	for i := range expanded {
+		positions[i] = [3]int{pos[0][i], pos[1][i], pos[2][i]}
+	}
+	return expanded, starts, positions, delta, nil
+}
