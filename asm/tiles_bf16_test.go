@@ -257,45 +257,59 @@ func TestMatMulBF16TilesFMA(t *testing.T) {
 	for _, k := range kernelSets(t) {
 		// Over 32 inputs run blocked by 1024 columns and 64 inputs.
 		for _, c := range append(tileCases, tileCase{36, 2112, 130}) {
-			c.n = min(c.n, 150)
-			what := fmt.Sprintf("%s %dx%d n=%d", k.Name(), c.rows, c.cols, c.n)
-			w := randU16(r, kinds[0], c.rows*c.cols)
-			wp := packWeights(t, w, c.rows, c.cols)
-			x := randF32(r, c.n*c.cols)
-			ldd := c.rows + 3
-			buf, dst := guarded((c.n-1)*ldd + c.rows)
-			for i := range dst {
-				dst[i] = sentinel
+			chain := min(c.cols/2, tileFMASegSteps*tileCols/2) + 2 + c.cols/(tileFMASegSteps*tileCols)
+			checkTileProduct(t, r, k, c, (*Kernels).MatMulBF16TilesFMA, matMulBF16TilesFMAGo, chain)
+		}
+	}
+}
+
+// tileProduct is a product of tile-layout bf16 weights (a kernel or its Go
+// twin): dst rows ldd apart, n inputs.
+type tileProduct func(dst []float32, ldd int, wp []uint16, rows, cols int, x []float32, n int)
+
+// checkTileProduct runs kernel on random weights and inputs of the shape c
+// and checks that it writes neither past the rows nor past dst, that it
+// gives its Go twin's bits, and that each element is within
+// chain * 2^-24 * sum|w*x| of the exact sum (chain: the longest run of
+// roundings an element's sum goes through).
+func checkTileProduct(t *testing.T, r *rand.Rand, k *Kernels, c tileCase, kernel func(*Kernels, []float32, int, []uint16, int, int, []float32, int) error, twin tileProduct, chain int) {
+	t.Helper()
+	c.n = min(c.n, 150)
+	what := fmt.Sprintf("%s %dx%d n=%d", k.Name(), c.rows, c.cols, c.n)
+	w := randU16(r, kinds[0], c.rows*c.cols)
+	wp := packWeights(t, w, c.rows, c.cols)
+	x := randF32(r, c.n*c.cols)
+	ldd := c.rows + 3
+	buf, dst := guarded((c.n-1)*ldd + c.rows)
+	for i := range dst {
+		dst[i] = sentinel
+	}
+	if err := kernel(k, dst, ldd, wp, c.rows, c.cols, x, c.n); err != nil {
+		t.Fatal(err)
+	}
+	checkGuards(t, what, buf)
+	want := make([]float32, len(dst))
+	twin(want, ldd, wp, c.rows, c.cols, x, c.n)
+	for i := range c.n {
+		for row := c.rows; row < ldd && i+1 < c.n; row++ {
+			if dst[i*ldd+row] != sentinel {
+				t.Fatalf("%s: input %d: wrote past the rows, at %d", what, i, row)
 			}
-			if err := k.MatMulBF16TilesFMA(dst, ldd, wp, c.rows, c.cols, x, c.n); err != nil {
-				t.Fatal(err)
+		}
+		for row := range c.rows {
+			got := dst[i*ldd+row]
+			if math.Float32bits(got) != math.Float32bits(want[i*ldd+row]) {
+				t.Fatalf("%s: input %d row %d: %g, the twin's %g", what, i, row, got, want[i*ldd+row])
 			}
-			checkGuards(t, what, buf)
-			twin := make([]float32, len(dst))
-			matMulBF16TilesFMAGo(twin, ldd, wp, c.rows, c.cols, x, c.n)
-			for i := range c.n {
-				for row := c.rows; row < ldd && i+1 < c.n; row++ {
-					if dst[i*ldd+row] != sentinel {
-						t.Fatalf("%s: input %d: wrote past the rows, at %d", what, i, row)
-					}
-				}
-				for row := range c.rows {
-					got := dst[i*ldd+row]
-					if math.Float32bits(got) != math.Float32bits(twin[i*ldd+row]) {
-						t.Fatalf("%s: input %d row %d: %g, the twin's %g", what, i, row, got, twin[i*ldd+row])
-					}
-					var want, abs float64
-					for col := range c.cols {
-						p := float64(half.BF16ToF32(w[row*c.cols+col])) * float64(x[i*c.cols+col])
-						want += p
-						abs += math.Abs(p)
-					}
-					chain := min(c.cols/2, tileFMASegSteps*tileCols/2) + 2 + c.cols/(tileFMASegSteps*tileCols)
-					tol := float64(chain) * 0x1p-24 * abs
-					if d := math.Abs(float64(got) - want); !(d <= tol) {
-						t.Fatalf("%s: input %d row %d: got %g, want %g (error %g, allowed %g)", what, i, row, got, want, d, tol)
-					}
-				}
+			var exact, abs float64
+			for col := range c.cols {
+				p := float64(half.BF16ToF32(w[row*c.cols+col])) * float64(x[i*c.cols+col])
+				exact += p
+				abs += math.Abs(p)
+			}
+			tol := float64(chain) * 0x1p-24 * abs
+			if d := math.Abs(float64(got) - exact); !(d <= tol) {
+				t.Fatalf("%s: input %d row %d: got %g, want %g (error %g, allowed %g)", what, i, row, got, exact, d, tol)
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package asm
 
 import (
-	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -25,49 +24,11 @@ func TestMatMulBF16TilesOP(t *testing.T) {
 	for n := 1; n <= 40; n++ {
 		cases = append(cases, tileCase{16*(1+n%7) + n%3*5, 32 * (1 + n%11), n})
 	}
+	seg := tileOPSegSteps * tileCols
 	for _, k := range kernelSets(t) {
 		for _, c := range cases {
-			c.n = min(c.n, 150)
-			what := fmt.Sprintf("%s %dx%d n=%d", k.Name(), c.rows, c.cols, c.n)
-			w := randU16(r, kinds[0], c.rows*c.cols)
-			wp := packWeights(t, w, c.rows, c.cols)
-			x := randF32(r, c.n*c.cols)
-			ldd := c.rows + 3
-			buf, dst := guarded((c.n-1)*ldd + c.rows)
-			for i := range dst {
-				dst[i] = sentinel
-			}
-			if err := k.MatMulBF16TilesOP(dst, ldd, wp, c.rows, c.cols, x, c.n); err != nil {
-				t.Fatal(err)
-			}
-			checkGuards(t, what, buf)
-			twin := make([]float32, len(dst))
-			matMulBF16TilesOPGo(twin, ldd, wp, c.rows, c.cols, x, c.n)
-			for i := range c.n {
-				for row := c.rows; row < ldd && i+1 < c.n; row++ {
-					if dst[i*ldd+row] != sentinel {
-						t.Fatalf("%s: input %d: wrote past the rows, at %d", what, i, row)
-					}
-				}
-				for row := range c.rows {
-					got := dst[i*ldd+row]
-					if math.Float32bits(got) != math.Float32bits(twin[i*ldd+row]) {
-						t.Fatalf("%s: input %d row %d: %g, the twin's %g", what, i, row, got, twin[i*ldd+row])
-					}
-					var want, abs float64
-					for col := range c.cols {
-						p := float64(half.BF16ToF32(w[row*c.cols+col])) * float64(x[i*c.cols+col])
-						want += p
-						abs += math.Abs(p)
-					}
-					seg := tileOPSegSteps * tileCols
-					chain := min(c.cols, seg) + 1 + (c.cols+seg-1)/seg
-					tol := float64(chain) * 0x1p-24 * abs
-					if d := math.Abs(float64(got) - want); !(d <= tol) {
-						t.Fatalf("%s: input %d row %d: got %g, want %g (error %g, allowed %g)", what, i, row, got, want, d, tol)
-					}
-				}
-			}
+			chain := min(c.cols, seg) + 1 + (c.cols+seg-1)/seg
+			checkTileProduct(t, r, k, c, (*Kernels).MatMulBF16TilesOP, matMulBF16TilesOPGo, chain)
 		}
 	}
 }
