@@ -120,10 +120,10 @@ func (s Shape) Config() map[string]any {
 		"model_type":            "qwen3_5",
 		"text_config":           text,
 		"tie_word_embeddings":   s.Tied,
-		"image_token_id":        248056,
-		"video_token_id":        248057,
-		"vision_start_token_id": 248053,
-		"vision_end_token_id":   248054,
+		"image_token_id":        realIDs.ImagePad,
+		"video_token_id":        realIDs.VideoPad,
+		"vision_start_token_id": realIDs.VisionStart,
+		"vision_end_token_id":   realIDs.VisionEnd,
 	}
 }
 
@@ -230,6 +230,14 @@ type Options struct {
 	// the token fed, so that speculative decoding accepts some drafts
 	// (a purely random head's drafts are essentially never accepted).
 	MTP bool
+	// Vision adds a vision tower (model.visual.*, vision_config in
+	// config.json and a preprocessor_config.json): the real 9B tower's
+	// widths for the qwen3.5-9b shape, a small one otherwise (Shape.Tower).
+	Vision bool
+	// ImageTokens overrides, with Vision, the vision ids of config.json (a
+	// tokenizer's <|image_pad|> and friends, see ReadTokenizer); zero ones
+	// keep the shape's own (Shape.VisionTokens).
+	ImageTokens VisionIDs
 }
 
 // mtpTensors lists the MTP head's tensors with their distributions.
@@ -279,6 +287,16 @@ func Write(dir string, s Shape, o Options) error {
 		return fmt.Errorf("randmodel: %w", err)
 	}
 	cfg := s.Config()
+	if o.Vision {
+		ids := s.VisionTokens().or(o.ImageTokens)
+		cfg["image_token_id"], cfg["video_token_id"] = ids.ImagePad, ids.VideoPad
+		cfg["vision_start_token_id"], cfg["vision_end_token_id"] = ids.VisionStart, ids.VisionEnd
+		tw := s.Tower()
+		cfg["vision_config"] = tw.config(s.Hidden)
+		if err := writeJSON(filepath.Join(dir, "preprocessor_config.json"), tw.preprocessor()); err != nil {
+			return err
+		}
+	}
 	if len(o.EOS) > 0 {
 		// Qwen3.5 names <|endoftext|> in config.json, the last of the pair.
 		cfg["text_config"].(map[string]any)["eos_token_id"] = o.EOS[len(o.EOS)-1]
@@ -292,6 +310,9 @@ func Write(dir string, s Shape, o Options) error {
 	specs := s.tensors()
 	if o.MTP {
 		specs = append(specs, s.mtpTensors()...)
+	}
+	if o.Vision {
+		specs = append(specs, s.Tower().tensors(s.Hidden)...)
 	}
 	infos := make([]safetensors.TensorInfo, len(specs))
 	var total int64

@@ -19,6 +19,9 @@ type TokenizerInfo struct {
 	Vocab int
 	// EOS are the ids of <|im_end|> and <|endoftext|>, those present.
 	EOS []int
+	// Vision holds the ids of <|image_pad|>, <|video_pad|>,
+	// <|vision_start|> and <|vision_end|> (zero where absent).
+	Vision VisionIDs
 }
 
 // ReadTokenizer reads the vocabulary size and end-of-sequence ids of a
@@ -57,6 +60,8 @@ func ReadTokenizer(path string) (TokenizerInfo, error) {
 			info.EOS = append(info.EOS, id)
 		}
 	}
+	info.Vision = VisionIDs{ImagePad: special["<|image_pad|>"], VideoPad: special["<|video_pad|>"],
+		VisionStart: special["<|vision_start|>"], VisionEnd: special["<|vision_end|>"]}
 	return info, nil
 }
 

@@ -11,7 +11,7 @@ import (
 
 // runMakeRandom implements "govinfer make-random": write a random checkpoint.
 func runMakeRandom(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape tiny|small|qwen3.5-9b] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR [--chat-template FILE]] [--mtp]")
+	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape tiny|small|qwen3.5-9b] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR [--chat-template FILE]] [--mtp] [--vision]")
 	out := fs.String("out", "", "`DIR` to write the checkpoint to (created if needed)")
 	shapeName := fs.String("shape", "small", "model widths: tiny, small or qwen3.5-9b")
 	layers := fs.Int("layers", 0, "number of layers (0: the shape's own)")
@@ -20,6 +20,7 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	tied := fs.String("tied", "", "tie the output matrix to the embeddings: true or false (default: the shape's own)")
 	tokDir := fs.String("tokenizer", "", "copy tokenizer.json (+ tokenizer_config.json, chat_template.jinja) from `DIR`; the vocabulary and eos ids follow it")
 	mtp := fs.Bool("mtp", false, "also write a multi-token-prediction head (mtp.*) for speculative decoding")
+	vision := fs.Bool("vision", false, "also write a vision tower (model.visual.*, vision_config, preprocessor_config.json): Qwen3.5-9B's for --shape qwen3.5-9b, a small one otherwise")
 	chatTemplate := fs.String("chat-template", "", "copy this chat_template.jinja `FILE` into the checkpoint")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -57,6 +58,7 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "--tied must be true or false, got %q", *tied)
 	}
 	var eos []int
+	var visionIDs randmodel.VisionIDs
 	if *tokDir != "" {
 		info, err := randmodel.ReadTokenizer(filepath.Join(*tokDir, "tokenizer.json"))
 		if err != nil {
@@ -69,6 +71,7 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 			shape.Vocab = info.Vocab
 		}
 		eos = info.EOS
+		visionIDs = info.Vision
 	}
 	if *chatTemplate != "" && *tokDir == "" {
 		return fail(exitUsage, "--chat-template needs --tokenizer")
@@ -76,9 +79,10 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	start := time.Now()
 	last := time.Time{}
 	err = randmodel.Write(*out, shape, randmodel.Options{
-		Seed: *seed,
-		EOS:  eos,
-		MTP:  *mtp,
+		Seed:   *seed,
+		EOS:    eos,
+		MTP:    *mtp,
+		Vision: *vision, ImageTokens: visionIDs,
 		Progress: func(done, total int64) {
 			if time.Since(last) > time.Second || done == total {
 				last = time.Now()
