@@ -124,7 +124,7 @@ const benchJSONKeys = "print one JSON object instead of a table. Keys: model, ba
 	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32, dot_bf16, amx_bf16 or dot_int8), prefill_peak_fraction, decode_read_fraction, " +
 	"batch, batch_decode_tokens_per_second, batch_decode_speedup (--batch > 1), " +
 	"prefill_profile, decode_profile, batch_decode_profile (--profile: rows of op, count and ms per prompt, token or batch step), " +
-	"decode_dispatches_per_token, decode_barriers_per_token, decode_submissions_per_token (Vulkan)"
+	"decode_dispatches_per_token, decode_barriers_per_token, decode_submissions_per_token (Vulkan); " + imageBenchKeys
 
 // recordStats is a backend that counts what it records (Vulkan).
 type recordStats interface{ Stats() vulkan.Stats }
@@ -233,6 +233,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	turns := fs.Int("turns", 10, "--agent-replay: turns to replay")
 	offTurns := fs.String("no-cache-turns", "", "--agent-replay: comma-separated turns also run without the prefix cache (default all; those are full prefills)")
 	kvType := fs.String("kv-cache-dtype", "f32", "--agent-replay: KV cache element type (f32, bf16, f16)")
+	imageTokens := fs.Int("image-tokens", 0, "instead of the text benchmark: encode one random image of `N` merged tokens with the checkpoint's vision tower (encoder only; 1024 is a 1024x1024 image at Qwen3.5's 16-pixel patches), and prefill a prompt holding it against a text prompt of the same length, alternately, --repeat times")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -249,6 +250,8 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", checkQuantize(*quantize))
 	case *memMiB < 0:
 		return fail(exitUsage, "--mem-mib must not be negative")
+	case *imageTokens < 0:
+		return fail(exitUsage, "--image-tokens must not be negative")
 	}
 	if err := checkModelPath(*dir); err != nil {
 		return fail(exitUsage, "%v", err)
@@ -309,7 +312,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			prof, backend = hostProfiler{pb}, pb
 		}
 	}
-	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: *prompt,
+	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: max(*prompt, *imageTokens+2),
 		Quantize: *quantize, Progress: quietProgress(io, *dir, *quantize)})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
@@ -321,6 +324,23 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	nThreads := *threads
 	if nThreads <= 0 {
 		nThreads = runtimeThreads()
+	}
+	if *imageTokens > 0 {
+		res, err := benchImage(ctx, m, backend, *dir, *imageTokens, *repeat, nThreads)
+		if err != nil {
+			return fail(exitError, "--image-tokens: %v", err)
+		}
+		res.Model = *dir
+		if *asJSON {
+			enc := json.NewEncoder(io.out)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(res); err != nil {
+				return fail(exitError, "%v", err)
+			}
+			return exitOK
+		}
+		res.print(io.out)
+		return exitOK
 	}
 	res := benchResult{Model: *dir, Backend: inner.Name(), Threads: nThreads, Prompt: *prompt, Gen: *gen,
 		Repeat: *repeat, DecodeBytesPerToken: m.DecodeBytes(), Batch: *batch}
