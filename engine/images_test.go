@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -69,7 +70,7 @@ func loadVLCase(t *testing.T) vlCase {
 		}
 		return v
 	}
-	m, err := model.Open(dir, model.Options{Backend: testBackend})
+	m, err := model.Open(dir, model.Options{Backend: testBackend, MTP: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +150,33 @@ func TestImageRequest(t *testing.T) {
 		}
 		if !slices.Equal(ids, c.greedy) {
 			t.Errorf("chunk %d: greedy %v, golden %v", chunk, ids, c.greedy)
+		}
+	}
+}
+
+// TestImageRequestSpeculative checks that speculative decoding with the
+// MTP head, which drafts from the image prompt's hidden states at its
+// M-RoPE positions, gives the golden greedy tokens after an image.
+func TestImageRequestSpeculative(t *testing.T) {
+	c := loadVLCase(t)
+	for k := 1; k <= 3; k++ {
+		e := newEngine(t, c.m, Config{Speculative: Speculative{Method: "mtp", Tokens: k}})
+		s, err := e.Submit(context.Background(), c.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := collectResult(t, s)
+		var ids []int
+		for _, tok := range res.toks {
+			ids = append(ids, tok.ID)
+		}
+		if !slices.Equal(ids, c.greedy) {
+			t.Errorf("k %d: greedy %v, golden %v", k, ids, c.greedy)
+		}
+		drafted, accepted := s.SpecTokens()
+		t.Logf("k %d: %d drafted, %d accepted", k, drafted, accepted)
+		if drafted == 0 {
+			t.Errorf("k %d: nothing drafted", k)
 		}
 	}
 }
