@@ -37,6 +37,7 @@ import (
 	"sync"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/safetensors"
 )
 
@@ -50,6 +51,14 @@ type Options struct {
 	// other layers take all of an image's rows at once). Zero means
 	// DefaultChunkRows.
 	ChunkRows int
+	// Quant, when not quant.Keep, is the block format the tower's weight
+	// matrices (the patch embedding, each block's qkv, proj, fc1 and fc2,
+	// and the merger's two) are quantized to as they load, on the kernels
+	// the text model's quantized matrices use. A matrix whose rows are not
+	// whole blocks of Quant takes Q8_0 where they are whole blocks of 32,
+	// else stays as stored; biases, norms and the position table stay as
+	// stored.
+	Quant quant.Type
 }
 
 // Tower is a loaded vision tower. Its methods are safe for concurrent use;
@@ -68,6 +77,7 @@ type Tower struct {
 	mergeFC2   linear
 	invFreq    []float64 // rotary inverse frequencies, head_dim/4 of them
 	chunk      int       // rows per MLP product
+	quant      quant.Type
 
 	// The norms' weights and biases on the backend: norm1 and norm2 of
 	// each block, then the merger's.
@@ -128,7 +138,10 @@ func newTower(cfg *Config, src tensorSource, o Options) (*Tower, error) {
 	if chunk <= 0 {
 		chunk = DefaultChunkRows
 	}
-	t := &Tower{cfg: cfg, be: o.Backend, chunk: chunk}
+	if _, ok := compute.QuantDType(o.Quant); o.Quant != quant.Keep && !ok {
+		return nil, fmt.Errorf("vision: Options.Quant %v is not a block format the backends multiply by", o.Quant)
+	}
+	t := &Tower{cfg: cfg, be: o.Backend, chunk: chunk, quant: o.Quant}
 	if err := t.load(src); err != nil {
 		return nil, err
 	}
