@@ -306,6 +306,50 @@ type Backend interface {
 	// Argmax writes to dst[r] the index of the largest of x[r*dim:(r+1)*dim]
 	// for len(dst) rows (lowest index on ties) and waits for the result.
 	Argmax(ctx context.Context, dst []int32, x Buffer, dim int) error
+
+	// The operations of a vision tower (a ViT): LayerNorm, biases, GELU and
+	// attention without a cache or a causal mask.
+
+	// LayerNorm computes dst[r] = (x[r] - mean) / sqrt(var + eps) * w + b
+	// for n rows of dim, with the mean and the (biased) variance of each
+	// row and w and b [dim] weights. dst may be x.
+	LayerNorm(dst, x Buffer, w, b Weight, n, dim int, eps float32)
+	// AddBias computes x[r] += b for n rows of dim, in place, with b a
+	// [dim] weight.
+	AddBias(x Buffer, b Weight, n, dim int)
+	// GELU applies GELU of the given form in place to the first n
+	// elements of x.
+	GELU(x Buffer, n int, form GELUForm)
+	// SegmentAttention computes non-causal multi-head attention over
+	// segments of segLen consecutive rows (the patches of one image frame):
+	// each of n rows (a multiple of segLen) attends, for each head, over
+	// every row of its own segment. The query, key and value heads of a
+	// row are q, k and v in x (the same count and dim: no grouping); out
+	// receives [n, Count*Dim] rows, heads concatenated, from element 0.
+	// Scores are scaled by scale. out must not be x.
+	SegmentAttention(out, x Buffer, q, k, v Heads, n, segLen int, scale float32)
+}
+
+// GELUForm selects how Backend.GELU computes x·Φ(x).
+type GELUForm uint8
+
+const (
+	// GELUErf is the exact form, 0.5·x·(1 + erf(x/√2)) (PyTorch's "gelu").
+	GELUErf GELUForm = iota
+	// GELUTanh is PyTorch's tanh approximation ("gelu_pytorch_tanh"),
+	// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+	GELUTanh
+)
+
+// String returns PyTorch's name of the form.
+func (f GELUForm) String() string {
+	switch f {
+	case GELUErf:
+		return "gelu"
+	case GELUTanh:
+		return "gelu_pytorch_tanh"
+	}
+	return fmt.Sprintf("GELUForm(%d)", uint8(f))
 }
 
 // RowDependentAttention is implemented by backends whose attention of a

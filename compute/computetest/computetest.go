@@ -115,7 +115,14 @@ func Cases() []Case {
 		{"Add", testAdd},
 		{"Argmax", testArgmax},
 		{"Chain", testChain},
-	}, quantCases()...)
+	}, append(quantCases(),
+		// The vision tower's, last so that the cases above keep their
+		// seeds.
+		Case{"LayerNorm", testLayerNorm},
+		Case{"AddBias", testAddBias},
+		Case{"GELU", testGELU},
+		Case{"SegmentAttention", testSegmentAttention},
+	)...)
 }
 
 // pair is a buffer on both backends with the same contents.

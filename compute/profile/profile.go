@@ -328,4 +328,29 @@ func (b *Backend) Argmax(ctx context.Context, dst []int32, x compute.Buffer, dim
 	return b.inner.Argmax(ctx, dst, x, dim)
 }
 
+// LayerNorm implements compute.Backend, timed as "layer_norm".
+func (b *Backend) LayerNorm(dst, x compute.Buffer, w, bias compute.Weight, n, dim int, eps float32) {
+	defer b.done("layer_norm", time.Now())
+	b.inner.LayerNorm(dst, x, unwrap(w), unwrap(bias), n, dim, eps)
+}
+
+// AddBias implements compute.Backend, timed as "bias".
+func (b *Backend) AddBias(x compute.Buffer, bias compute.Weight, n, dim int) {
+	defer b.done("bias", time.Now())
+	b.inner.AddBias(x, unwrap(bias), n, dim)
+}
+
+// GELU implements compute.Backend, timed as "gelu".
+func (b *Backend) GELU(x compute.Buffer, n int, form compute.GELUForm) {
+	defer b.done("gelu", time.Now())
+	b.inner.GELU(x, n, form)
+}
+
+// SegmentAttention implements compute.Backend, timed as
+// "segment_attention".
+func (b *Backend) SegmentAttention(out, x compute.Buffer, q, k, v compute.Heads, n, segLen int, scale float32) {
+	defer b.done("segment_attention", time.Now())
+	b.inner.SegmentAttention(out, x, q, k, v, n, segLen, scale)
+}
+
 var _ compute.Backend = (*Backend)(nil)

@@ -73,7 +73,18 @@ type (
 		Rows, Count, Dim uint32
 		D, A, B          headsPush
 	}
-	argmaxPush struct{ Rows, Dim, DOff uint32 }
+	argmaxPush    struct{ Rows, Dim, DOff uint32 }
+	layernormPush struct {
+		N, Dim uint32
+		Eps    float32
+	}
+	biasPush    struct{ N, Dim uint32 }
+	geluPush    struct{ N uint32 }
+	segattnPush struct {
+		Q, K, V                             headsPush
+		Heads, Dim, SegLen, Segs, RowBlocks uint32
+		Scale                               float32
+	}
 )
 
 // pushStructs maps each shader to its push-constant struct.
@@ -85,12 +96,14 @@ var pushStructs = map[string]any{
 	"gates": gatesPush{}, "deltarule": deltarulePush{}, "deltachunk": deltachunkPush{},
 	"kvstore": kvstorePush{}, "attention": attentionPush{}, "attnmerge": attnmergePush{},
 	"eltwise": eltwisePush{}, "argmax": argmaxPush{},
+	"layernorm": layernormPush{}, "bias": biasPush{}, "gelu": geluPush{}, "segattn": segattnPush{},
 }
 
 // pushStruct is the set of push-constant structs.
 type pushStruct interface {
 	embedPush | matvecPush | matmulPush | matmulQPush | matvecQPush | embedQPush | normPush | addnormPush | ropePush | convPush | gatesPush |
-		deltarulePush | deltachunkPush | kvstorePush | attentionPush | attnmergePush | eltwisePush | argmaxPush
+		deltarulePush | deltachunkPush | kvstorePush | attentionPush | attnmergePush | eltwisePush | argmaxPush |
+		layernormPush | biasPush | geluPush | segattnPush
 }
 
 // pushWords returns the push constants of p as the 32-bit words the

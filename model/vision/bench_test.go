@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/govinfer/govinfer/compute/cpu"
 	"github.com/govinfer/govinfer/internal/half"
 	"github.com/govinfer/govinfer/safetensors"
 )
@@ -66,30 +65,39 @@ func randomSource(c *Config) memSource {
 
 // BenchmarkEncode9B encodes one image at the widths of Qwen3.5-9B's tower
 // (depth 27, hidden 1152, 16 heads, intermediate 4304, patch 16, merge 2,
-// out 4096) with random weights on a CPU backend.
+// out 4096) with random BF16 weights, on each backend: the CPU (all its
+// threads; -cpu does not change them) and Vulkan (skipped without a
+// device; on lavapipe it runs on the CPU too and says nothing of a GPU).
+// Select one with -bench 'Encode9B/vulkan'.
 func BenchmarkEncode9B(b *testing.B) {
 	c := DefaultConfig()
-	be := cpu.New(cpu.Options{})
-	defer be.Close()
-	tw, err := newTower(c, randomSource(c), Options{Backend: be})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tw.Close()
-	for _, side := range []int{16, 32} { // 256x256 and 512x512 pixels: 64 and 256 tokens
-		grid := [3]int{1, side, side}
-		pv := make([]float32, side*side*c.PatchDim())
-		r := rand.New(rand.NewPCG(3, 4))
-		for i := range pv {
-			pv[i] = r.Float32()*2 - 1
+	src := randomSource(c)
+	for _, tb := range testBackends {
+		if tb.name == "cpu-generic" {
+			continue
 		}
-		b.Run(fmt.Sprintf("grid%dx%d", side, side), func(b *testing.B) {
-			for b.Loop() {
-				if _, err := tw.Encode(context.Background(), pv, grid); err != nil {
-					b.Fatal(err)
-				}
+		b.Run(tb.name, func(b *testing.B) {
+			tw, err := newTower(c, src, Options{Backend: tb.open(b)})
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(b.N*side*side/4)/b.Elapsed().Seconds(), "tokens/s")
+			defer tw.Close()
+			for _, side := range []int{16, 32} { // 256x256 and 512x512 pixels: 64 and 256 tokens
+				grid := [3]int{1, side, side}
+				pv := make([]float32, side*side*c.PatchDim())
+				r := rand.New(rand.NewPCG(3, 4))
+				for i := range pv {
+					pv[i] = r.Float32()*2 - 1
+				}
+				b.Run(fmt.Sprintf("grid%dx%d", side, side), func(b *testing.B) {
+					for b.Loop() {
+						if _, err := tw.Encode(context.Background(), pv, grid); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(b.N*side*side/4)/b.Elapsed().Seconds(), "tokens/s")
+				})
+			}
 		})
 	}
 }

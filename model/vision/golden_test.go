@@ -3,6 +3,7 @@ package vision
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"testing"
 
 	"github.com/govinfer/govinfer/asm"
+	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/compute/cpu"
+	"github.com/govinfer/govinfer/compute/vulkan"
 	"github.com/govinfer/govinfer/safetensors"
 )
 
@@ -132,80 +135,123 @@ func openTiny(t testing.TB, o Options) *Tower {
 	return tw
 }
 
+// testBackend names a backend the goldens run on and opens it.
+type testBackend struct {
+	name string
+	open func(t testing.TB) compute.Backend
+}
+
+// newCPU opens a CPU backend with opts, closed at the end of the test.
+func newCPU(t testing.TB, o cpu.Options) compute.Backend {
+	be := cpu.New(o)
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
+// newVulkan opens a Vulkan backend with the validation layer on, closed
+// at the end of the test, or skips the test when no device is present
+// (fails instead when GOVINFER_REQUIRE_VULKAN=1, as in CI).
+func newVulkan(t testing.TB) compute.Backend {
+	t.Helper()
+	be, err := vulkan.New(vulkan.Options{Validation: true, Log: func(msg string) { t.Log(msg) }})
+	if err != nil {
+		if os.Getenv("GOVINFER_REQUIRE_VULKAN") == "1" {
+			t.Fatalf("GOVINFER_REQUIRE_VULKAN=1 but no Vulkan backend: %v", err)
+		}
+		t.Skipf("no Vulkan device: %v", err)
+	}
+	t.Cleanup(func() { be.Close() })
+	t.Log(be.Describe())
+	return be
+}
+
+// testBackends lists the backends every golden check runs on: the CPU
+// with the machine's kernels, the CPU on the kernels' pure-Go twins, and
+// Vulkan (skipped without a device).
+var testBackends = []testBackend{
+	{"cpu", func(t testing.TB) compute.Backend { return newCPU(t, cpu.Options{}) }},
+	{"cpu-generic", func(t testing.TB) compute.Backend { return newCPU(t, cpu.Options{Kernels: asm.Generic()}) }},
+	{"vulkan", newVulkan},
+}
+
 func TestGoldenImages(t *testing.T) {
+	for _, tb := range testBackends {
+		t.Run(tb.name, func(t *testing.T) {
+			// A chunk of 16 rows cuts every product of the larger images
+			// into several backend calls; the default takes them in one.
+			for _, chunk := range []int{0, 16} {
+				checkGoldenImages(t, Options{Backend: tb.open(t), ChunkRows: chunk}, chunk == 0)
+			}
+		})
+	}
+}
+
+// checkGoldenImages encodes every golden image with a tower opened with o
+// and compares each stage with the float64 reference's, logging the
+// errors when verbose.
+func checkGoldenImages(t *testing.T, o Options, verbose bool) {
 	g, f := readGolden(t)
-	// A chunk of 16 rows cuts every product of the larger images into
-	// several backend calls; the default takes them in one. The last run
-	// is on the kernels' pure-Go twins.
-	for run, chunk := range []int{0, 16, 0} {
-		o := Options{ChunkRows: chunk}
-		if run == 2 {
-			be := cpu.New(cpu.Options{Kernels: asm.Generic()})
-			t.Cleanup(func() { be.Close() })
-			o.Backend = be
+	tw := openTiny(t, o)
+	c := tw.Config()
+	tol := g.Tolerances.EmbedsRelMax
+	names := make([]string, 0, len(g.Images))
+	for name := range g.Images {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	sawBlocks := false
+	for _, name := range names {
+		im := g.Images[name]
+		if n, tok, err := c.CheckGrid(im.Grid); err != nil || n != im.NPatches || tok != im.NTokens {
+			t.Fatalf("%s: CheckGrid(%v) = %d, %d, %v; golden %d patches, %d tokens", name, im.Grid, n, tok, err, im.NPatches, im.NTokens)
 		}
-		tw := openTiny(t, o)
-		c := tw.Config()
-		tol := g.Tolerances.EmbedsRelMax
-		names := make([]string, 0, len(g.Images))
-		for name := range g.Images {
-			names = append(names, name)
+		pv := floats(t, f, im.PixelValues)
+		tr, err := tw.EncodeTrace(context.Background(), pv, im.Grid)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		sort.Strings(names)
-		sawBlocks := false
-		for _, name := range names {
-			im := g.Images[name]
-			if n, tok, err := c.CheckGrid(im.Grid); err != nil || n != im.NPatches || tok != im.NTokens {
-				t.Fatalf("%s: CheckGrid(%v) = %d, %d, %v; golden %d patches, %d tokens", name, im.Grid, n, tok, err, im.NPatches, im.NTokens)
+		stages := []struct {
+			what      string
+			got, want []float32
+		}{
+			{"patch_embeds", tr.PatchEmbeds, floats(t, f, im.Debug.PatchEmbeds)},
+			{"pos_embeds", tr.PosEmbeds, floats(t, f, im.Debug.PosEmbeds)},
+			{"last_hidden", tr.LastHidden, floats(t, f, im.Debug.LastHidden)},
+			{"embeds", tr.Embeds, floats(t, f, im.Embeds)},
+		}
+		if ref := im.Debug.BlockOutputs; ref != nil {
+			sawBlocks = true
+			all := floats(t, f, *ref)
+			if len(tr.BlockOutputs) != c.Depth {
+				t.Fatalf("%s: %d block outputs, want %d", name, len(tr.BlockOutputs), c.Depth)
 			}
-			pv := floats(t, f, im.PixelValues)
-			tr, err := tw.EncodeTrace(context.Background(), pv, im.Grid)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			stages := []struct {
-				what      string
-				got, want []float32
-			}{
-				{"patch_embeds", tr.PatchEmbeds, floats(t, f, im.Debug.PatchEmbeds)},
-				{"pos_embeds", tr.PosEmbeds, floats(t, f, im.Debug.PosEmbeds)},
-				{"last_hidden", tr.LastHidden, floats(t, f, im.Debug.LastHidden)},
-				{"embeds", tr.Embeds, floats(t, f, im.Embeds)},
-			}
-			if ref := im.Debug.BlockOutputs; ref != nil {
-				sawBlocks = true
-				all := floats(t, f, *ref)
-				if len(tr.BlockOutputs) != c.Depth {
-					t.Fatalf("%s: %d block outputs, want %d", name, len(tr.BlockOutputs), c.Depth)
-				}
-				per := len(all) / c.Depth
-				for i, got := range tr.BlockOutputs {
-					stages = append(stages, struct {
-						what      string
-						got, want []float32
-					}{"block_outputs[" + string(rune('0'+i)) + "]", got, all[i*per : (i+1)*per]})
-				}
-			}
-			for _, s := range stages {
-				e := relErr(t, name+" "+s.what, s.got, s.want)
-				if run == 0 {
-					t.Logf("%-15s %-16s rel err %.2e", name, s.what, e)
-				}
-				if e > tol {
-					t.Errorf("run %d: %s %s: rel err %.3g > %g", run, name, s.what, e, tol)
-				}
-			}
-			out, err := tw.Encode(context.Background(), pv, im.Grid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(out, tr.Embeds) {
-				t.Errorf("%s: Encode differs from EncodeTrace", name)
+			per := len(all) / c.Depth
+			for i, got := range tr.BlockOutputs {
+				stages = append(stages, struct {
+					what      string
+					got, want []float32
+				}{fmt.Sprintf("block_outputs[%d]", i), got, all[i*per : (i+1)*per]})
 			}
 		}
-		if !sawBlocks {
-			t.Error("no image has debug.block_outputs")
+		for _, s := range stages {
+			e := relErr(t, name+" "+s.what, s.got, s.want)
+			if verbose {
+				t.Logf("%-15s %-16s rel err %.2e", name, s.what, e)
+			}
+			if e > tol {
+				t.Errorf("chunk %d: %s %s: rel err %.3g > %g", o.ChunkRows, name, s.what, e, tol)
+			}
 		}
+		out, err := tw.Encode(context.Background(), pv, im.Grid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(out, tr.Embeds) {
+			t.Errorf("%s: Encode differs from EncodeTrace", name)
+		}
+	}
+	if !sawBlocks {
+		t.Error("no image has debug.block_outputs")
 	}
 }
 

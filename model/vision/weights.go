@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/safetensors"
 )
 
@@ -34,6 +35,7 @@ type loader struct {
 	src    tensorSource
 	prefix string
 	be     compute.Backend
+	quant  quant.Type // the matrices' block format (Options.Quant)
 }
 
 // info returns the tensor's metadata after checking its shape and dtype.
@@ -87,7 +89,14 @@ func (l *loader) matrix(name string, shape ...int) (compute.Weight, error) {
 	for _, d := range shape[1:] {
 		cols *= d
 	}
-	w, err := l.be.LoadWeight(l.prefix+name, dt, shape[0], cols, t.Data)
+	data := t.Data
+	if qt := matrixType(l.quant, cols); qt != quant.Keep && len(shape) > 1 {
+		if data, err = quantizeMatrix(qt, dt, data, shape[0], cols); err != nil {
+			return nil, err
+		}
+		dt, _ = compute.QuantDType(qt)
+	}
+	w, err := l.be.LoadWeight(l.prefix+name, dt, shape[0], cols, data)
 	if err != nil {
 		return nil, fmt.Errorf("vision: %w", err)
 	}
@@ -124,7 +133,7 @@ func (t *Tower) load(src tensorSource) error {
 	if err != nil {
 		return err
 	}
-	l := &loader{src: src, prefix: prefix, be: t.be}
+	l := &loader{src: src, prefix: prefix, be: t.be, quant: t.quant}
 	c := t.cfg
 	d, m2 := c.HiddenSize, c.SpatialMergeSize*c.SpatialMergeSize
 	if t.patch, err = l.linear("patch_embed.proj", d, c.InChannels, c.TemporalPatchSize, c.PatchSize, c.PatchSize); err != nil {
