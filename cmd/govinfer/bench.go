@@ -233,7 +233,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	turns := fs.Int("turns", 10, "--agent-replay: turns to replay")
 	offTurns := fs.String("no-cache-turns", "", "--agent-replay: comma-separated turns also run without the prefix cache (default all; those are full prefills)")
 	kvType := fs.String("kv-cache-dtype", "f32", "--agent-replay: KV cache element type (f32, bf16, f16)")
-	imageTokens := fs.Int("image-tokens", 0, "instead of the text benchmark: encode one random image of `N` merged tokens with the checkpoint's vision tower (encoder only; 1024 is a 1024x1024 image at Qwen3.5's 16-pixel patches), and prefill a prompt holding it against a text prompt of the same length, alternately, --repeat times")
+	imageTokens := fs.Int("image-tokens", 0, "instead of the text benchmark: encode one random image of `N` merged tokens with the checkpoint's vision tower (encoder only; 1024 is a 1024x1024 image at Qwen3.5's 16-pixel patches), and prefill a prompt holding it against a text prompt of the same length (encoding --repeat times, each followed by two prefills of each prompt, in turns)")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
