@@ -449,7 +449,7 @@ func joinFrames(frames [2]gguf.Tensor, dts [2]safetensors.DType, shape []int) (s
 	if dts[0] != dts[1] {
 		dt = safetensors.F32
 		for k := range frames {
-			t := safetensors.Tensor{DType: dts[k], Shape: frames[k].Shape(), Data: frames[k].Data}
+			t := safetensors.Tensor{Name: frames[k].Name, DType: dts[k], Shape: frames[k].Shape(), Data: frames[k].Data}
 			v, err := t.ToFloat32()
 			if err != nil {
 				return safetensors.Tensor{}, fmt.Errorf("tensor %s: %w", frames[k].Name, err)
