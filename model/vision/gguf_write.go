@@ -89,6 +89,15 @@ func WriteGGUF(ctx context.Context, dir, out string, o WriteGGUFOptions) (*Write
 	case cfg.RopeTheta != DefaultRopeTheta:
 		return nil, fmt.Errorf("vision: rope_theta %v: llama.cpp's %s uses %v", cfg.RopeTheta, clip.ProjectorQwen3VL, DefaultRopeTheta)
 	}
+	ck, err := safetensors.OpenCheckpoint(dir)
+	if err != nil {
+		return nil, fmt.Errorf("vision: %w", err)
+	}
+	defer ck.Close()
+	prefix, err := detectPrefix(ck)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, dir)
+	}
 	proc, err := imageproc.LoadConfig(dir)
 	if err != nil {
 		return nil, fmt.Errorf("vision: %w", err)
@@ -99,15 +108,6 @@ func WriteGGUF(ctx context.Context, dir, out string, o WriteGGUFOptions) (*Write
 	}
 	if proc.MaxPixels > math.MaxUint32 {
 		return nil, fmt.Errorf("vision: max pixels %d do not fit %s", proc.MaxPixels, clip.KeyImageMaxPixels)
-	}
-	ck, err := safetensors.OpenCheckpoint(dir)
-	if err != nil {
-		return nil, fmt.Errorf("vision: %w", err)
-	}
-	defer ck.Close()
-	prefix, err := detectPrefix(ck)
-	if err != nil {
-		return nil, err
 	}
 	// The tensors in the converter's order: the checkpoint's names sorted,
 	// the patch kernel's two frames in its place.
