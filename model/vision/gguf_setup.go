@@ -71,11 +71,9 @@ type ResolveOptions struct {
 //
 // A model without a tower gives an error wrapping ErrNoTower.
 func Resolve(path string, o ResolveOptions) (*Setup, error) {
-	isGGUF := false
-	if _, ok, err := gguf.Locate(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	_, isGGUF, err := gguf.Locate(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("vision: %w", err)
-	} else {
-		isGGUF = ok
 	}
 	dir := ""
 	if !isGGUF {
@@ -84,7 +82,6 @@ func Resolve(path string, o ResolveOptions) (*Setup, error) {
 		}
 	}
 	var s *Setup
-	var err error
 	if o.MMProj != "" {
 		s, err = resolveMMProj(dir, o)
 	} else {
