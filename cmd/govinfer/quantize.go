@@ -20,7 +20,7 @@ import (
 // file.
 func runQuantize(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "quantize", "quantize --model DIR --out FILE.gguf --type "+strings.Join(convert.Types(), "|")+" [--mmproj MMPROJ.gguf [--mmproj-type f16|bf16|f32]] [--name NAME] [--threads N]\n"+
-		"quantize --model DIR --mmproj MMPROJ.gguf [--mmproj-type f16|bf16|f32]\n\n"+
+		"       govinfer quantize --model DIR --mmproj MMPROJ.gguf [--mmproj-type f16|bf16|f32]\n\n"+
 		"Writes a Hugging Face Qwen3.5 checkpoint as a GGUF file of llama.cpp's qwen35\n"+
 		"architecture, which llama.cpp, ollama and govinfer load: its tensor names and\n"+
 		"transforms, metadata, tokenizer and chat template. bf16 keeps every matrix in\n"+
