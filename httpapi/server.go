@@ -83,6 +83,9 @@ type Config struct {
 	// MaxImages and MaxImagePixels: see llm.Options (vLLM's
 	// --limit-mm-per-prompt and --mm-processor-kwargs max_pixels).
 	MaxImages, MaxImagePixels int
+	// MMProj is llm.Options.MMProj: an mmproj GGUF file holding the
+	// vision tower.
+	MMProj string
 	// AllowedMediaDomains are the hosts (exact names or IP addresses)
 	// image URLs may be fetched from; none by default, so only data: URLs
 	// are taken. Loopback and private addresses are refused unless listed
@@ -297,7 +300,7 @@ func (s *Server) load() {
 		NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
 		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
 		PrefixObserver: newPrefixEvents(s.events), MaxTokens: s.cfg.MaxTokens,
-		MaxImages: s.cfg.MaxImages, MaxImagePixels: s.cfg.MaxImagePixels,
+		MaxImages: s.cfg.MaxImages, MaxImagePixels: s.cfg.MaxImagePixels, MMProj: s.cfg.MMProj,
 		Speculative: s.cfg.Speculative,
 	})
 	if err == nil && s.ctx.Err() != nil {

@@ -3,11 +3,8 @@ package llm
 import (
 	"container/list"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/govinfer/govinfer/compute"
@@ -16,7 +13,7 @@ import (
 	"github.com/govinfer/govinfer/imageproc"
 	"github.com/govinfer/govinfer/jsonvalue"
 	"github.com/govinfer/govinfer/model/vision"
-	"github.com/govinfer/govinfer/safetensors"
+	"github.com/govinfer/govinfer/tokenizer"
 )
 
 // DefaultMaxImages is the most images one chat request may hold when
@@ -53,61 +50,32 @@ type vl struct {
 	cache       *embedCache
 }
 
-// openVision loads the checkpoint's vision tower when it has one and
-// o.MaxImages is not negative. A checkpoint without one (or a GGUF file)
-// gives nil.
-func openVision(dir string, o Options) (*vl, error) {
+// openVision loads the model's vision tower when it has one (its
+// checkpoint's, or that of the mmproj file o.MMProj) and o.MaxImages is not
+// negative; a model without one gives nil. tok is the model's tokenizer
+// and hidden its text width.
+func openVision(dir string, o Options, tok *tokenizer.Tokenizer, hidden int) (*vl, error) {
 	if o.MaxImages < 0 {
 		return nil, nil
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "config.json")); err != nil || fi.IsDir() {
+	s, err := vision.Resolve(dir, vision.ResolveOptions{MMProj: o.MMProj, TokenID: tok.TokenID, TextHidden: hidden})
+	if errors.Is(err, vision.ErrNoTower) {
 		return nil, nil
 	}
-	vcfg, ok, err := vision.LoadConfig(dir)
-	if err != nil || !ok {
-		return nil, err
-	}
-	ck, err := safetensors.OpenCheckpoint(dir)
-	if err != nil {
-		return nil, nil // not a safetensors checkpoint (model.Open said why if it matters)
-	}
-	has := ck.Has("model.visual.patch_embed.proj.weight") || ck.Has("visual.patch_embed.proj.weight")
-	ck.Close()
-	if !has {
-		return nil, nil // a text-only export of a multimodal checkpoint
-	}
-	var ids struct {
-		ImageTokenID       *int `json:"image_token_id"`
-		VisionStartTokenID *int `json:"vision_start_token_id"`
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(data, &ids); err != nil {
-		return nil, fmt.Errorf("config.json: %w", err)
-	}
-	if ids.ImageTokenID == nil {
-		return nil, errors.New("config.json has a vision_config but no image_token_id")
-	}
-	proc, err := imageproc.LoadConfig(dir)
-	if err != nil {
-		return nil, err
-	}
-	v := &vl{proc: proc.WithMaxPixels(o.MaxImagePixels), imageToken: *ids.ImageTokenID, visionStart: -1,
-		merge: vcfg.SpatialMergeSize, maxImages: DefaultMaxImages, cache: newEmbedCache(DefaultImageCacheBytes)}
+	v := &vl{proc: s.Processor.WithMaxPixels(o.MaxImagePixels), imageToken: s.ImageToken, visionStart: s.VisionStart,
+		merge: s.Config.SpatialMergeSize, maxImages: DefaultMaxImages, cache: newEmbedCache(DefaultImageCacheBytes)}
 	if o.MaxImages > 0 {
 		v.maxImages = o.MaxImages
-	}
-	if ids.VisionStartTokenID != nil {
-		v.visionStart = *ids.VisionStartTokenID
 	}
 	// The text model's backend serves one goroutine at a time (the engine
 	// loop), so the tower, which encodes on the request's goroutine, gets
 	// its own CPU backend on all cores; on Vulkan too, where it encodes on
 	// the CPU for now.
 	v.be = cpu.New(cpu.Options{})
-	if v.tower, err = vision.Open(dir, vision.Options{Backend: v.be}); err != nil {
+	if v.tower, err = s.Open(vision.Options{Backend: v.be}); err != nil {
 		v.be.Close()
 		return nil, err
 	}
@@ -192,7 +160,7 @@ func (lm *Model) prepareImages(ids []int, fields []string, data []Image) ([]int,
 		if len(fields) > 0 {
 			f = fields[0]
 		}
-		return nil, nil, paramErr(f, "%s: this model does not take images (its checkpoint has no vision tower, or images are turned off)", f)
+		return nil, nil, paramErr(f, "%s: this model does not take images (its checkpoint has no vision tower, a GGUF model was given no mmproj file, or images are turned off)", f)
 	}
 	if len(fields) != len(data) {
 		return nil, nil, paramErr("messages", "the messages hold %d image parts but %d images were given", len(fields), len(data))

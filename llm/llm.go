@@ -108,6 +108,14 @@ type Options struct {
 	// '{"max_pixels": N}'), and so the tokens per image: at most
 	// MaxImagePixels/(patch_size*merge_size)^2.
 	MaxImagePixels int
+	// MMProj, when set, is an mmproj GGUF file (llama.cpp's layout of the
+	// vision tower, projector qwen3vl_merger) to take the tower and its
+	// image preprocessing from: a GGUF model's, whose file holds no tower,
+	// or in place of a checkpoint directory's own. Open does not look for
+	// one by itself (vision.FindMMProj does). The image ids are
+	// config.json's where a checkpoint gives them, else the tokenizer's
+	// <|image_pad|> and <|vision_start|>.
+	MMProj string
 	// Speculative turns on speculative decoding (engine.Config.Speculative,
 	// vLLM's --speculative-config): with Method "mtp" the checkpoint's MTP
 	// head (mtp.* weights) is loaded and drafts Tokens tokens per round for
@@ -253,7 +261,7 @@ func Open(dir string, o Options) (*Model, error) {
 		return fail(fmt.Errorf("llm: %w", err))
 	}
 	lm.eng = eng
-	if lm.vision, err = openVision(dir, o); err != nil {
+	if lm.vision, err = openVision(dir, o, tok, m.Config().HiddenSize); err != nil {
 		eng.Close()
 		return fail(fmt.Errorf("llm: vision tower: %w", err))
 	}

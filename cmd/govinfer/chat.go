@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/govinfer/govinfer/gguf"
 	"github.com/govinfer/govinfer/llm"
 )
 
@@ -58,6 +59,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	amxTiles := amxTilesFlag(fs.FlagSet)
 	fmaTiles := fmaTilesFlag(fs.FlagSet)
 	var images fileList
+	mmproj := mmprojFlag(fs.FlagSet)
 	fs.Var(&images, "image", "attach the image `FILE` (PNG, JPEG, WebP or GIF) to the question, or to the first message of an interactive chat; repeat for several (the model needs a vision tower)")
 	maxLen := fs.Int("max-model-len", 0, fmt.Sprintf("most tokens of the conversation plus an answer (default: the model's context, at most %d)", llm.DefaultMaxModelLen))
 	fs.BoolVar(&o.hideThinking, "hide-thinking", false, "do not show the model's reasoning (it still reasons; /think off or --think off stops that)")
@@ -136,7 +138,11 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	if log != nil {
 		progress = loadProgress(io, *dir, *quantize)
 	}
-	m, err := llm.Open(*dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize})
+	mm, err := findMMProj(log, *dir, *mmproj)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	m, err := llm.Open(*dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm})
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
@@ -153,6 +159,9 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 			time.Since(start).Seconds(), backend.Name(), cfg.NumLayers, cfg.VocabSize, m.MaxModelLen())
 	}
 	if len(attached) > 0 && !m.HasVision() {
+		if _, isGGUF, _ := gguf.Locate(*dir); isGGUF {
+			return fail(exitError, "--image: the model at %s has no vision tower: a GGUF model's is in a separate mmproj file; give it with --mmproj FILE", *dir)
+		}
 		return fail(exitError, "--image: the model at %s has no vision tower: it does not take images", *dir)
 	}
 	if len(attached) > m.MaxImages() && m.HasVision() {

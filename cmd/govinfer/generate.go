@@ -24,8 +24,10 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		"renders a conversation); it prints the generated text as it comes, and stops at an\n"+
 		"end-of-sequence token or after -n tokens.\n"+
 		"With --image (repeatable) the prompt holds one image pad token (config.json's\n"+
-		"image_token_id) per image, in order; each pad becomes the image's tokens, and\n"+
-		"--json's prompt_ids is the prompt so expanded.\n"+
+		"image_token_id, or the vocabulary's <|image_pad|>) per image, in order; each pad\n"+
+		"becomes the image's tokens, and --json's prompt_ids is the prompt so expanded.\n"+
+		"A GGUF model's vision tower is an mmproj file: --mmproj FILE, or the one\n"+
+		"mmproj*.gguf file beside the model.\n"+
 		"With --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": K}' (K 1 to 4)\n"+
 		"greedy generation drafts K tokens per round with the checkpoint's MTP head and\n"+
 		"verifies them in one step: the tokens are those of plain greedy decoding; --json\n"+
@@ -40,6 +42,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	seed := fs.Uint64("seed", 0, "random seed for sampling")
 	var images fileList
 	fs.Var(&images, "image", "image `FILE` (PNG, JPEG, GIF, WebP) for the next image pad of the prompt; repeat for several")
+	mmproj := mmprojFlag(fs.FlagSet)
 	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits (and text, with --prompt; spec_draft_tokens and spec_accepted_tokens with --speculative-config)")
 	specConfig := fs.String("speculative-config", "", "speculative decoding as vLLM's `JSON`: {\"method\": \"mtp\", \"num_speculative_tokens\": K}, K 1 to 4")
 	quantize := quantizeFlag(fs.FlagSet)
@@ -104,10 +107,13 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		}
 	}
 	var req engine.Request
-	var special visionTokens
-	var vcfg *vision.Config
+	var vsetup *vision.Setup
 	if len(images) > 0 {
-		if vcfg, special, err = checkImagePrompt(*dir, ids, images); err != nil {
+		mm, err := findMMProj(io.err, *dir, *mmproj)
+		if err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+		if vsetup, err = checkImagePrompt(*dir, mm, cfg.HiddenSize, ids, images); err != nil {
 			return fail(exitUsage, "%v", err)
 		}
 	}
@@ -130,7 +136,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	}
 	defer m.Close()
 	if len(images) > 0 {
-		if ids, err = imagePrompt(ctx, *dir, backend, ids, images, special, vcfg, &req); err != nil {
+		if ids, err = imagePrompt(ctx, vsetup, backend, ids, images, &req); err != nil {
 			if imageproc.IsInputError(err) {
 				return fail(exitUsage, "%v", err)
 			}

@@ -2,18 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/gguf"
 	"github.com/govinfer/govinfer/imageproc"
 	"github.com/govinfer/govinfer/model/vision"
-	"github.com/govinfer/govinfer/safetensors"
+	"github.com/govinfer/govinfer/tokenizer"
 )
 
 // fileList is a repeatable flag of file names.
@@ -29,70 +28,43 @@ func (l *fileList) Set(v string) error {
 	return nil
 }
 
-// visionTokens are the special ids of a multimodal checkpoint's
-// config.json.
-type visionTokens struct {
-	ImageTokenID       *int `json:"image_token_id"`
-	VisionStartTokenID *int `json:"vision_start_token_id"`
-}
-
-// checkImagePrompt reads the vision settings of the checkpoint directory
-// dir and checks that ids hold one image pad per image file: it returns
-// the vision tower's config and the special ids, or an error that names
-// what is missing.
-func checkImagePrompt(dir string, ids []int, files []string) (*vision.Config, visionTokens, error) {
-	var tokens visionTokens
-	vcfg, ok, err := vision.LoadConfig(dir)
+// checkImagePrompt resolves the vision tower of the model at dir (its
+// own, or the mmproj file's when mmproj is set; hidden is the text model's
+// width) and checks that ids hold one image pad per image file: it returns
+// the tower's setup, or an error that names what is missing.
+func checkImagePrompt(dir, mmproj string, hidden int, ids []int, files []string) (*vision.Setup, error) {
+	var lookup func(string) (int, bool)
+	if tok, err := tokenizer.Load(dir); err == nil {
+		lookup = tok.TokenID
+	}
+	s, err := vision.Resolve(dir, vision.ResolveOptions{MMProj: mmproj, TokenID: lookup, TextHidden: hidden})
+	if errors.Is(err, vision.ErrNoTower) {
+		if _, isGGUF, _ := gguf.Locate(dir); isGGUF {
+			return nil, fmt.Errorf("--image: the model %s has no vision tower: a GGUF model's is in a separate mmproj file; give it with --mmproj FILE (or put it beside the model as mmproj*.gguf)", dir)
+		}
+		return nil, fmt.Errorf("--image: %w", err)
+	}
 	if err != nil {
-		return nil, tokens, err
-	}
-	if !ok {
-		return nil, tokens, fmt.Errorf("--image: the model at %s has no vision tower (no vision_config in its config.json)", dir)
-	}
-	// Text-only exports of a multimodal checkpoint keep its vision_config
-	// but not the tower's weights.
-	ck, err := safetensors.OpenCheckpoint(dir)
-	if err != nil {
-		return nil, tokens, fmt.Errorf("--image: %w", err)
-	}
-	hasTower := ck.Has("model.visual.patch_embed.proj.weight") || ck.Has("visual.patch_embed.proj.weight")
-	ck.Close()
-	if !hasTower {
-		return nil, tokens, fmt.Errorf("--image: the model at %s has no vision tower (no visual.* tensors)", dir)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, tokens, fmt.Errorf("--image: %w", err)
-	}
-	if err := json.Unmarshal(data, &tokens); err != nil {
-		return nil, tokens, fmt.Errorf("--image: config.json: %w", err)
-	}
-	if tokens.ImageTokenID == nil {
-		return nil, tokens, errors.New("--image: config.json has no image_token_id")
+		return nil, fmt.Errorf("--image: %w", err)
 	}
 	pads := 0
 	for _, id := range ids {
-		if id == *tokens.ImageTokenID {
+		if id == s.ImageToken {
 			pads++
 		}
 	}
 	if pads != len(files) {
-		return nil, tokens, fmt.Errorf("the prompt holds %d image pad tokens (id %d) for %d --image files: put one pad per image, in order", pads, *tokens.ImageTokenID, len(files))
+		return nil, fmt.Errorf("the prompt holds %d image pad tokens (id %d) for %d --image files: put one pad per image, in order", pads, s.ImageToken, len(files))
 	}
-	return vcfg, tokens, nil
+	return s, nil
 }
 
-// imagePrompt encodes the image files with the vision tower of the
-// checkpoint directory dir on backend be and returns the prompt with each
-// image pad of ids expanded to its image's tokens, with the engine request's
-// images, 3-D positions and rope delta set in req. checkImagePrompt has
-// checked ids, files and the checkpoint.
-func imagePrompt(ctx context.Context, dir string, be compute.Backend, ids []int, files []string, tokens visionTokens, vcfg *vision.Config, req *engine.Request) ([]int, error) {
-	pcfg, err := imageproc.LoadConfig(dir)
-	if err != nil {
-		return nil, fmt.Errorf("--image: %w", err)
-	}
-	tower, err := vision.Open(dir, vision.Options{Backend: be})
+// imagePrompt encodes the image files with the vision tower s names on
+// backend be and returns the prompt with each image pad of ids expanded to
+// its image's tokens, with the engine request's images, 3-D positions and
+// rope delta set in req. checkImagePrompt has checked ids and files.
+func imagePrompt(ctx context.Context, s *vision.Setup, be compute.Backend, ids []int, files []string, req *engine.Request) ([]int, error) {
+	tower, err := s.Open(vision.Options{Backend: be})
 	if err != nil {
 		return nil, fmt.Errorf("--image: %w", err)
 	}
@@ -107,7 +79,7 @@ func imagePrompt(ctx context.Context, dir string, be compute.Backend, ids []int,
 		if err != nil {
 			return nil, fmt.Errorf("--image %s: %w", file, err)
 		}
-		img, err := pcfg.Process(rgb)
+		img, err := s.Processor.Process(rgb)
 		if err != nil {
 			return nil, fmt.Errorf("--image %s: %w", file, err)
 		}
@@ -118,11 +90,7 @@ func imagePrompt(ctx context.Context, dir string, be compute.Backend, ids []int,
 		req.Images = append(req.Images, engine.Image{Embeds: emb, Hash: img.Hash})
 		grids = append(grids, img.Grid)
 	}
-	start := -1
-	if tokens.VisionStartTokenID != nil {
-		start = *tokens.VisionStartTokenID
-	}
-	out, starts, positions, delta, err := vision.ExpandPads(ids, *tokens.ImageTokenID, start, grids, vcfg.SpatialMergeSize)
+	out, starts, positions, delta, err := vision.ExpandPads(ids, s.ImageToken, s.VisionStart, grids, s.Config.SpatialMergeSize)
 	if err != nil {
 		return nil, fmt.Errorf("--image: %w", err)
 	}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	goio "io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/govinfer/govinfer/gguf"
 	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/model/vision"
 	"github.com/govinfer/govinfer/quant"
 )
 
@@ -28,6 +32,51 @@ func checkModelPath(path string) error {
 		return fmt.Errorf("--model %s: not a checkpoint directory or a GGUF file", path)
 	}
 	return nil
+}
+
+// mmprojFlag adds --mmproj to fs.
+func mmprojFlag(fs *flag.FlagSet) *string {
+	return fs.String("mmproj", "", "vision tower `FILE`: an mmproj GGUF file (llama.cpp's layout, projector qwen3vl_merger) "+
+		"for a GGUF model, or in place of a checkpoint directory's own tower (default: with a GGUF model, "+
+		"the one mmproj*.gguf file beside it, if there is one)")
+}
+
+// findMMProj returns the mmproj file for the model at path: mmproj when
+// given (it must be a file), else, for a GGUF model, the one mmproj*.gguf
+// file beside it, which it names on note (when not nil); "" when there is
+// none. Several such files are an error asking for --mmproj.
+func findMMProj(note goio.Writer, path, mmproj string) (string, error) {
+	if mmproj != "" {
+		st, err := os.Stat(mmproj)
+		if err != nil {
+			return "", fmt.Errorf("--mmproj %s: %w", mmproj, errors.Unwrap(err))
+		}
+		if st.IsDir() {
+			return "", fmt.Errorf("--mmproj %s: a directory, not an mmproj GGUF file", mmproj)
+		}
+		return mmproj, nil
+	}
+	if _, isGGUF, err := gguf.Locate(path); err != nil || !isGGUF {
+		return "", nil
+	}
+	files, err := vision.FindMMProj(path)
+	if err != nil {
+		return "", err
+	}
+	switch len(files) {
+	case 0:
+		return "", nil
+	case 1:
+		if note != nil {
+			fmt.Fprintf(note, "vision tower: %s (found beside the model; --mmproj FILE names another)\n", files[0])
+		}
+		return files[0], nil
+	}
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = filepath.Base(f)
+	}
+	return "", fmt.Errorf("%d mmproj files beside the model (%s): choose the vision tower with --mmproj FILE", len(files), strings.Join(names, ", "))
 }
 
 // quantizeFlag adds --quantize to fs.

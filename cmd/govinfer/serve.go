@@ -69,6 +69,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		fmaTiles   = fmaTilesFlag(fs.FlagSet)
 		apiKey     = fs.String("api-key", "", "require the key on the API endpoints, as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\"")
 		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it); the default of 32 MiB takes a few-MB photo as a base64 data: URL")
+		mmproj     = mmprojFlag(fs.FlagSet)
 		mmLimit    = fs.String("limit-mm-per-prompt", "", "images per request at most, as vLLM's JSON '{\"image\": N}' (default 8; 0 does not load the vision tower)")
 		mmKwargs   = fs.String("mm-processor-kwargs", "", "image processor settings, as vLLM's JSON: '{\"max_pixels\": N}' lowers the pixels (and so the tokens) of a resized image")
 		mediaHosts = fs.String("allowed-media-domains", "", "comma-separated hosts (exact names or IP addresses) image URLs may be fetched from (default: none, data: URLs only); loopback and private addresses only when listed as addresses")
@@ -179,6 +180,13 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
 		return exitUsage
 	}
+	mm := ""
+	if maxImages >= 0 {
+		if mm, err = findMMProj(io.err, *dir, *mmproj); err != nil {
+			fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
+			return exitUsage
+		}
+	}
 	var hosts []string
 	for _, h := range strings.Split(*mediaHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
@@ -186,7 +194,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		}
 	}
 	srv, err := httpapi.Start(context.Background(), httpapi.Config{
-		MaxImages: maxImages, MaxImagePixels: maxImagePixels, AllowedMediaDomains: hosts,
+		MaxImages: maxImages, MaxImagePixels: maxImagePixels, MMProj: mm, AllowedMediaDomains: hosts,
 		MediaMaxBytes: *mediaMax, MediaTimeout: *mediaTO,
 		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
