@@ -102,6 +102,9 @@ type Config struct {
 	// Backend runs the model; nil means a CPU backend on all cores (see
 	// llm.Options). The server does not close a backend given here.
 	Backend compute.Backend
+	// VisionBackend makes the vision tower's backend (llm.Options); nil
+	// gives it a CPU backend of its own.
+	VisionBackend func() (compute.Backend, error)
 	// Progress, when set, is called as weights load.
 	Progress func(llm.Progress)
 	// Quantize, when not empty, quantizes the checkpoint while it loads
@@ -301,7 +304,7 @@ func (s *Server) load() {
 		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
 		PrefixObserver: newPrefixEvents(s.events), MaxTokens: s.cfg.MaxTokens,
 		MaxImages: s.cfg.MaxImages, MaxImagePixels: s.cfg.MaxImagePixels, MMProj: s.cfg.MMProj,
-		Speculative: s.cfg.Speculative,
+		Speculative: s.cfg.Speculative, VisionBackend: s.cfg.VisionBackend,
 	})
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()

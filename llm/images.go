@@ -13,6 +13,7 @@ import (
 	"github.com/govinfer/govinfer/imageproc"
 	"github.com/govinfer/govinfer/jsonvalue"
 	"github.com/govinfer/govinfer/model/vision"
+	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/tokenizer"
 )
 
@@ -41,7 +42,7 @@ var imageParts = map[string]bool{"image_url": true, "image": true, "input_image"
 // vl is a model's vision side: its tower and what prompts with images need.
 type vl struct {
 	tower       *vision.Tower
-	be          compute.Backend // the tower's own CPU backend
+	be          compute.Backend // the tower's own backend
 	proc        imageproc.Config
 	imageToken  int
 	visionStart int // -1 when the config has none
@@ -72,10 +73,19 @@ func openVision(dir string, o Options, tok *tokenizer.Tokenizer, hidden int) (*v
 	}
 	// The text model's backend serves one goroutine at a time (the engine
 	// loop), so the tower, which encodes on the request's goroutine, gets
-	// its own CPU backend on all cores; on Vulkan too, where it encodes on
-	// the CPU for now.
-	v.be = cpu.New(cpu.Options{})
-	if v.tower, err = s.Open(vision.Options{Backend: v.be}); err != nil {
+	// a backend of its own.
+	if o.VisionBackend != nil {
+		if v.be, err = o.VisionBackend(); err != nil {
+			return nil, fmt.Errorf("vision tower's backend: %w", err)
+		}
+	} else {
+		v.be = cpu.New(cpu.Options{})
+	}
+	vo := vision.Options{Backend: v.be}
+	if o.Quantize != "" {
+		vo.Quant = quant.Q8_0
+	}
+	if v.tower, err = s.Open(vo); err != nil {
 		v.be.Close()
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/compute/vulkan"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,7 +92,39 @@ func readImage(t *testing.T, path string) llm.Image {
 // decoding gives the golden tokens, and prompt_tokens counts the image
 // tokens.
 func TestChatImagesMatchGolden(t *testing.T) {
-	lm := openVL(t)
+	checkImageGoldens(t, openVL(t))
+}
+
+// TestChatImagesVulkan is TestChatImagesMatchGolden with the text model and
+// the vision tower each on a Vulkan backend of its own (lavapipe in CI).
+func TestChatImagesVulkan(t *testing.T) {
+	be, err := vulkan.New(vulkan.Options{})
+	if err != nil {
+		if os.Getenv("GOVINFER_REQUIRE_VULKAN") == "1" {
+			t.Fatalf("GOVINFER_REQUIRE_VULKAN=1 but no Vulkan backend: %v", err)
+		}
+		t.Skipf("no Vulkan backend: %v", err)
+	}
+	defer be.Close()
+	openVL(t) // writes the checkpoint
+	made := 0
+	lm, err := llm.Open(vlDir, llm.Options{Backend: be, MaxModelLen: 1024, MaxImages: 3,
+		VisionBackend: func() (compute.Backend, error) {
+			made++
+			return vulkan.New(vulkan.Options{})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lm.Close()
+	if made != 1 {
+		t.Fatalf("VisionBackend called %d times, want once", made)
+	}
+	checkImageGoldens(t, lm)
+}
+
+// checkImageGoldens runs vl-tiny's multimodal golden cases through lm.
+func checkImageGoldens(t *testing.T, lm *llm.Model) {
 	files, cases := vlGoldens(t)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {

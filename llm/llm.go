@@ -100,8 +100,8 @@ type Options struct {
 	// --limit-mm-per-prompt '{"image": N}'): zero means DefaultMaxImages,
 	// a negative value turns images off (the vision tower is not loaded).
 	// Checkpoints without a vision tower take no images whatever it says.
-	// The tower encodes on its own CPU backend on all cores (the model's
-	// backend serves the engine loop alone), on Vulkan too for now.
+	// The tower encodes on VisionBackend's backend; with Quantize its
+	// matrices are Q8_0 (those whose rows are whole blocks of 32).
 	MaxImages int
 	// MaxImagePixels, when positive, lowers the preprocessor's bound on
 	// the pixels of a resized image (vLLM's --mm-processor-kwargs
@@ -116,6 +116,14 @@ type Options struct {
 	// config.json's where a checkpoint gives them, else the tokenizer's
 	// <|image_pad|> and <|vision_start|>.
 	MMProj string
+	// VisionBackend, when set, makes the backend the vision tower runs on
+	// (a Vulkan backend of its own beside a Vulkan model's, say); it is
+	// called once, when the model has a tower, and Close closes what it
+	// made. Nil gives the tower its own CPU backend on all cores. The
+	// model's backend is never shared: it serves the engine loop alone,
+	// while the tower encodes on the requests' goroutines (one image at a
+	// time).
+	VisionBackend func() (compute.Backend, error)
 	// Speculative turns on speculative decoding (engine.Config.Speculative,
 	// vLLM's --speculative-config): with Method "mtp" the checkpoint's MTP
 	// head (mtp.* weights) is loaded and drafts Tokens tokens per round for

@@ -63,6 +63,23 @@ func newBackend(o backendOptions) (compute.Backend, error) {
 	return be, nil
 }
 
+// visionBackend returns what makes the vision tower's backend for a model
+// on the backend o describes: on Vulkan a second backend on the same
+// device (the model's serves the engine loop alone), nil on the CPU, where
+// llm gives the tower a CPU backend of its own.
+func visionBackend(o backendOptions) func() (compute.Backend, error) {
+	if o.name != "vulkan" {
+		return nil
+	}
+	return func() (compute.Backend, error) {
+		vk, err := vulkan.New(vulkan.Options{Device: o.device, NoCooperativeMatrix: o.noCoopmat})
+		if err != nil {
+			return nil, fmt.Errorf("vulkan: %w", err)
+		}
+		return vk, nil
+	}
+}
+
 // bf16InputsFlag defines --bf16-inputs.
 func bf16InputsFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("bf16-inputs", false, "CPU: round the inputs of products with bf16 weights to bf16, as llama.cpp does, "+

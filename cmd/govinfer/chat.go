@@ -128,7 +128,8 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	if interactive || o.verbose {
 		log = io.err
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: log})
+	bo := backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: log}
+	backend, err := newBackend(bo)
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -142,7 +143,8 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	m, err := llm.Open(*dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm})
+	m, err := llm.Open(*dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm,
+		VisionBackend: visionBackend(bo)})
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}

@@ -165,7 +165,8 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		fmt.Fprintf(io.err, "govinfer serve: --speculative-config: %v\n", err)
 		return exitUsage
 	}
-	backend, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: io.err})
+	bo := backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: io.err}
+	backend, err := newBackend(bo)
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
 		return exitUsage
@@ -199,7 +200,8 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
 		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
-		Quantize: *quantize, DefaultTemplateArgs: templateArgs,
+		VisionBackend: visionBackend(bo),
+		Quantize:      *quantize, DefaultTemplateArgs: templateArgs,
 		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
 		KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
