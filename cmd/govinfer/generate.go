@@ -119,12 +119,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	m, err := model.Open(*dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", Progress: quietProgress(io, *dir, *quantize)})
 	if err != nil {
 		if spec.Method == "mtp" {
-			// One line: the first missing tensor and a count of the rest.
-			msg := err.Error()
-			if lines := strings.Split(msg, "\n"); len(lines) > 1 {
-				msg = fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
-			}
-			return fail(exitUsage, "--speculative-config: method mtp needs the checkpoint's MTP head (mtp.* tensors): %s", msg)
+			return fail(exitUsage, "--speculative-config: method mtp needs the checkpoint's MTP head (mtp.* tensors): %s", firstLine(err))
 		}
 		return fail(exitUsage, "%v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/govinfer/govinfer/internal/testckpt"
 )
 
 // specOut is generate --json's output with speculation.
@@ -102,6 +104,15 @@ func TestGenerateSpeculative(t *testing.T) {
 func TestGenerateSpeculativeErrors(t *testing.T) {
 	vl := filepath.Join("..", "..", "testdata", "models", "vl-tiny")
 	small := filepath.Join("..", "..", "testdata", "models", "small") // no mtp.* tensors
+	// chat needs a tokenizer and template: a chat checkpoint with the
+	// head, and one without it in place of small.
+	vlChat, plainChat := t.TempDir(), t.TempDir()
+	if err := testckpt.WriteVL(vlChat, filepath.Join("..", "..", "testdata")); err != nil {
+		t.Fatal(err)
+	}
+	if err := testckpt.Write(plainChat, filepath.Join("..", "..", "testdata")); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		dir, cfg, want string
 	}{
@@ -117,9 +128,59 @@ func TestGenerateSpeculativeErrors(t *testing.T) {
 		{vl, `mtp`, "want a JSON object"},
 		{small, `{"method": "mtp", "num_speculative_tokens": 2}`, "needs the checkpoint's MTP head"},
 	} {
-		code, _, errOut := run(t, "", "generate", "--model", c.dir, "--ids", "1,2,3", "-n", "4", "--speculative-config", c.cfg)
-		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
-			t.Errorf("%s %s: exit %d, stderr %q; want exit %d and %q", filepath.Base(c.dir), c.cfg, code, errOut, exitUsage, c.want)
+		chatDir := vlChat
+		if c.dir == small {
+			chatDir = plainChat
 		}
+		// The same parser and errors on every command that takes the flag.
+		for _, args := range [][]string{
+			{"generate", "--model", c.dir, "--ids", "1,2,3", "-n", "4"},
+			{"chat", "--model", chatDir, "--max-tokens", "4", "hello"},
+			{"bench", "--model", c.dir, "--prompt", "8", "--gen", "2", "--repeat", "1", "--mem-mib", "16"},
+		} {
+			code, _, errOut := run(t, "", append(args, "--speculative-config", c.cfg)...)
+			if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+				t.Errorf("%s %s %s: exit %d, stderr %q; want exit %d and %q", args[0], filepath.Base(c.dir), c.cfg, code, errOut, exitUsage, c.want)
+			}
+		}
+	}
+}
+
+// TestChatSpeculative answers one question with and without
+// --speculative-config on a chat checkpoint with an MTP head: greedy, the
+// same answer.
+func TestChatSpeculative(t *testing.T) {
+	dir := t.TempDir()
+	if err := testckpt.WriteVL(dir, filepath.Join("..", "..", "testdata")); err != nil {
+		t.Fatal(err)
+	}
+	// The random model reasons, and answers nothing: --show-thinking
+	// writes the reasoning to standard error.
+	args := []string{"chat", "--model", dir, "--temperature", "0", "--max-tokens", "24", "--show-thinking", "Count from one to ten."}
+	code, plain, plainErr := run(t, "", args...)
+	if code != exitOK || strings.TrimSpace(plain+plainErr) == "" {
+		t.Fatalf("plain: exit %d, %q, %q", code, plain, plainErr)
+	}
+	code, spec, specErr := run(t, "", append(args, "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 3}`)...)
+	if code != exitOK || spec != plain || specErr != plainErr {
+		t.Errorf("speculative: exit %d, %q, %q; plain %q, %q", code, spec, specErr, plain, plainErr)
+	}
+}
+
+// TestBenchSpeculative runs bench with --speculative-config: the engine's
+// speculative and plain rates and the drafts of the run.
+func TestBenchSpeculative(t *testing.T) {
+	res, keys := benchJSON(t, "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 2}`)
+	for _, k := range []string{"spec_method", "spec_num_tokens", "spec_decode_tokens_per_second", "spec_plain_decode_tokens_per_second", "spec_speedup", "spec_draft_tokens"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("no key %q", k)
+		}
+	}
+	if res.SpecMethod != "mtp" || res.SpecK != 2 || res.SpecDraftTokens <= 0 || res.SpecDraftTokens%2 != 0 ||
+		res.SpecAcceptedTokens > res.SpecDraftTokens || res.SpecDecodeTokensPerSecond <= 0 || res.SpecPlainTokensPerSecond <= 0 {
+		t.Errorf("implausible speculative result: %+v", res.specResult)
+	}
+	if _, keys := benchJSON(t); keys["spec_method"] != nil {
+		t.Errorf("spec keys without --speculative-config: %v", keys["spec_method"])
 	}
 }

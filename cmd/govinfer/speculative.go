@@ -45,3 +45,17 @@ func parseSpeculativeConfig(s string) (engine.Speculative, error) {
 	}
 	return engine.Speculative{Method: *c.Method, Tokens: *c.K}, nil
 }
+
+// specConfigHelp is the help of --speculative-config, the same on every
+// command that takes it.
+const specConfigHelp = "speculative decoding as vLLM's `JSON`: {\"method\": \"mtp\", \"num_speculative_tokens\": K}, K 1 to 4 (needs the checkpoint's mtp.* weights)"
+
+// firstLine returns err's message on one line: its first line and a count
+// of the rest (a checkpoint's missing tensors, one per line).
+func firstLine(err error) string {
+	msg := err.Error()
+	if lines := strings.Split(msg, "\n"); len(lines) > 1 {
+		msg = fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
+	}
+	return msg
+}
