@@ -853,15 +853,9 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			}
 		}
 		if r.drafting() {
-			committed, f := e.verify(r, outs[i])
-			for _, t := range committed {
-				r.sampler.Accept(t)
-				if e.emit(r, Token{ID: t}, nil, now) {
-					ended[r] = true
-					break
-				}
-			}
-			if !ended[r] {
+			if end, f := e.verify(r, outs[i], now); end {
+				ended[r] = true
+			} else {
 				follow = append(follow, f)
 			}
 			continue
@@ -916,7 +910,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 func (e *Engine) promptDraft(r *running, hidden []float32, lo, hi, next int) model.DraftInput {
 	req := &r.s.req
 	toks := slices.Clone(req.Prompt[lo+1 : hi])
-	mode := model.LastArgmax
+	mode := r.spec.headMode()
 	if hi < len(req.Prompt) {
 		toks, mode = append(toks, req.Prompt[hi]), model.NoLogits
 	} else {
@@ -974,10 +968,28 @@ func (r *running) logitsMode() model.LogitsMode {
 }
 
 // sample picks the next token of r from its logits row (owned by the
-// engine for this step, so it is masked in place).
+// engine for this step, so it is masked in place) and records it.
 func (e *Engine) sample(r *running, logits []float32) (Token, error) {
+	lp := e.prepare(r, logits)
+	return e.commit(r, r.sampler.Sample(logits), lp)
+}
+
+// sampleDraft decides the draft x of a sampled request, drawn from q, at a
+// verified position by the speculative-sampling rule against the
+// distribution plain sampling would draw from there (the logits after
+// prepare), and records the token it commits.
+func (e *Engine) sampleDraft(r *running, logits []float32, q sample.Dist, x int) (Token, bool, error) {
+	lp := e.prepare(r, logits)
+	id, accepted := r.sampler.Speculate(r.sampler.Dist(logits), q, x)
+	tok, err := e.commit(r, id, lp)
+	return tok, accepted, err
+}
+
+// prepare applies to r's logits row, in place, what comes before sampling:
+// the logit bias, then (for logprobs, returned) the log-probabilities, the
+// processor's mask and, before MinTokens, the stop tokens' mask.
+func (e *Engine) prepare(r *running, logits []float32) []float64 {
 	req := &r.s.req
-	var tok Token
 	var lp []float64
 	for id, b := range req.LogitBias {
 		logits[id] += b
@@ -996,7 +1008,14 @@ func (e *Engine) sample(r *running, logits []float32) (Token, error) {
 			}
 		}
 	}
-	tok.ID = r.sampler.Sample(logits)
+	return lp
+}
+
+// commit records the token id chosen for r (its sampler's and processor's
+// state advance) and returns it with its logprobs from lp.
+func (e *Engine) commit(r *running, id int, lp []float64) (Token, error) {
+	req := &r.s.req
+	tok := Token{ID: id}
 	r.sampler.Accept(tok.ID)
 	if req.Processor != nil {
 		if err := req.Processor.Accept(tok.ID); err != nil {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
-	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/sample"
 )
 
 // MaxSpeculativeTokens is the most draft tokens a speculative round may
@@ -18,37 +19,73 @@ const MaxSpeculativeTokens = 4
 // Speculative configures speculative decoding (Config.Speculative).
 //
 // With Method "mtp" the model's multi-token-prediction head (a model opened
-// with model.Options.MTP) drafts Tokens tokens per round for each greedy
-// request, and the main model verifies them in one step of Tokens+1
-// positions: the longest prefix of drafts the main model agrees with is
-// committed, with the main model's own token after it, and the rejected
-// drafts' state is rolled back (model.Sequence.Rewind, then the accepted
-// tokens fed again). The output is exactly plain greedy decoding's: the
-// verify rows run on the decode kernels (model.Input.Decode), as plain
-// decoding's one row does, and on the CPU the model runs their attention
-// one token at a time, as plain decoding would, so their logits equal
-// plain decoding's bit for bit (TestSpeculativeVerifyLogitsExact, at short
-// and at split long contexts). Other backends verify in one attention call
-// per sequence: their tokens may differ from plain decoding's only where
-// the last bits decide a near tie.
+// with model.Options.MTP) drafts Tokens tokens per round for each request,
+// and the main model verifies them in one step of Tokens+1 positions; the
+// rejected drafts' state is rolled back (model.Sequence.Rewind, then the
+// accepted tokens fed again).
 //
-// Only greedy requests speculate: temperature 0 without
-// repetition, presence or frequency penalties, logit bias, a logit
-// processor (constraints), logprobs or min_tokens; any other request runs
-// plain decoding, in the same batch. Speculating requests draft and verify
-// alongside other sequences in the same steps (the drafts of all of them in
-// batched head steps). Near the model's context the drafts of a round are
-// cut to fit; where not even one fits the request decodes plainly.
+// Every verified position's logits go through exactly what plain decoding
+// would apply at that position, in the same state: logit bias, logprobs,
+// the logit processor (a constraint, a thinking budget's forced text),
+// min_tokens' masking of the stop tokens, the penalties as of the tokens
+// before it; positions are decided one after the other and the state
+// advances over each token committed, so a request ends where plain
+// decoding would (stop tokens, MaxTokens).
 //
-// Every round drafts Tokens tokens and counts them in full
+// Greedy requests (temperature 0) commit the longest prefix of drafts
+// equal to the main model's choices, and the main model's own token after
+// it: the output is exactly plain greedy decoding's. The verify rows run on
+// the decode kernels (model.Input.Decode), as plain decoding's one row
+// does, and on the CPU the model runs their attention one token at a time,
+// as plain decoding would, so their logits equal plain decoding's bit for
+// bit (TestSpeculativeVerifyLogitsExact, at short and at split long
+// contexts). Other backends verify in one attention call per sequence:
+// their tokens may differ from plain decoding's only where the last bits
+// decide a near tie.
+//
+// Sampled requests draw each draft from the drafter's distribution q (the
+// head's logits with the request's logit bias, penalties and sampling
+// parameters) and accept it by the speculative-sampling rule
+// (sample.Sampler.Speculate): the output is distributed as plain
+// sampling's, and a seed gives the same output every time (all draws come
+// from the request's one random source).
+//
+// With a logit processor that can fork (ForkingProcessor), drafts the
+// processor rules out are dropped before verification: a fork is advanced
+// over the drafts and the first it masks cuts the round short.
+//
+// Speculating requests draft and verify alongside other sequences in the
+// same steps (the head's drafts of all of them in batched head steps).
+// Near the model's context the drafts of a round are cut to fit; where not
+// even one fits the request decodes plainly.
+//
+// Every MTP round drafts Tokens tokens and counts them in full
 // (Stream.SpecTokens, Stats), the last round's too even where MaxTokens or
-// a stop token cuts the committed tokens.
+// a stop token cuts the committed tokens; drafts a processor ruled out
+// count as rejected.
 type Speculative struct {
 	// Method is "mtp"; empty turns speculation off.
 	Method string
 	// Tokens is the number of drafts per round, 1 to
 	// MaxSpeculativeTokens (vLLM's num_speculative_tokens).
 	Tokens int
+	// Rewrite, when set, may replace the drafts of a round before they
+	// are verified: generated is the number of tokens the request has
+	// generated so far, so drafts[j] stands for its token generated+j (0
+	// based). A replaced draft of a sampled request is taken as drawn
+	// from a point mass. It is for benchmarks (bench --draft-acceptance),
+	// which set the acceptance rate real weights would give.
+	Rewrite func(generated int, drafts []int)
+}
+
+// ForkingProcessor is a LogitProcessor that can be copied at its current
+// point: speculative decoding advances a fork over a round's drafts to
+// drop those the processor rules out before they are verified (the
+// processor itself only ever advances over committed tokens).
+type ForkingProcessor interface {
+	LogitProcessor
+	// Fork returns an independent copy at the same point.
+	Fork() LogitProcessor
 }
 
 // check validates the configuration against the model.
@@ -72,14 +109,10 @@ func (sc Speculative) check(m *model.Model) error {
 	return nil
 }
 
-// speculates reports whether a request runs speculative rounds: the engine
-// speculates and the request decodes greedily with nothing that needs the
-// logits of each position (see Speculative).
-func (e *Engine) speculates(req *Request) bool {
-	p := req.Params
-	return e.cfg.Speculative.Tokens > 0 && p.Greedy() && (p.RepetitionPenalty == 0 || p.RepetitionPenalty == 1) &&
-		p.PresencePenalty == 0 && p.FrequencyPenalty == 0 && req.Processor == nil && len(req.LogitBias) == 0 &&
-		!req.Logprobs && req.MinTokens == 0
+// speculates reports whether a request runs speculative rounds: whenever
+// the engine speculates.
+func (e *Engine) speculates(*Request) bool {
+	return e.cfg.Speculative.Tokens > 0
 }
 
 // specState is the speculative state of one running request.
@@ -90,17 +123,33 @@ type specState struct {
 	// prompt tokens resumed from the prefix cache have no hidden rows, so
 	// the head drafts from the positions after them (its rotary delta
 	// shifted to match).
-	off    int
-	ready  bool // the head has run over the prompt: draft and g are set
-	draft  int  // the head's argmax at the last committed position: the next d_1
-	g      []float32
-	k      int   // drafts of the current round
-	drafts []int // d_1..d_k of the current round
+	off   int
+	ready bool // the head has run over the prompt: draft (or qLogits) and g are set
+	// sampled: the request samples (temperature > 0); its drafts are drawn
+	// from the head's distribution, kept in qs for the acceptance rule.
+	sampled bool
+	draft   int       // greedy: the head's argmax at the last committed position, the next d_1
+	qLogits []float32 // sampled: the head's logits there, d_1's distribution
+	g       []float32
+	k       int           // drafts of the current round
+	counted int           // drafts the round counts (k before a processor cut them)
+	drafts  []int         // d_1..d_k of the current round
+	qs      []sample.Dist // sampled: the distribution each draft was drawn from
+	row     []float32     // scratch: a row a forked processor masks
 }
 
 func (sp *specState) close() {
 	sp.ds.Close()
 	sp.snap.Free()
+}
+
+// headMode is what the head's last position gives a request: its argmax
+// for greedy drafts, its logits for sampled ones.
+func (sp *specState) headMode() model.LogitsMode {
+	if sp.sampled {
+		return model.LastLogits
+	}
+	return model.LastArgmax
 }
 
 // startSpec gives a request that speculates its draft sequence and
@@ -116,7 +165,7 @@ func (e *Engine) startSpec(r *running) error {
 		return err
 	}
 	ds.SetRopeDelta(r.s.req.RopeDelta + r.fed)
-	r.spec = &specState{ds: ds, snap: snap, off: r.fed}
+	r.spec = &specState{ds: ds, snap: snap, off: r.fed, sampled: !r.s.req.Params.Greedy()}
 	return nil
 }
 
@@ -152,9 +201,11 @@ func (r *running) drafting() bool {
 
 // draftAll runs the head's draft chains of every drafting request, batched:
 // d_1 is left by the previous round, d_j comes from d_{j-1} and the head's
-// g. It then snapshots each one's recurrent state for the rollback.
-// Requests that fail are ended and marked in ended; it returns false when
-// the engine is shutting down.
+// g (greedy requests take the head's argmax, sampled ones draw from its
+// distribution). Each request's drafts are then rewritten (Rewrite), cut
+// where its processor rules one out, and its recurrent state snapshotted
+// for the rollback. Requests that fail are ended and marked in ended; it
+// returns false when the engine is shutting down.
 func (e *Engine) draftAll(ctx context.Context, run []*running, ended map[*running]bool) bool {
 	maxCtx := e.m.Config().MaxContext()
 	var rs []*running
@@ -171,7 +222,12 @@ func (e *Engine) draftAll(ctx context.Context, run []*running, ended map[*runnin
 			r.spec = nil
 			continue
 		}
-		sp.drafts = append(sp.drafts[:0], sp.draft)
+		sp.drafts, sp.qs = sp.drafts[:0], sp.qs[:0]
+		if sp.sampled {
+			e.drawDraft(r, sp.qLogits)
+		} else {
+			sp.drafts = append(sp.drafts, sp.draft)
+		}
 		rs = append(rs, r)
 	}
 	for {
@@ -180,7 +236,7 @@ func (e *Engine) draftAll(ctx context.Context, run []*running, ended map[*runnin
 		for _, r := range rs {
 			sp := r.spec
 			if !ended[r] && len(sp.drafts) < sp.k {
-				ins = append(ins, model.DraftInput{Seq: sp.ds, Tokens: sp.drafts[len(sp.drafts)-1:], Hidden: sp.g, Logits: model.LastArgmax})
+				ins = append(ins, model.DraftInput{Seq: sp.ds, Tokens: sp.drafts[len(sp.drafts)-1:], Hidden: sp.g, Logits: sp.headMode()})
 				who = append(who, r)
 			}
 		}
@@ -199,20 +255,73 @@ func (e *Engine) draftAll(ctx context.Context, run []*running, ended map[*runnin
 			continue
 		}
 		for i, r := range who {
-			r.spec.drafts = append(r.spec.drafts, outs[i].Argmax[0])
-			r.spec.g = outs[i].Hidden
+			sp := r.spec
+			if sp.sampled {
+				e.drawDraft(r, outs[i].Logits)
+			} else {
+				sp.drafts = append(sp.drafts, outs[i].Argmax[0])
+			}
+			sp.g = outs[i].Hidden
 		}
 	}
 	for _, r := range rs {
 		if ended[r] {
 			continue
 		}
+		e.settleDrafts(r)
 		if err := r.seq.SaveRecurrentTo(r.spec.snap); err != nil {
 			e.finish(r, FinishError, -1, fmt.Errorf("engine: %w", err))
 			ended[r] = true
 		}
 	}
 	return true
+}
+
+// drawDraft draws the next draft of a sampled request from the head's
+// logits: from q, their distribution under the request's logit bias,
+// penalties and sampling parameters, which is kept for the acceptance
+// rule.
+func (e *Engine) drawDraft(r *running, logits []float32) {
+	l := slices.Clone(logits)
+	for id, b := range r.s.req.LogitBias {
+		l[id] += b
+	}
+	q := r.sampler.Dist(l)
+	r.spec.drafts = append(r.spec.drafts, r.sampler.Draw(q))
+	r.spec.qs = append(r.spec.qs, q)
+}
+
+// settleDrafts fixes the drafts of r's round: it counts them, lets
+// Speculative.Rewrite replace them, and cuts them before the first its
+// processor rules out, when the processor can fork.
+func (e *Engine) settleDrafts(r *running) {
+	sp := r.spec
+	sp.counted = len(sp.drafts)
+	if rw := e.cfg.Speculative.Rewrite; rw != nil {
+		before := slices.Clone(sp.drafts)
+		rw(r.generated, sp.drafts)
+		for j, d := range sp.drafts {
+			if sp.sampled && d != before[j] {
+				sp.qs[j] = sample.Dist{IDs: []int{d}, Probs: []float64{1}}
+			}
+		}
+	}
+	if fp, ok := r.s.req.Processor.(ForkingProcessor); ok && len(sp.drafts) > 0 {
+		f := fp.Fork()
+		sp.row = slices.Grow(sp.row[:0], e.m.Config().VocabSize)[:e.m.Config().VocabSize]
+		for j, d := range sp.drafts {
+			clear(sp.row)
+			f.Process(sp.row)
+			if math.IsInf(float64(sp.row[d]), -1) || (j < len(sp.drafts)-1 && f.Accept(d) != nil) {
+				sp.drafts = sp.drafts[:j]
+				break
+			}
+		}
+	}
+	sp.k = len(sp.drafts)
+	if sp.sampled {
+		sp.qs = sp.qs[:sp.k]
+	}
 }
 
 // specFollowUp is the work a speculating request leaves after the main
@@ -224,31 +333,79 @@ type specFollowUp struct {
 	draft  model.DraftInput
 }
 
-// verify accepts the drafts of r from the verify step's output: the main
-// model's choice at every position, the longest prefix of drafts equal to
-// them, and the main model's own token after it. It returns the committed
-// tokens and the follow-up work (the re-feed and the head's run).
-func (e *Engine) verify(r *running, out model.Output) ([]int, specFollowUp) {
+// verify decides the tokens of r's verify step, one position after the
+// other, each by what plain decoding would do there (Engine.sample on the
+// position's logits, in the state the tokens before it left): a greedy
+// request accepts a draft its choice equals, a sampled one by the
+// speculative-sampling rule; the first position that does not accept its
+// draft, or the one after the last draft, commits its own token and ends
+// the round. Each token is emitted as it is decided; it reports whether r
+// ended, and otherwise returns the follow-up work (the re-feed and the
+// head's run).
+func (e *Engine) verify(r *running, out model.Output, now time.Time) (bool, specFollowUp) {
 	sp := r.spec
 	v, h := e.m.Config().VocabSize, e.m.Config().HiddenSize
-	choices := make([]int, sp.k+1)
-	for i := range choices {
-		choices[i] = compute.Argmax(out.Logits[i*v : (i+1)*v])
-	}
+	last := r.last
+	committed := make([]int, 0, sp.k+1)
 	a := 0
-	for a < sp.k && sp.drafts[a] == choices[a] {
+	ended := false
+	for i := 0; i <= sp.k; i++ {
+		row := out.Logits[i*v : (i+1)*v]
+		if ended {
+			// The round counts in full: a greedy request's acceptance
+			// goes on as if nothing had ended it.
+			if sp.sampled || i == sp.k {
+				break
+			}
+			if tok, err := e.sample(r, row); err != nil || tok.ID != sp.drafts[i] {
+				break
+			}
+			a++
+			continue
+		}
+		var tok Token
+		var err error
+		accepted := false
+		switch {
+		case i == sp.k:
+			tok, err = e.sample(r, row)
+		case sp.sampled:
+			tok, accepted, err = e.sampleDraft(r, row, sp.qs[i], sp.drafts[i])
+		default:
+			tok, err = e.sample(r, row)
+			accepted = tok.ID == sp.drafts[i]
+		}
+		if err != nil {
+			e.finish(r, FinishError, -1, err)
+			ended = true
+			break
+		}
+		committed = append(committed, tok.ID)
+		if e.emit(r, tok, nil, now) {
+			ended = true
+			if !accepted {
+				break
+			}
+			a++
+			continue
+		}
+		if !accepted {
+			break
+		}
 		a++
 	}
-	r.s.specDrafted.Add(int64(sp.k))
+	r.s.specDrafted.Add(int64(sp.counted))
 	r.s.specAccepted.Add(int64(a))
-	e.metrics.specDrafted.Add(uint64(sp.k))
+	e.metrics.specDrafted.Add(uint64(sp.counted))
 	e.metrics.specAccepted.Add(uint64(a))
-	committed := append(slices.Clone(sp.drafts[:a]), choices[a])
-	f := specFollowUp{r: r, draft: model.DraftInput{Seq: sp.ds, Tokens: committed, Hidden: out.Hidden[:(a+1)*h], Logits: model.LastArgmax}}
-	if a < sp.k {
-		f.refeed = append([]int{r.last}, sp.drafts[:a]...)
+	if ended {
+		return true, specFollowUp{}
 	}
-	return committed, f
+	f := specFollowUp{r: r, draft: model.DraftInput{Seq: sp.ds, Tokens: committed, Hidden: out.Hidden[:len(committed)*h], Logits: sp.headMode()}}
+	if a < sp.k {
+		f.refeed = append([]int{last}, sp.drafts[:a]...)
+	}
+	return false, f
 }
 
 // followUp rolls back the rejected drafts of the requests in fs (Rewind to
@@ -322,7 +479,13 @@ func (e *Engine) followUp(ctx context.Context, fs []specFollowUp, ended map[*run
 		if dins[i].Logits == model.NoLogits {
 			continue // a prompt chunk before the last
 		}
-		r.spec.ready, r.spec.draft, r.spec.g = true, outs[i].Argmax[0], outs[i].Hidden
+		sp := r.spec
+		sp.ready, sp.g = true, outs[i].Hidden
+		if sp.sampled {
+			sp.qLogits = outs[i].Logits
+		} else {
+			sp.draft = outs[i].Argmax[0]
+		}
 	}
 	return true
 }
