@@ -552,6 +552,10 @@ type running struct {
 	generated int
 	lastTime  time.Time
 	spec      *specState // nil unless the request speculates
+	// unfed are tokens before last that were committed but not fed yet,
+	// fed with it at the next step: the accepted tokens of a speculative
+	// round that was rolled back (see specFollowUp).
+	unfed []int
 }
 
 func (e *Engine) loop(ctx context.Context) {
@@ -765,9 +769,9 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		if ended[r] || r.fed != len(r.s.req.Prompt) {
 			continue
 		}
-		in := model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: r.logitsMode(), Decode: true}
+		in := model.Input{Seq: r.seq, Tokens: append(slices.Clone(r.unfed), r.last), Logits: r.logitsMode(), Decode: true}
 		if r.drafting() {
-			in = verifyInput(r.seq, r.last, r.spec.drafts)
+			in = verifyInput(r.seq, r.unfed, r.last, r.spec.drafts)
 		}
 		inputs = append(inputs, in)
 		members = append(members, r)
@@ -853,13 +857,14 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			}
 		}
 		if r.drafting() {
-			if end, f := e.verify(r, outs[i], now); end {
+			if end, f := e.verify(r, in, outs[i], now); end {
 				ended[r] = true
 			} else {
 				follow = append(follow, f)
 			}
 			continue
 		}
+		r.unfed = nil
 		var promptLogits []float32
 		if r.generated == 0 && r.s.req.PromptLogits {
 			promptLogits = slices.Clone(outs[i].Logits) // sampling masks the row in place

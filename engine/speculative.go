@@ -186,11 +186,13 @@ func (e *Engine) specBytes(tokens int) int64 {
 	return b
 }
 
-// verifyInput is the main model's input of a verify step: the last
-// committed token and the drafts, on the decode kernels as plain decoding's
-// one row, with the logits and hidden rows of every position.
-func verifyInput(seq *model.Sequence, last int, drafts []int) model.Input {
-	return model.Input{Seq: seq, Tokens: append([]int{last}, drafts...), Logits: model.AllLogits, Hidden: true, Decode: true}
+// verifyInput is the main model's input of a verify step: the committed
+// tokens not fed yet (unfed, then last) and the drafts, on the decode
+// kernels as plain decoding's one row, with the logits and hidden rows of
+// every position.
+func verifyInput(seq *model.Sequence, unfed []int, last int, drafts []int) model.Input {
+	toks := append(append(slices.Clone(unfed), last), drafts...)
+	return model.Input{Seq: seq, Tokens: toks, Logits: model.AllLogits, Hidden: true, Decode: true}
 }
 
 // drafting reports whether r drafts at this step: it decodes and its head
@@ -214,8 +216,8 @@ func (e *Engine) draftAll(ctx context.Context, run []*running, ended map[*runnin
 			continue
 		}
 		sp := r.spec
-		// The verify step writes positions n..n+k.
-		sp.k = min(e.cfg.Speculative.Tokens, maxCtx-r.seq.Len()-1)
+		// The verify step writes positions n..n+len(unfed)+k.
+		sp.k = min(e.cfg.Speculative.Tokens, maxCtx-r.seq.Len()-len(r.unfed)-1)
 		if sp.k < 1 {
 			// No room for a draft: decode plainly from here.
 			sp.close()
@@ -325,13 +327,26 @@ func (e *Engine) settleDrafts(r *running) {
 }
 
 // specFollowUp is the work a speculating request leaves after the main
-// step: a re-feed of the accepted tokens after a rollback, and the head's
-// run over the positions the step committed.
+// step: a re-feed of the accepted tokens after a rollback, when they are
+// too many to wait for the next step (maxUnfed), and the head's run over
+// the positions the step committed.
+//
+// A round whose drafts were not all accepted rewinds the sequence to its
+// state before the verify step; its committed tokens (the ones fed before
+// the drafts, and the accepted drafts) are not fed again at once, in a
+// step of their own, but ahead of the next step's tokens (running.unfed):
+// one pass over the weights per round, not two.
 type specFollowUp struct {
-	r      *running
-	refeed []int // tokens to feed again after Rewind; nil when all drafts were accepted
-	draft  model.DraftInput
+	r       *running
+	rewind  bool  // rewind the sequence to its snapshot
+	refeed  []int // tokens to feed again after the rewind, in a step of their own
+	headLen int   // the head's cache length before this round's positions
+	draft   model.DraftInput
 }
+
+// maxUnfed bounds the committed tokens a request defers to its next step
+// (running.unfed) after a rollback: past it they are fed at once.
+func (e *Engine) maxUnfed() int { return e.cfg.Speculative.Tokens + 1 }
 
 // verify decides the tokens of r's verify step, one position after the
 // other, each by what plain decoding would do there (Engine.sample on the
@@ -342,15 +357,19 @@ type specFollowUp struct {
 // the round. Each token is emitted as it is decided; it reports whether r
 // ended, and otherwise returns the follow-up work (the re-feed and the
 // head's run).
-func (e *Engine) verify(r *running, out model.Output, now time.Time) (bool, specFollowUp) {
+func (e *Engine) verify(r *running, in model.Input, out model.Output, now time.Time) (bool, specFollowUp) {
 	sp := r.spec
 	v, h := e.m.Config().VocabSize, e.m.Config().HiddenSize
-	last := r.last
+	// The rows of the tokens fed before last come first.
+	off := len(r.unfed)
+	fed := in.Tokens[:off+1] // unfed, then last
+	base := r.seq.Len() - len(in.Tokens)
+	logits, hidden := out.Logits[off*v:], out.Hidden[off*h:]
 	committed := make([]int, 0, sp.k+1)
 	a := 0
 	ended := false
 	for i := 0; i <= sp.k; i++ {
-		row := out.Logits[i*v : (i+1)*v]
+		row := logits[i*v : (i+1)*v]
 		if ended {
 			// The round counts in full: a greedy request's acceptance
 			// goes on as if nothing had ended it.
@@ -401,9 +420,16 @@ func (e *Engine) verify(r *running, out model.Output, now time.Time) (bool, spec
 	if ended {
 		return true, specFollowUp{}
 	}
-	f := specFollowUp{r: r, draft: model.DraftInput{Seq: sp.ds, Tokens: committed, Hidden: out.Hidden[:len(committed)*h], Logits: sp.headMode()}}
+	f := specFollowUp{r: r, headLen: base + off - sp.off,
+		draft: model.DraftInput{Seq: sp.ds, Tokens: committed, Hidden: hidden[:len(committed)*h], Logits: sp.headMode()}}
+	r.unfed = nil
 	if a < sp.k {
-		f.refeed = append([]int{last}, sp.drafts[:a]...)
+		f.rewind = true
+		if keep := append(slices.Clone(fed), sp.drafts[:a]...); len(keep) <= e.maxUnfed() {
+			r.unfed = keep
+		} else {
+			f.refeed = keep
+		}
 	}
 	return false, f
 }
@@ -418,7 +444,7 @@ func (e *Engine) followUp(ctx context.Context, fs []specFollowUp, ended map[*run
 	var ins []model.Input
 	var who []*running
 	for _, f := range fs {
-		if f.refeed == nil || ended[f.r] {
+		if !f.rewind || ended[f.r] {
 			continue
 		}
 		if err := f.r.seq.Rewind(f.r.spec.snap); err != nil {
@@ -426,8 +452,10 @@ func (e *Engine) followUp(ctx context.Context, fs []specFollowUp, ended map[*run
 			ended[f.r] = true
 			continue
 		}
-		ins = append(ins, model.Input{Seq: f.r.seq, Tokens: f.refeed, Logits: model.NoLogits, Decode: true})
-		who = append(who, f.r)
+		if f.refeed != nil {
+			ins = append(ins, model.Input{Seq: f.r.seq, Tokens: f.refeed, Logits: model.NoLogits, Decode: true})
+			who = append(who, f.r)
+		}
 	}
 	if len(ins) > 0 {
 		start := time.Now()
@@ -450,9 +478,9 @@ func (e *Engine) followUp(ctx context.Context, fs []specFollowUp, ended map[*run
 			continue
 		}
 		if f.r.drafting() {
-			// A round: cut the head's cache back to the committed length
-			// before the verify step (n, the re-feed's start).
-			if err := f.r.spec.ds.Truncate(f.r.seq.Len() - len(f.draft.Tokens) - f.r.spec.off); err != nil {
+			// A round: cut the head's cache back to where this round's
+			// positions start (its drafts' entries go).
+			if err := f.r.spec.ds.Truncate(f.headLen); err != nil {
 				e.finish(f.r, FinishError, -1, fmt.Errorf("engine: %w", err))
 				ended[f.r] = true
 				continue

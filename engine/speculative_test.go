@@ -154,7 +154,7 @@ func TestSpeculativeVerifyLogitsExact(t *testing.T) {
 		m := openMTPModel(t, name)
 		ctx := context.Background()
 		prompt := randomPrompt(rand.New(rand.NewPCG(3, 4)), c.prompt, m.Config().VocabSize)
-		const steps = 11 // the verify steps below cover 5 + 4 + 2 rows
+		const steps = 16 // the verify steps below cover 5 + 4 + 2 + 5 rows
 		v := m.Config().VocabSize
 		// Plain: the prompt, then one decode row per step.
 		seq, _ := m.NewSequence()
@@ -179,8 +179,11 @@ func TestSpeculativeVerifyLogitsExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		i := 0
-		for _, k := range []int{4, 3, 1} {
-			in := verifyInput(seq, toks[i], toks[i+1:i+1+k])
+		// The last step feeds two committed tokens ahead of the last
+		// (running.unfed, after a rollback).
+		for _, c := range []struct{ unfed, k int }{{0, 4}, {0, 3}, {0, 1}, {2, 2}} {
+			k := c.unfed + c.k
+			in := verifyInput(seq, toks[i:i+c.unfed], toks[i+c.unfed], toks[i+c.unfed+1:i+1+k])
 			out, err := m.Step(ctx, []model.Input{in})
 			if err != nil {
 				t.Fatal(err)
