@@ -770,6 +770,8 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			continue
 		}
 		in := model.Input{Seq: r.seq, Tokens: append(slices.Clone(r.unfed), r.last), Logits: r.logitsMode(), Decode: true}
+		// A paused request keeps its hidden rows for the head (back-off).
+		in.Hidden = r.spec != nil && r.spec.ds != nil && r.spec.pause > 0
 		if r.drafting() {
 			in = verifyInput(r.seq, r.unfed, r.last, r.spec.drafts)
 		}
@@ -813,7 +815,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		in := promptInput(&r.s.req, e.m.Config().HiddenSize, r.fed, r.fed+n)
 		in.Seq, in.Logits = r.seq, mode
 		// The head drafts from the prompt's hidden rows.
-		in.Hidden = r.spec != nil
+		in.Hidden = r.spec != nil && r.spec.ds != nil
 		inputs = append(inputs, in)
 		members = append(members, r)
 		budget -= n
@@ -848,7 +850,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 				e.keepState(r)
 			}
 			if in.Logits == model.NoLogits {
-				if r.spec != nil {
+				if r.spec != nil && r.spec.ds != nil {
 					// Position p reads the token after it: the next
 					// chunk's first for the chunk's last position.
 					follow = append(follow, specFollowUp{r: r, draft: e.promptDraft(r, outs[i].Hidden, lo, r.fed, -1)})
@@ -886,11 +888,22 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			ended[r] = true
 			continue
 		}
-		if r.spec != nil && r.generated == 1 {
+		switch {
+		case r.spec != nil && r.spec.ds == nil && r.generated == 1:
+			r.spec.ready = true // n-gram drafts need no head
+		case r.spec != nil && r.generated == 1:
 			// The prompt's last chunk: the head runs over it, the last
 			// position reading the token just chosen.
 			lo := r.fed - len(in.Tokens)
 			follow = append(follow, specFollowUp{r: r, draft: e.promptDraft(r, outs[i].Hidden, lo, r.fed, tok.ID)})
+		case r.spec != nil && r.spec.pause > 0:
+			var hidden []float32
+			if h := e.m.Config().HiddenSize; r.spec.ds != nil {
+				hidden = outs[i].Hidden[len(outs[i].Hidden)-h:]
+			}
+			if f, resume := e.paused(r, tok.ID, hidden); resume {
+				follow = append(follow, f)
+			}
 		}
 	}
 	if len(follow) > 0 && !e.followUp(ctx, follow, ended) {
@@ -901,7 +914,10 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 	for _, r := range run {
 		state += r.seq.StateBytes()
 		if r.spec != nil {
-			state += r.spec.ds.StateBytes() + r.spec.snap.Bytes()
+			state += r.spec.snap.Bytes()
+			if r.spec.ds != nil {
+				state += r.spec.ds.StateBytes()
+			}
 		}
 	}
 	e.metrics.stateBytes.Store(state)
@@ -941,6 +957,9 @@ func (e *Engine) emit(r *running, tok Token, promptLogits []float32, now time.Ti
 	}
 	r.lastTime = now
 	r.last = tok.ID
+	if r.spec != nil && r.spec.hist != nil {
+		r.spec.hist = append(r.spec.hist, tok.ID)
+	}
 	r.s.push(tok, promptLogits)
 	switch {
 	case r.stop[tok.ID] && r.generated >= r.s.req.MinTokens:

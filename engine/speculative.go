@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,13 +17,22 @@ import (
 // propose (Speculative.Tokens).
 const MaxSpeculativeTokens = 4
 
+// DefaultLookup is the n-gram size Speculative.LookupMin and LookupMax
+// default to (vLLM's prompt_lookup_min and prompt_lookup_max defaults).
+const DefaultLookup = 5
+
 // Speculative configures speculative decoding (Config.Speculative).
 //
 // With Method "mtp" the model's multi-token-prediction head (a model opened
-// with model.Options.MTP) drafts Tokens tokens per round for each request,
-// and the main model verifies them in one step of Tokens+1 positions; the
-// rejected drafts' state is rolled back (model.Sequence.Rewind, then the
-// accepted tokens fed again).
+// with model.Options.MTP) drafts Tokens tokens per round for each request;
+// with Method "ngram" the drafts are copied from the request's prompt and
+// output: the tokens that followed the latest earlier occurrence of its
+// last n tokens, for the largest n from LookupMax down to LookupMin that
+// occurred (no weights, no draft steps; up to Tokens drafts, none where
+// nothing matches). The main model verifies the drafts in one step of up
+// to Tokens+1 positions; the rejected drafts' state is rolled back
+// (model.Sequence.Rewind, the accepted tokens fed again ahead of the next
+// step's).
 //
 // Every verified position's logits go through exactly what plain decoding
 // would apply at that position, in the same state: logit bias, logprobs,
@@ -64,11 +74,15 @@ const MaxSpeculativeTokens = 4
 // a stop token cuts the committed tokens; drafts a processor ruled out
 // count as rejected.
 type Speculative struct {
-	// Method is "mtp"; empty turns speculation off.
+	// Method is "mtp" or "ngram"; empty turns speculation off.
 	Method string
 	// Tokens is the number of drafts per round, 1 to
 	// MaxSpeculativeTokens (vLLM's num_speculative_tokens).
 	Tokens int
+	// LookupMin and LookupMax bound the n-grams Method "ngram" looks up
+	// (vLLM's prompt_lookup_min and prompt_lookup_max); zero means
+	// DefaultLookup.
+	LookupMin, LookupMax int
 	// Rewrite, when set, may replace the drafts of a round before they
 	// are verified: generated is the number of tokens the request has
 	// generated so far, so drafts[j] stands for its token generated+j (0
@@ -76,6 +90,60 @@ type Speculative struct {
 	// from a point mass. It is for benchmarks (bench --draft-acceptance),
 	// which set the acceptance rate real weights would give.
 	Rewrite func(generated int, drafts []int)
+	// NoBackoff keeps a request speculating whatever its acceptance (see
+	// Backoff); the zero value backs off.
+	NoBackoff bool
+	// backoffAt, when positive, replaces the break-even of the back-off
+	// (tests).
+	backoffAt float64
+}
+
+// Back-off: a request whose drafts the main model mostly rejects stops
+// speculating for a while, so that speculation never costs much more than
+// plain decoding. Its rounds are judged in windows of BackoffWindow
+// rounds: a window that committed fewer tokens per round than a round
+// costs, in plain decode steps (breakEven), pauses speculation for
+// BackoffPause plain steps, twice as many after each further such window
+// up to BackoffMaxPause, and a window that pays resets the pause. A pause
+// costs nothing but the main model's hidden rows of its steps, from which
+// the head catches up in one step when it ends.
+//
+// A window of rounds that accept nothing costs BackoffWindow × (cost − 1)
+// plain steps more than plain decoding, against BackoffWindow + pause
+// tokens: at a round cost of up to 4.2 plain steps (k = 4 drafts on the
+// 4-layer 9B-width test model measure 3.3) the first window and pause cost
+// under 10 %, and later ones, with doubled pauses, less. Requests shorter
+// than a window and its pause pay more, at most one window's worth.
+const (
+	BackoffWindow   = 4
+	BackoffPause    = 128
+	BackoffMaxPause = 2048
+)
+
+// Per-round costs, in plain decode steps, behind the break-even of the
+// back-off (measured with bench --speculative-config on the 4-layer
+// 9B-width model, 2 threads, CPU; see docs/speculative.md): a verify step
+// of k+1 positions costs 1 + verifyRowCost × k, and an MTP draft step
+// draftCostPerByte × the share of a decode step's weight bytes it reads
+// (model.DraftBytes over DecodeBytes).
+const (
+	verifyRowCost    = 0.05
+	draftCostPerByte = 1.0
+)
+
+// breakEven returns the committed tokens per round below which
+// speculation costs more than plain decoding: what a round of k drafts
+// costs in plain steps.
+func (e *Engine) breakEven() float64 {
+	if e.cfg.Speculative.backoffAt > 0 {
+		return e.cfg.Speculative.backoffAt
+	}
+	k := float64(e.cfg.Speculative.Tokens)
+	cost := 1 + verifyRowCost*k
+	if e.m.HasMTP() && e.cfg.Speculative.Method == "mtp" {
+		cost += k * draftCostPerByte * float64(e.m.DraftBytes()) / float64(e.m.DecodeBytes())
+	}
+	return cost
 }
 
 // ForkingProcessor is a LogitProcessor that can be copied at its current
@@ -96,15 +164,49 @@ func (sc Speculative) check(m *model.Model) error {
 			return fmt.Errorf("engine: %d speculative tokens without a speculative method", sc.Tokens)
 		}
 		return nil
-	case "mtp":
+	case "mtp", "ngram":
 	default:
-		return fmt.Errorf("engine: unknown speculative method %q (known: mtp)", sc.Method)
+		return fmt.Errorf("engine: unknown speculative method %q (known: mtp, ngram)", sc.Method)
 	}
 	if sc.Tokens < 1 || sc.Tokens > MaxSpeculativeTokens {
 		return fmt.Errorf("engine: speculative tokens must be 1 to %d, got %d", MaxSpeculativeTokens, sc.Tokens)
 	}
+	if sc.Method == "ngram" {
+		lo, hi := sc.lookup()
+		if lo < 1 || hi < lo {
+			return fmt.Errorf("engine: n-gram lookup sizes must be 1 <= min <= max, got %d and %d", lo, hi)
+		}
+		return nil
+	}
 	if !m.HasMTP() {
 		return errors.New("engine: mtp speculation needs the model's MTP head (model.Options.MTP; the checkpoint must hold mtp.* weights)")
+	}
+	return nil
+}
+
+// lookup returns the n-gram sizes, defaults applied.
+func (sc Speculative) lookup() (lo, hi int) {
+	lo, hi = cmp.Or(sc.LookupMin, DefaultLookup), cmp.Or(sc.LookupMax, DefaultLookup)
+	if sc.LookupMin == 0 && sc.LookupMax != 0 {
+		lo = hi
+	}
+	if sc.LookupMax == 0 && sc.LookupMin != 0 {
+		hi = lo
+	}
+	return lo, hi
+}
+
+// ngramDrafts returns up to k tokens of ctx that followed the latest
+// earlier occurrence of its last n tokens, for the largest n from hi down
+// to lo that occurred before; none where nothing matches.
+func ngramDrafts(ctx []int, k, lo, hi int) []int {
+	for n := min(hi, len(ctx)-1); n >= lo; n-- {
+		suffix := ctx[len(ctx)-n:]
+		for i := len(ctx) - n - 1; i >= 0; i-- {
+			if ctx[i+n-1] == suffix[n-1] && slices.Equal(ctx[i:i+n], suffix) {
+				return ctx[i+n : min(i+n+k, len(ctx))]
+			}
+		}
 	}
 	return nil
 }
@@ -117,7 +219,8 @@ func (e *Engine) speculates(*Request) bool {
 
 // specState is the speculative state of one running request.
 type specState struct {
-	ds   *model.DraftSequence
+	ds   *model.DraftSequence // nil for n-gram drafts
+	hist []int                // n-gram drafts: the prompt and every token generated
 	snap *model.RecurrentState
 	// off is the main position of the draft sequence's first entry: the
 	// prompt tokens resumed from the prefix cache have no hidden rows, so
@@ -136,10 +239,63 @@ type specState struct {
 	drafts  []int         // d_1..d_k of the current round
 	qs      []sample.Dist // sampled: the distribution each draft was drawn from
 	row     []float32     // scratch: a row a forked processor masks
+	// Back-off: rounds and committed tokens of the current window, plain
+	// steps left of a pause, the next pause's length, and the head's
+	// input over the positions a pause decoded (their tokens and hidden
+	// rows), which it runs when the pause ends.
+	winRounds, winTokens int
+	pause, pauseLen      int
+	pendTokens           []int
+	pendHidden           []float32
+}
+
+// judge counts a round that committed n tokens in the back-off window
+// and, once the window is full, pauses speculation if it did not pay.
+func (e *Engine) judge(sp *specState, n int) {
+	if e.cfg.Speculative.NoBackoff {
+		return
+	}
+	sp.winRounds++
+	sp.winTokens += n
+	if sp.winRounds < BackoffWindow {
+		return
+	}
+	if sp.pauseLen == 0 {
+		sp.pauseLen = BackoffPause
+	}
+	if float64(sp.winTokens) < e.breakEven()*float64(sp.winRounds) {
+		sp.pause = sp.pauseLen
+		sp.pauseLen = min(2*sp.pauseLen, BackoffMaxPause)
+	} else {
+		sp.pauseLen = BackoffPause
+	}
+	sp.winRounds, sp.winTokens = 0, 0
+}
+
+// paused records a plain step of a request whose speculation is paused:
+// the token it chose and the hidden row it was chosen from, for the head.
+// When the pause ends it returns the head's run over the pause's
+// positions, after which the request drafts again.
+func (e *Engine) paused(r *running, tok int, hidden []float32) (specFollowUp, bool) {
+	sp := r.spec
+	if sp.ds != nil {
+		sp.pendTokens = append(sp.pendTokens, tok)
+		sp.pendHidden = append(sp.pendHidden, hidden...)
+	}
+	sp.pause--
+	if sp.pause > 0 || sp.ds == nil {
+		return specFollowUp{}, false
+	}
+	f := specFollowUp{r: r, headLen: -1, draft: model.DraftInput{Seq: sp.ds, Tokens: sp.pendTokens, Hidden: sp.pendHidden, Logits: sp.headMode()}}
+	sp.pendTokens, sp.pendHidden = nil, nil
+	sp.ready = false // until the head has run
+	return f, true
 }
 
 func (sp *specState) close() {
-	sp.ds.Close()
+	if sp.ds != nil {
+		sp.ds.Close()
+	}
 	sp.snap.Free()
 }
 
@@ -155,17 +311,21 @@ func (sp *specState) headMode() model.LogitsMode {
 // startSpec gives a request that speculates its draft sequence and
 // snapshot; the head starts at the prompt position the request resumes at.
 func (e *Engine) startSpec(r *running) error {
-	ds, err := e.m.NewDraftSequence()
-	if err != nil {
-		return err
-	}
 	snap, err := r.seq.SaveRecurrent()
 	if err != nil {
-		ds.Close()
 		return err
 	}
-	ds.SetRopeDelta(r.s.req.RopeDelta + r.fed)
-	r.spec = &specState{ds: ds, snap: snap, off: r.fed, sampled: !r.s.req.Params.Greedy()}
+	sp := &specState{snap: snap, off: r.fed, sampled: !r.s.req.Params.Greedy()}
+	if e.cfg.Speculative.Method == "ngram" {
+		sp.hist = slices.Clone(r.s.req.Prompt)
+	} else {
+		if sp.ds, err = e.m.NewDraftSequence(); err != nil {
+			snap.Free()
+			return err
+		}
+		sp.ds.SetRopeDelta(r.s.req.RopeDelta + r.fed)
+	}
+	r.spec = sp
 	return nil
 }
 
@@ -180,7 +340,7 @@ func (e *Engine) specBytes(tokens int) int64 {
 		}
 	}
 	b := e.m.RecurrentBytes()
-	if attn > 0 {
+	if attn > 0 && e.cfg.Speculative.Method == "mtp" {
 		b += int64(tokens) * e.m.KVBytesPerToken() / int64(attn)
 	}
 	return b
@@ -195,10 +355,10 @@ func verifyInput(seq *model.Sequence, unfed []int, last int, drafts []int) model
 	return model.Input{Seq: seq, Tokens: toks, Logits: model.AllLogits, Hidden: true, Decode: true}
 }
 
-// drafting reports whether r drafts at this step: it decodes and its head
-// is ready.
+// drafting reports whether r drafts at this step: it decodes, its head is
+// ready and its speculation is not paused (back-off).
 func (r *running) drafting() bool {
-	return r.spec != nil && r.spec.ready && r.fed == len(r.s.req.Prompt)
+	return r.spec != nil && r.spec.ready && r.spec.pause == 0 && r.fed == len(r.s.req.Prompt)
 }
 
 // draftAll runs the head's draft chains of every drafting request, batched:
@@ -225,9 +385,18 @@ func (e *Engine) draftAll(ctx context.Context, run []*running, ended map[*runnin
 			continue
 		}
 		sp.drafts, sp.qs = sp.drafts[:0], sp.qs[:0]
-		if sp.sampled {
+		switch {
+		case sp.ds == nil:
+			lo, hi := e.cfg.Speculative.lookup()
+			for _, d := range ngramDrafts(sp.hist, sp.k, lo, hi) {
+				sp.drafts = append(sp.drafts, d)
+				if sp.sampled {
+					sp.qs = append(sp.qs, sample.Dist{IDs: []int{d}, Probs: []float64{1}})
+				}
+			}
+		case sp.sampled:
 			e.drawDraft(r, sp.qLogits)
-		} else {
+		default:
 			sp.drafts = append(sp.drafts, sp.draft)
 		}
 		rs = append(rs, r)
@@ -237,7 +406,7 @@ func (e *Engine) draftAll(ctx context.Context, run []*running, ended map[*runnin
 		var who []*running
 		for _, r := range rs {
 			sp := r.spec
-			if !ended[r] && len(sp.drafts) < sp.k {
+			if !ended[r] && sp.ds != nil && len(sp.drafts) < sp.k {
 				ins = append(ins, model.DraftInput{Seq: sp.ds, Tokens: sp.drafts[len(sp.drafts)-1:], Hidden: sp.g, Logits: sp.headMode()})
 				who = append(who, r)
 			}
@@ -340,7 +509,7 @@ type specFollowUp struct {
 	r       *running
 	rewind  bool  // rewind the sequence to its snapshot
 	refeed  []int // tokens to feed again after the rewind, in a step of their own
-	headLen int   // the head's cache length before this round's positions
+	headLen int   // the head's cache length before this round's positions; -1: keep it
 	draft   model.DraftInput
 }
 
@@ -417,6 +586,7 @@ func (e *Engine) verify(r *running, in model.Input, out model.Output, now time.T
 	r.s.specAccepted.Add(int64(a))
 	e.metrics.specDrafted.Add(uint64(sp.counted))
 	e.metrics.specAccepted.Add(uint64(a))
+	e.judge(sp, a+1)
 	if ended {
 		return true, specFollowUp{}
 	}
@@ -477,7 +647,10 @@ func (e *Engine) followUp(ctx context.Context, fs []specFollowUp, ended map[*run
 		if ended[f.r] {
 			continue
 		}
-		if f.r.drafting() {
+		if f.draft.Seq == nil {
+			continue // n-gram drafts: no head
+		}
+		if f.r.drafting() && f.headLen >= 0 {
 			// A round: cut the head's cache back to where this round's
 			// positions start (its drafts' entries go).
 			if err := f.r.spec.ds.Truncate(f.headLen); err != nil {

@@ -115,7 +115,7 @@ func TestSpeculativeGoldens(t *testing.T) {
 		t.Errorf("plain engine counts %d drafts, %d accepted", d, a)
 	}
 	for _, run := range g.Runs {
-		e := newEngine(t, m, Config{Speculative: Speculative{Method: "mtp", Tokens: run.K}})
+		e := newEngine(t, m, Config{Speculative: Speculative{Method: "mtp", Tokens: run.K, NoBackoff: true}})
 		got, out, s := generate(t, e, Request{Prompt: g.Prompt, MaxTokens: g.Steps, PromptLogits: true})
 		if out.Finish != FinishLength || !slices.Equal(got, run.Tokens) || !slices.Equal(got, g.PlainGreedy) {
 			t.Errorf("k=%d: %v (%v), golden %v", run.K, got, out.Finish, run.Tokens)
@@ -131,7 +131,7 @@ func TestSpeculativeGoldens(t *testing.T) {
 		t.Logf("k=%d: %d tokens in %d rounds, %d drafts, %d accepted", run.K, len(got), d/run.K, d, a)
 	}
 	sec := g.Second
-	e := newEngine(t, m, Config{Speculative: Speculative{Method: "mtp", Tokens: sec.K}})
+	e := newEngine(t, m, Config{Speculative: Speculative{Method: "mtp", Tokens: sec.K, NoBackoff: true}})
 	got, _, s = generate(t, e, Request{Prompt: sec.Prompt, MaxTokens: len(sec.Tokens)})
 	d, a := s.SpecTokens()
 	if !slices.Equal(got, sec.Tokens) || d != sec.K*len(sec.Trace) || a != sec.Accepted {
@@ -332,7 +332,9 @@ func TestSpeculativeConfigErrors(t *testing.T) {
 		sc   Speculative
 		want string
 	}{
-		{Speculative{Method: "ngram", Tokens: 2}, "unknown speculative method"},
+		{Speculative{Method: "eagle", Tokens: 2}, "unknown speculative method"},
+		{Speculative{Method: "ngram", Tokens: 2, LookupMin: 3, LookupMax: 2}, "1 <= min <= max"},
+		{Speculative{Method: "ngram", Tokens: 5}, "1 to 4"},
 		{Speculative{Method: "mtp", Tokens: 0}, "1 to 4"},
 		{Speculative{Method: "mtp", Tokens: 5}, "1 to 4"},
 		{Speculative{Tokens: 2}, "without a speculative method"},

@@ -142,6 +142,21 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string) (*mtpWeights
 // HasMTP reports whether the model loaded an MTP head (Options.MTP).
 func (m *Model) HasMTP() bool { return m.mtp != nil }
 
+// DraftBytes returns the weight bytes one draft step of the MTP head
+// reads: the head's own weights and the output matrix it shares (the
+// embedding rows it gathers left out, as in DecodeBytes); 0 without a
+// head.
+func (m *Model) DraftBytes() int64 {
+	if m.mtp == nil {
+		return 0
+	}
+	n := weightBytes(m.w.lmHead)
+	for _, x := range m.mtp.all() {
+		n += weightBytes(x)
+	}
+	return n
+}
+
 // DraftSequence is the MTP head's state for one sequence: the key/value
 // cache of its attention layer, one entry per position drafted from. It is
 // separate from the main Sequence it drafts for; entries are written by

@@ -98,7 +98,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	if _, err := os.Stat(*dir); err != nil {
 		return fail(exitUsage, "--model %s: %v", *dir, errors.Unwrap(err))
 	}
-	spec, err := parseSpeculativeConfig(*specConfig)
+	spec, err := parseSpeculativeConfig(*specConfig, true)
 	if err != nil {
 		return fail(exitUsage, "--speculative-config: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/internal/testckpt"
 )
 
@@ -118,7 +119,11 @@ func TestGenerateSpeculativeErrors(t *testing.T) {
 	}{
 		{vl, `{"method": "mtp", "num_speculative_tokens": 0}`, "must be 1 to 4, got 0"},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 5}`, "must be 1 to 4, got 5"},
-		{vl, `{"method": "ngram", "num_speculative_tokens": 2}`, `unknown method "ngram"`},
+		{vl, `{"method": "eagle", "num_speculative_tokens": 2}`, `unknown method "eagle"`},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "prompt_lookup_max": 3}`, `are for method "ngram"`},
+		{vl, `{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 3}`, "at most prompt_lookup_max"},
+		{vl, `{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0}`, "at least 1"},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "backoff": "no"}`, "not a JSON object"},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "draft_model": "x"}`, `unknown field "draft_model"`},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2.5}`, "not a JSON object"},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2`, "not a JSON object"},
@@ -182,5 +187,43 @@ func TestBenchSpeculative(t *testing.T) {
 	}
 	if _, keys := benchJSON(t); keys["spec_method"] != nil {
 		t.Errorf("spec keys without --speculative-config: %v", keys["spec_method"])
+	}
+}
+
+// TestGenerateNgram runs generate with n-gram speculation on a checkpoint
+// without an MTP head: the ids are plain greedy's, and the counts are
+// there.
+func TestGenerateNgram(t *testing.T) {
+	small := filepath.Join("..", "..", "testdata", "models", "small")
+	plain := generateJSON(t, "--model", small, "--ids", "5,6,7,8,5,6,7,8,5,6", "-n", "20")
+	got := generateJSON(t, "--model", small, "--ids", "5,6,7,8,5,6,7,8,5,6", "-n", "20",
+		"--speculative-config", `{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 4}`)
+	// The random model does not repeat the prompt: drafts may be few or
+	// none (the engine's tests check n-gram drafts that are accepted).
+	if !slices.Equal(got.IDs, plain.IDs) || got.SpecDraftTokens == nil || got.SpecAcceptedTokens == nil || *got.SpecAcceptedTokens > *got.SpecDraftTokens {
+		t.Errorf("ngram: ids %v, counts %v %v; plain %v", got.IDs, got.SpecDraftTokens, got.SpecAcceptedTokens, plain.IDs)
+	}
+}
+
+func TestParseSpeculativeConfig(t *testing.T) {
+	for _, c := range []struct {
+		cfg     string
+		backoff bool
+		want    engine.Speculative
+	}{
+		{`{"method": "mtp", "num_speculative_tokens": 2}`, true, engine.Speculative{Method: "mtp", Tokens: 2}},
+		{`{"method": "mtp", "num_speculative_tokens": 2}`, false, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true}},
+		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": true}`, false, engine.Speculative{Method: "mtp", Tokens: 2}},
+		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": false}`, true, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true}},
+		{`{"method": "ngram", "num_speculative_tokens": 3}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 5, LookupMax: 5}},
+		{`{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 4, LookupMax: 4}},
+		{`{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 2, LookupMax: 2}},
+		{`{"method": "ngram", "num_speculative_tokens": 1, "prompt_lookup_min": 2, "prompt_lookup_max": 6}`, true, engine.Speculative{Method: "ngram", Tokens: 1, LookupMin: 2, LookupMax: 6}},
+	} {
+		got, err := parseSpeculativeConfig(c.cfg, c.backoff)
+		if err != nil || got.Method != c.want.Method || got.Tokens != c.want.Tokens || got.LookupMin != c.want.LookupMin ||
+			got.LookupMax != c.want.LookupMax || got.NoBackoff != c.want.NoBackoff {
+			t.Errorf("%s (backoff %v): %+v %v, want %+v", c.cfg, c.backoff, got, err, c.want)
+		}
 	}
 }
