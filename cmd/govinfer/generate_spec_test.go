@@ -227,3 +227,51 @@ func TestParseSpeculativeConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateSpeculativeGGUF writes vl-tiny as BF16 GGUF files with
+// quantize, its MTP head as the nextn block, and runs the golden
+// speculative prompt from the file: the ids and the draft counts are the
+// safetensors checkpoint's. A file without the head (small's) is a clear
+// error.
+func TestGenerateSpeculativeGGUF(t *testing.T) {
+	vl := filepath.Join("..", "..", "testdata", "models", "vl-tiny")
+	small := filepath.Join("..", "..", "testdata", "models", "small")
+	dir := t.TempDir()
+	for _, c := range []struct{ src, out string }{{vl, "vl.gguf"}, {small, "small.gguf"}} {
+		if code, _, errOut := run(t, "", "quantize", "--model", c.src, "--out", filepath.Join(dir, c.out), "--type", "bf16"); code != exitOK {
+			t.Fatalf("quantize %s: exit %d: %s", c.src, code, errOut)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(vl, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		MTP struct {
+			Speculative struct {
+				Prompt []int `json:"prompt"`
+				Steps  int   `json:"steps"`
+			} `json:"speculative"`
+		} `json:"mtp"`
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	ids := strings.Trim(jsonString(t, g.MTP.Speculative.Prompt), "[]")
+	n := fmt.Sprint(g.MTP.Speculative.Steps)
+	for k := 1; k <= 4; k++ {
+		cfg := fmt.Sprintf(`{"method": "mtp", "num_speculative_tokens": %d}`, k)
+		want := generateJSON(t, "--model", vl, "--ids", ids, "-n", n, "--speculative-config", cfg)
+		got := generateJSON(t, "--model", filepath.Join(dir, "vl.gguf"), "--ids", ids, "-n", n, "--speculative-config", cfg)
+		if !slices.Equal(got.IDs, want.IDs) || got.SpecDraftTokens == nil || got.SpecAcceptedTokens == nil ||
+			*got.SpecDraftTokens != *want.SpecDraftTokens || *got.SpecAcceptedTokens != *want.SpecAcceptedTokens {
+			t.Errorf("k=%d: GGUF ids %v, %v drafts, %v accepted; safetensors %v, %d, %d", k, got.IDs, got.SpecDraftTokens, got.SpecAcceptedTokens,
+				want.IDs, *want.SpecDraftTokens, *want.SpecAcceptedTokens)
+		}
+	}
+	code, _, errOut := run(t, "", "generate", "--model", filepath.Join(dir, "small.gguf"), "--ids", "1,2,3", "-n", "4",
+		"--speculative-config", `{"method": "mtp", "num_speculative_tokens": 2}`)
+	if code != exitUsage || !strings.Contains(errOut, "nextn_predict_layers") {
+		t.Errorf("small.gguf: exit %d, %q; want exit %d naming nextn_predict_layers", code, errOut, exitUsage)
+	}
+}
