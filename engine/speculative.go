@@ -93,20 +93,20 @@ type Speculative struct {
 	// NoBackoff keeps a request speculating whatever its acceptance (see
 	// Backoff); the zero value backs off.
 	NoBackoff bool
-	// backoffAt, when positive, replaces the break-even of the back-off
-	// (tests).
+	// backoffAt, when positive, replaces the cost of a round the back-off
+	// weighs its tokens against (tests).
 	backoffAt float64
 }
 
 // Back-off: a request whose drafts the main model mostly rejects stops
 // speculating for a while, so that speculation never costs much more than
 // plain decoding. Its rounds are judged in windows of BackoffWindow
-// rounds: a window that committed fewer tokens per round than a round
-// costs, in plain decode steps (breakEven), pauses speculation for
-// BackoffPause plain steps, twice as many after each further such window
-// up to BackoffMaxPause, and a window that pays resets the pause. A pause
-// costs nothing but the main model's hidden rows of its steps, from which
-// the head catches up in one step when it ends.
+// rounds: a window that committed fewer tokens than its rounds cost in
+// plain decode steps (roundCost, and a step for each re-feed) pauses
+// speculation for BackoffPause plain steps, twice as many after each
+// further such window up to BackoffMaxPause, and a window that pays resets
+// the pause. A pause costs nothing but the main model's hidden rows of its
+// steps, from which the head catches up in one step when it ends.
 //
 // A window of rounds that accept nothing costs BackoffWindow × (cost − 1)
 // plain steps more than plain decoding, against BackoffWindow + pause
@@ -120,28 +120,26 @@ const (
 	BackoffMaxPause = 2048
 )
 
-// Per-round costs, in plain decode steps, behind the break-even of the
-// back-off (measured with bench --speculative-config on the 4-layer
-// 9B-width model, 2 threads, CPU; see docs/speculative.md): a verify step
-// of k+1 positions costs 1 + verifyRowCost × k, and an MTP draft step
-// draftCostPerByte × the share of a decode step's weight bytes it reads
-// (model.DraftBytes over DecodeBytes).
+// Per-round costs, in plain decode steps, behind the back-off, measured
+// with bench --speculative-config on the 4-layer 9B-width model (2
+// threads, CPU; the README's table): a main step of n positions costs
+// 1 + verifyRowCost × (n − 1), and an MTP draft step draftCostPerByte ×
+// the share of a decode step's weight bytes it reads (model.DraftBytes
+// over DecodeBytes; 0.67 there, where a draft step measured 0.42 to 0.74
+// plain steps).
 const (
 	verifyRowCost    = 0.05
-	draftCostPerByte = 1.0
+	draftCostPerByte = 0.9
 )
 
-// breakEven returns the committed tokens per round below which
-// speculation costs more than plain decoding: what a round of k drafts
-// costs in plain steps.
-func (e *Engine) breakEven() float64 {
-	if e.cfg.Speculative.backoffAt > 0 {
-		return e.cfg.Speculative.backoffAt
-	}
-	k := float64(e.cfg.Speculative.Tokens)
-	cost := 1 + verifyRowCost*k
-	if e.m.HasMTP() && e.cfg.Speculative.Method == "mtp" {
-		cost += k * draftCostPerByte * float64(e.m.DraftBytes()) / float64(e.m.DecodeBytes())
+// roundCost returns what a round of speculation costs in plain decode
+// steps: its verify step of rows positions and, for MTP, the head's
+// Tokens draft steps (Tokens-1 chained, one over the committed
+// positions).
+func (e *Engine) roundCost(rows int) float64 {
+	cost := 1 + verifyRowCost*float64(rows-1)
+	if e.cfg.Speculative.Method == "mtp" {
+		cost += float64(e.cfg.Speculative.Tokens) * draftCostPerByte * float64(e.m.DraftBytes()) / float64(e.m.DecodeBytes())
 	}
 	return cost
 }
@@ -244,32 +242,38 @@ type specState struct {
 	// input over the positions a pause decoded (their tokens and hidden
 	// rows), which it runs when the pause ends.
 	winRounds, winTokens int
+	winCost              float64
 	pause, pauseLen      int
 	pendTokens           []int
 	pendHidden           []float32
 }
 
-// judge counts a round that committed n tokens in the back-off window
-// and, once the window is full, pauses speculation if it did not pay.
-func (e *Engine) judge(sp *specState, n int) {
+// judge counts a round that committed n tokens at the given cost (in plain
+// steps) in the back-off window and, once the window is full, pauses
+// speculation if it did not pay.
+func (e *Engine) judge(sp *specState, n int, cost float64) {
 	if e.cfg.Speculative.NoBackoff {
 		return
 	}
 	sp.winRounds++
 	sp.winTokens += n
+	sp.winCost += cost
 	if sp.winRounds < BackoffWindow {
 		return
 	}
 	if sp.pauseLen == 0 {
 		sp.pauseLen = BackoffPause
 	}
-	if float64(sp.winTokens) < e.breakEven()*float64(sp.winRounds) {
+	if at := e.cfg.Speculative.backoffAt; at > 0 {
+		sp.winCost = at * float64(sp.winRounds)
+	}
+	if float64(sp.winTokens) < sp.winCost {
 		sp.pause = sp.pauseLen
 		sp.pauseLen = min(2*sp.pauseLen, BackoffMaxPause)
 	} else {
 		sp.pauseLen = BackoffPause
 	}
-	sp.winRounds, sp.winTokens = 0, 0
+	sp.winRounds, sp.winTokens, sp.winCost = 0, 0, 0
 }
 
 // paused records a plain step of a request whose speculation is paused:
@@ -586,8 +590,9 @@ func (e *Engine) verify(r *running, in model.Input, out model.Output, now time.T
 	r.s.specAccepted.Add(int64(a))
 	e.metrics.specDrafted.Add(uint64(sp.counted))
 	e.metrics.specAccepted.Add(uint64(a))
-	e.judge(sp, a+1)
+	cost := e.roundCost(len(in.Tokens))
 	if ended {
+		e.judge(sp, a+1, cost)
 		return true, specFollowUp{}
 	}
 	f := specFollowUp{r: r, headLen: base + off - sp.off,
@@ -599,8 +604,10 @@ func (e *Engine) verify(r *running, in model.Input, out model.Output, now time.T
 			r.unfed = keep
 		} else {
 			f.refeed = keep
+			cost += 1 + verifyRowCost*float64(len(keep)-1)
 		}
 	}
+	e.judge(sp, a+1, cost)
 	return false, f
 }
 

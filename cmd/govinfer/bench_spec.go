@@ -286,16 +286,34 @@ func specCosts(ctx context.Context, m *model.Model, ids []int, k, n int) (verify
 
 // predictedSpeedup is what the costs predict for speculation with k drafts
 // per round, each accepted with probability p given the ones before it
-// were: a round commits 1 + p + ... + p^k tokens for one verify step and k
-// draft steps (k-1 chained, one over the committed positions), against
-// one plain step per token.
+// were: a round commits 1 + p + ... + p^k tokens on average for one verify
+// step and k draft steps (k-1 chained, one over the committed positions),
+// against one plain step per token; a rejected round defers its accepted
+// tokens to the next step, and past k+1 deferred tokens (the engine's
+// bound) feeds them in a step of their own, costed as a plain step. The
+// rounds are simulated (a fixed seed, 10^5 rounds) to count those steps.
 func predictedSpeedup(verify, draft, p float64, k int) float64 {
-	tokens, pi := 0.0, 1.0
-	for range k + 1 {
-		tokens += pi
-		pi *= p
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tokens, cost float64
+	unfed := 0
+	for range 100000 {
+		a := 0
+		for a < k && rng.Float64() < p {
+			a++
+		}
+		tokens += float64(a + 1)
+		cost += verify + float64(k)*draft
+		switch keep := unfed + 1 + a; {
+		case a == k:
+			unfed = 0
+		case keep <= k+1:
+			unfed = keep
+		default:
+			cost++ // the re-feed step
+			unfed = 0
+		}
 	}
-	return tokens / (verify + float64(k)*draft)
+	return tokens / cost
 }
 
 // acceptanceRewrite returns a Speculative.Rewrite that replaces each draft
