@@ -110,26 +110,28 @@ type Speculative struct {
 //
 // A window of rounds that accept nothing costs BackoffWindow × (cost − 1)
 // plain steps more than plain decoding, against BackoffWindow + pause
-// tokens: at a round cost of up to 4.2 plain steps (k = 4 drafts on the
-// 4-layer 9B-width test model measure 3.3) the first window and pause cost
-// under 10 %, and later ones, with doubled pauses, less. Requests shorter
-// than a window and its pause pay more, at most one window's worth.
+// tokens: at a round cost of up to 4.3 plain steps (k = 4 drafts on the
+// 4-layer 9B-width test model, whose lm_head makes draft steps dear: about
+// 4.2 with re-feeds; the real 9B's about 1.9) the first window and pause
+// cost under 10 %, and later ones, with doubled pauses, less. Requests
+// shorter than a window and its pause pay more, at most one window's
+// worth.
 const (
 	BackoffWindow   = 4
 	BackoffPause    = 128
 	BackoffMaxPause = 2048
 )
 
-// Per-round costs, in plain decode steps, behind the back-off, measured
-// with bench --speculative-config on the 4-layer 9B-width model (2
-// threads, CPU; the README's table): a main step of n positions costs
-// 1 + verifyRowCost × (n − 1), and an MTP draft step draftCostPerByte ×
+// Per-round costs, in plain decode steps, behind the back-off, from bench
+// --speculative-config on the 4-layer 9B-width model (2 threads, CPU, 18
+// runs on a shared machine, medians): a main step of n positions costs
+// 1 + verifyRowCost × (n − 1) (verify steps of 2, 3 and 4 positions
+// measured 1.01, 1.18 and 1.21), and an MTP draft step draftCostPerByte ×
 // the share of a decode step's weight bytes it reads (model.DraftBytes
-// over DecodeBytes; 0.67 there, where a draft step measured 0.42 to 0.74
-// plain steps).
+// over DecodeBytes: 0.67 there, where a draft step measured 0.66).
 const (
-	verifyRowCost    = 0.05
-	draftCostPerByte = 0.9
+	verifyRowCost    = 0.07
+	draftCostPerByte = 1.0
 )
 
 // roundCost returns what a round of speculation costs in plain decode

@@ -80,7 +80,8 @@ func parseSpeculativeConfig(s string, backoff bool) (engine.Speculative, error) 
 // command that takes it.
 const specConfigHelp = "speculative decoding as vLLM's `JSON`: {\"method\": \"mtp\", \"num_speculative_tokens\": K} (the checkpoint's MTP head drafts; needs its mtp.* weights) " +
 	"or {\"method\": \"ngram\", \"num_speculative_tokens\": K, \"prompt_lookup_min\": A, \"prompt_lookup_max\": B} (drafts copied from the prompt and output where its last A to B tokens occurred before; 5 and 5 by default), K 1 to 4; " +
-	"\"backoff\": false keeps a request speculating when its drafts are mostly rejected (by default, after a window of 4 rounds that commit fewer tokens than a round costs in plain steps, it decodes plainly for 128 steps, doubling up to 2048)"
+	"\"backoff\": false keeps a request speculating when its drafts are mostly rejected (by default, after a window of 4 rounds that commit fewer tokens than they cost in plain decode steps, " +
+	"a round costing 1 + 0.07 per verified position after the first, plus K draft steps at their share of a decode step's weight bytes, plus a step per re-feed, it decodes plainly for 128 steps, doubling up to 2048)"
 
 // firstLine returns err's message on one line: its first line and a count
 // of the rest (a checkpoint's missing tensors, one per line).
