@@ -901,7 +901,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			if h := e.m.Config().HiddenSize; r.spec.ds != nil {
 				hidden = outs[i].Hidden[len(outs[i].Hidden)-h:]
 			}
-			if f, resume := e.paused(r, tok.ID, hidden); resume {
+			if f, ok := e.paused(r, tok.ID, hidden); ok {
 				follow = append(follow, f)
 			}
 		}

@@ -278,23 +278,35 @@ func (e *Engine) judge(sp *specState, n int, cost float64) {
 	sp.winRounds, sp.winTokens, sp.winCost = 0, 0, 0
 }
 
+// pauseCatchUp is the most positions a paused request's head falls
+// behind: it runs over them in one step every pauseCatchUp plain steps,
+// which bounds the hidden rows kept.
+const pauseCatchUp = 64
+
 // paused records a plain step of a request whose speculation is paused:
 // the token it chose and the hidden row it was chosen from, for the head.
-// When the pause ends it returns the head's run over the pause's
-// positions, after which the request drafts again.
+// It returns the head's run over the positions kept, when there is one
+// to run: every pauseCatchUp steps and when the pause ends, after which
+// the request drafts again.
 func (e *Engine) paused(r *running, tok int, hidden []float32) (specFollowUp, bool) {
 	sp := r.spec
-	if sp.ds != nil {
-		sp.pendTokens = append(sp.pendTokens, tok)
-		sp.pendHidden = append(sp.pendHidden, hidden...)
-	}
 	sp.pause--
-	if sp.pause > 0 || sp.ds == nil {
+	if sp.ds == nil {
 		return specFollowUp{}, false
 	}
-	f := specFollowUp{r: r, headLen: -1, draft: model.DraftInput{Seq: sp.ds, Tokens: sp.pendTokens, Hidden: sp.pendHidden, Logits: sp.headMode()}}
+	sp.pendTokens = append(sp.pendTokens, tok)
+	sp.pendHidden = append(sp.pendHidden, hidden...)
+	mode := sp.headMode()
+	switch {
+	case sp.pause == 0:
+		sp.ready = false // until the head has run
+	case len(sp.pendTokens) >= pauseCatchUp:
+		mode = model.NoLogits
+	default:
+		return specFollowUp{}, false
+	}
+	f := specFollowUp{r: r, headLen: -1, draft: model.DraftInput{Seq: sp.ds, Tokens: sp.pendTokens, Hidden: sp.pendHidden, Logits: mode}}
 	sp.pendTokens, sp.pendHidden = nil, nil
-	sp.ready = false // until the head has run
 	return f, true
 }
 
