@@ -83,7 +83,7 @@ type Result struct {
 	Tensors  int
 	Bytes    int64 // the file's size
 	// Skipped lists the checkpoint's tensors that are not part of the text
-	// model (the vision tower, the MTP head), left out as llama.cpp's
+	// model or its MTP head (the vision tower), left out as llama.cpp's
 	// converter leaves them out of the text model's file.
 	Skipped []string
 	// NoTokenizer is set when the checkpoint has no tokenizer.json: the
@@ -146,6 +146,12 @@ func Write(ctx context.Context, dir, out string, o Options) (*Result, error) {
 	md, err := metadata(dir, cfg, o, ft)
 	if err != nil {
 		return nil, fmt.Errorf("convert: %w", err)
+	}
+	if used[qwen35.MTPPrefix+"fc.weight"] {
+		// The MTP head is one block after the layers, as llama.cpp's
+		// converter appends it (qwen35.LookupMTP).
+		md.Set(qwen35.KeyBlockCount, uint32(cfg.NumLayers+1))
+		md.Set(qwen35.KeyNextNLayers, uint32(1))
 	}
 	tok, err := tokenizer.Load(dir)
 	switch {
@@ -229,41 +235,56 @@ func Write(ctx context.Context, dir, out string, o Options) (*Result, error) {
 	return res, nil
 }
 
-// planTensors lists the text model's tensors with their GGUF names and
-// types.
+// planTensors lists the text model's tensors, and the MTP head's where the
+// checkpoint has one, with their GGUF names and types.
 func planTensors(ck *safetensors.Checkpoint, cfg *model.Config, prefix, typ string) ([]plan, error) {
 	var plans []plan
 	var errs []error
-	for _, spec := range model.TextTensors(cfg, prefix) {
-		m, ok := qwen35.Lookup(spec.Name)
-		if !ok {
-			errs = append(errs, fmt.Errorf("tensor %s has no qwen35 GGUF name", spec.Name))
-			continue
-		}
+	add := func(spec model.TensorSpec, m qwen35.Tensor, planName string) {
 		info, err := ck.Info(spec.Name)
 		if err != nil {
 			errs = append(errs, err)
-			continue
+			return
 		}
 		if !slices.Equal(info.Shape, spec.Shape) {
 			errs = append(errs, fmt.Errorf("tensor %s has shape %v, config.json implies %v", spec.Name, info.Shape, spec.Shape))
-			continue
+			return
 		}
 		if widen(info.DType) == nil {
 			errs = append(errs, fmt.Errorf("tensor %s has dtype %s; want F32, F16 or BF16", spec.Name, info.DType))
-			continue
+			return
 		}
 		p := plan{hf: spec, m: m, src: info.DType, cols: spec.Shape[len(spec.Shape)-1], rows: 1}
 		for _, d := range spec.Shape[:len(spec.Shape)-1] {
 			p.rows *= d
 		}
 		p.srcLen = int64(p.rows) * int64(p.cols) * int64(info.DType.Size())
-		p.typ, p.qt, err = tensorType(p, typ, cfg.NumLayers)
+		p.typ, p.qt, err = tensorType(p, planName, typ, cfg.NumLayers)
 		if err != nil {
 			errs = append(errs, err)
-			continue
+			return
 		}
 		plans = append(plans, p)
+	}
+	for _, spec := range model.TextTensors(cfg, prefix) {
+		m, ok := qwen35.Lookup(spec.Name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("tensor %s has no qwen35 GGUF name", spec.Name))
+			continue
+		}
+		add(spec, m, spec.Name)
+	}
+	// The MTP head, where the checkpoint has one: its block follows the
+	// layers; its matrices quantize as the last layer's (model.MTPPlanName).
+	if _, err := ck.Info(qwen35.MTPPrefix + "fc.weight"); err == nil {
+		for _, spec := range model.MTPTensors(cfg) {
+			m, ok := qwen35.LookupMTP(spec.Name, cfg.NumLayers)
+			if !ok {
+				errs = append(errs, fmt.Errorf("tensor %s has no qwen35 GGUF name", spec.Name))
+				continue
+			}
+			add(spec, m, model.MTPPlanName(cfg, spec.Name))
+		}
 	}
 	if len(errs) > 8 {
 		errs = append(errs[:8], fmt.Errorf("... and %d more", len(errs)-8))
@@ -273,15 +294,16 @@ func planTensors(ck *safetensors.Checkpoint, cfg *model.Config, prefix, typ stri
 
 // tensorType picks a tensor's ggml type: F32 where the format keeps it
 // (1-D tensors, conv1d), else BF16 for TypeBF16, else the mix's format
-// (quant.Plan), a matrix the mix keeps staying in its stored float type.
-func tensorType(p plan, typ string, layers int) (gguf.GGMLType, quant.Type, error) {
+// (quant.Plan of planName, the text tensor whose plan it follows), a
+// matrix the mix keeps staying in its stored float type.
+func tensorType(p plan, planName, typ string, layers int) (gguf.GGMLType, quant.Type, error) {
 	if p.m.F32 {
 		return gguf.F32, quant.Keep, nil
 	}
 	if typ == TypeBF16 {
 		return gguf.BF16, quant.Keep, nil
 	}
-	qt, _, err := quant.Plan(typ, p.hf.Name, p.rows, p.cols, layers)
+	qt, _, err := quant.Plan(typ, planName, p.rows, p.cols, layers)
 	if err != nil {
 		return 0, 0, err
 	}

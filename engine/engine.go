@@ -552,6 +552,10 @@ type running struct {
 	generated int
 	lastTime  time.Time
 	spec      *specState // nil unless the request speculates
+	// unfed are tokens before last that were committed but not fed yet,
+	// fed with it at the next step: the accepted tokens of a speculative
+	// round that was rolled back (see specFollowUp).
+	unfed []int
 }
 
 func (e *Engine) loop(ctx context.Context) {
@@ -765,9 +769,11 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		if ended[r] || r.fed != len(r.s.req.Prompt) {
 			continue
 		}
-		in := model.Input{Seq: r.seq, Tokens: []int{r.last}, Logits: r.logitsMode(), Decode: true}
+		in := model.Input{Seq: r.seq, Tokens: append(slices.Clone(r.unfed), r.last), Logits: r.logitsMode(), Decode: true}
+		// A paused request keeps its hidden rows for the head (back-off).
+		in.Hidden = r.spec != nil && r.spec.ds != nil && r.spec.pause > 0
 		if r.drafting() {
-			in = verifyInput(r.seq, r.last, r.spec.drafts)
+			in = verifyInput(r.seq, r.unfed, r.last, r.spec.drafts)
 		}
 		inputs = append(inputs, in)
 		members = append(members, r)
@@ -809,7 +815,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		in := promptInput(&r.s.req, e.m.Config().HiddenSize, r.fed, r.fed+n)
 		in.Seq, in.Logits = r.seq, mode
 		// The head drafts from the prompt's hidden rows.
-		in.Hidden = r.spec != nil
+		in.Hidden = r.spec != nil && r.spec.ds != nil
 		inputs = append(inputs, in)
 		members = append(members, r)
 		budget -= n
@@ -844,7 +850,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 				e.keepState(r)
 			}
 			if in.Logits == model.NoLogits {
-				if r.spec != nil {
+				if r.spec != nil && r.spec.ds != nil {
 					// Position p reads the token after it: the next
 					// chunk's first for the chunk's last position.
 					follow = append(follow, specFollowUp{r: r, draft: e.promptDraft(r, outs[i].Hidden, lo, r.fed, -1)})
@@ -853,19 +859,14 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			}
 		}
 		if r.drafting() {
-			committed, f := e.verify(r, outs[i])
-			for _, t := range committed {
-				r.sampler.Accept(t)
-				if e.emit(r, Token{ID: t}, nil, now) {
-					ended[r] = true
-					break
-				}
-			}
-			if !ended[r] {
+			if end, f := e.verify(r, in, outs[i], now); end {
+				ended[r] = true
+			} else {
 				follow = append(follow, f)
 			}
 			continue
 		}
+		r.unfed = nil
 		var promptLogits []float32
 		if r.generated == 0 && r.s.req.PromptLogits {
 			promptLogits = slices.Clone(outs[i].Logits) // sampling masks the row in place
@@ -887,11 +888,22 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			ended[r] = true
 			continue
 		}
-		if r.spec != nil && r.generated == 1 {
+		switch {
+		case r.spec != nil && r.spec.ds == nil && r.generated == 1:
+			r.spec.ready = true // n-gram drafts need no head
+		case r.spec != nil && r.generated == 1:
 			// The prompt's last chunk: the head runs over it, the last
 			// position reading the token just chosen.
 			lo := r.fed - len(in.Tokens)
 			follow = append(follow, specFollowUp{r: r, draft: e.promptDraft(r, outs[i].Hidden, lo, r.fed, tok.ID)})
+		case r.spec != nil && r.spec.pause > 0:
+			var hidden []float32
+			if h := e.m.Config().HiddenSize; r.spec.ds != nil {
+				hidden = outs[i].Hidden[len(outs[i].Hidden)-h:]
+			}
+			if f, ok := e.paused(r, tok.ID, hidden); ok {
+				follow = append(follow, f)
+			}
 		}
 	}
 	if len(follow) > 0 && !e.followUp(ctx, follow, ended) {
@@ -902,7 +914,10 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 	for _, r := range run {
 		state += r.seq.StateBytes()
 		if r.spec != nil {
-			state += r.spec.ds.StateBytes() + r.spec.snap.Bytes()
+			state += r.spec.snap.Bytes()
+			if r.spec.ds != nil {
+				state += r.spec.ds.StateBytes()
+			}
 		}
 	}
 	e.metrics.stateBytes.Store(state)
@@ -916,7 +931,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 func (e *Engine) promptDraft(r *running, hidden []float32, lo, hi, next int) model.DraftInput {
 	req := &r.s.req
 	toks := slices.Clone(req.Prompt[lo+1 : hi])
-	mode := model.LastArgmax
+	mode := r.spec.headMode()
 	if hi < len(req.Prompt) {
 		toks, mode = append(toks, req.Prompt[hi]), model.NoLogits
 	} else {
@@ -942,6 +957,9 @@ func (e *Engine) emit(r *running, tok Token, promptLogits []float32, now time.Ti
 	}
 	r.lastTime = now
 	r.last = tok.ID
+	if r.spec != nil && r.spec.hist != nil {
+		r.spec.hist = append(r.spec.hist, tok.ID)
+	}
 	r.s.push(tok, promptLogits)
 	switch {
 	case r.stop[tok.ID] && r.generated >= r.s.req.MinTokens:
@@ -974,10 +992,28 @@ func (r *running) logitsMode() model.LogitsMode {
 }
 
 // sample picks the next token of r from its logits row (owned by the
-// engine for this step, so it is masked in place).
+// engine for this step, so it is masked in place) and records it.
 func (e *Engine) sample(r *running, logits []float32) (Token, error) {
+	lp := e.prepare(r, logits)
+	return e.commit(r, r.sampler.Sample(logits), lp)
+}
+
+// sampleDraft decides the draft x of a sampled request, drawn from q, at a
+// verified position by the speculative-sampling rule against the
+// distribution plain sampling would draw from there (the logits after
+// prepare), and records the token it commits.
+func (e *Engine) sampleDraft(r *running, logits []float32, q sample.Dist, x int) (Token, bool, error) {
+	lp := e.prepare(r, logits)
+	id, accepted := r.sampler.Speculate(r.sampler.Dist(logits), q, x)
+	tok, err := e.commit(r, id, lp)
+	return tok, accepted, err
+}
+
+// prepare applies to r's logits row, in place, what comes before sampling:
+// the logit bias, then (for logprobs, returned) the log-probabilities, the
+// processor's mask and, before MinTokens, the stop tokens' mask.
+func (e *Engine) prepare(r *running, logits []float32) []float64 {
 	req := &r.s.req
-	var tok Token
 	var lp []float64
 	for id, b := range req.LogitBias {
 		logits[id] += b
@@ -996,7 +1032,14 @@ func (e *Engine) sample(r *running, logits []float32) (Token, error) {
 			}
 		}
 	}
-	tok.ID = r.sampler.Sample(logits)
+	return lp
+}
+
+// commit records the token id chosen for r (its sampler's and processor's
+// state advance) and returns it with its logprobs from lp.
+func (e *Engine) commit(r *running, id int, lp []float64) (Token, error) {
+	req := &r.s.req
+	tok := Token{ID: id}
 	r.sampler.Accept(tok.ID)
 	if req.Processor != nil {
 		if err := req.Processor.Accept(tok.ID); err != nil {

@@ -115,7 +115,7 @@ func TestSpeculativeGoldens(t *testing.T) {
 		t.Errorf("plain engine counts %d drafts, %d accepted", d, a)
 	}
 	for _, run := range g.Runs {
-		e := newEngine(t, m, Config{Speculative: Speculative{Method: "mtp", Tokens: run.K}})
+		e := newEngine(t, m, Config{Speculative: Speculative{Method: "mtp", Tokens: run.K, NoBackoff: true}})
 		got, out, s := generate(t, e, Request{Prompt: g.Prompt, MaxTokens: g.Steps, PromptLogits: true})
 		if out.Finish != FinishLength || !slices.Equal(got, run.Tokens) || !slices.Equal(got, g.PlainGreedy) {
 			t.Errorf("k=%d: %v (%v), golden %v", run.K, got, out.Finish, run.Tokens)
@@ -131,7 +131,7 @@ func TestSpeculativeGoldens(t *testing.T) {
 		t.Logf("k=%d: %d tokens in %d rounds, %d drafts, %d accepted", run.K, len(got), d/run.K, d, a)
 	}
 	sec := g.Second
-	e := newEngine(t, m, Config{Speculative: Speculative{Method: "mtp", Tokens: sec.K}})
+	e := newEngine(t, m, Config{Speculative: Speculative{Method: "mtp", Tokens: sec.K, NoBackoff: true}})
 	got, _, s = generate(t, e, Request{Prompt: sec.Prompt, MaxTokens: len(sec.Tokens)})
 	d, a := s.SpecTokens()
 	if !slices.Equal(got, sec.Tokens) || d != sec.K*len(sec.Trace) || a != sec.Accepted {
@@ -154,7 +154,7 @@ func TestSpeculativeVerifyLogitsExact(t *testing.T) {
 		m := openMTPModel(t, name)
 		ctx := context.Background()
 		prompt := randomPrompt(rand.New(rand.NewPCG(3, 4)), c.prompt, m.Config().VocabSize)
-		const steps = 11 // the verify steps below cover 5 + 4 + 2 rows
+		const steps = 16 // the verify steps below cover 5 + 4 + 2 + 5 rows
 		v := m.Config().VocabSize
 		// Plain: the prompt, then one decode row per step.
 		seq, _ := m.NewSequence()
@@ -179,8 +179,11 @@ func TestSpeculativeVerifyLogitsExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		i := 0
-		for _, k := range []int{4, 3, 1} {
-			in := verifyInput(seq, toks[i], toks[i+1:i+1+k])
+		// The last step feeds two committed tokens ahead of the last
+		// (running.unfed, after a rollback).
+		for _, c := range []struct{ unfed, k int }{{0, 4}, {0, 3}, {0, 1}, {2, 2}} {
+			k := c.unfed + c.k
+			in := verifyInput(seq, toks[i:i+c.unfed], toks[i+c.unfed], toks[i+c.unfed+1:i+1+k])
 			out, err := m.Step(ctx, []model.Input{in})
 			if err != nil {
 				t.Fatal(err)
@@ -210,9 +213,12 @@ func argmax(row []float32) int {
 }
 
 // TestSpeculativeBatchedMatchesPlain runs speculating greedy requests
-// alongside each other and alongside sampled ones (which decode plainly),
-// with prompts cut into chunks and resumed from the prefix cache, and
-// checks every request's tokens against a plain engine's.
+// alongside each other and alongside sampled ones, with prompts cut into
+// chunks and resumed from the prefix cache, and checks every greedy
+// request's tokens against a plain engine's, and every sampled one's
+// against its own seed's run alone (speculative sampling draws other
+// numbers than plain sampling, so its tokens differ from plain's; the
+// distribution is the same: TestSpeculativeSamplingDistribution).
 func TestSpeculativeBatchedMatchesPlain(t *testing.T) {
 	for _, name := range []string{"tiny", "vl-tiny"} {
 		m := openMTPModel(t, name)
@@ -241,6 +247,12 @@ func TestSpeculativeBatchedMatchesPlain(t *testing.T) {
 		for k := 1; k <= 4; k++ {
 			cfg.Speculative = Speculative{Method: "mtp", Tokens: k}
 			e := newEngine(t, m, cfg)
+			want := slices.Clone(want)
+			for i, req := range reqs {
+				if req.Params.Temperature > 0 {
+					want[i], _, _ = generate(t, newEngine(t, m, Config{Speculative: cfg.Speculative}), req)
+				}
+			}
 			streams := make([]*Stream, len(reqs))
 			for i, req := range reqs {
 				s, err := e.Submit(context.Background(), req)
@@ -260,7 +272,7 @@ func TestSpeculativeBatchedMatchesPlain(t *testing.T) {
 					t.Errorf("%s k=%d request %d: %v, plain %v", name, k, i, got, want[i])
 				}
 				d, a := s.SpecTokens()
-				if greedy := reqs[i].Params.Temperature == 0; greedy != (d > 0) || a > d || d%k != 0 {
+				if d == 0 || a > d || d%k != 0 {
 					t.Errorf("%s k=%d request %d: %d drafts, %d accepted", name, k, i, d, a)
 				}
 				drafted += d
@@ -304,10 +316,12 @@ func TestSpeculativeStops(t *testing.T) {
 			t.Errorf("max tokens %d: %v (%v), %d drafts; want %v", n, got, out.Finish, d, free[:n])
 		}
 	}
-	// A request that cannot speculate decodes plainly in the same engine.
-	got, _, s := generate(t, e, Request{Prompt: g.Prompt, MaxTokens: 24, MinTokens: 2})
-	if d, _ := s.SpecTokens(); !slices.Equal(got, free) || d != 0 {
-		t.Errorf("min tokens: %v, %d drafts", got, d)
+	// min_tokens holds a stop token back while it speculates.
+	stop := free[3]
+	got, out, s := generate(t, e, Request{Prompt: g.Prompt, MaxTokens: 24, MinTokens: 5, StopTokens: []int{stop}})
+	want, wantOut, _ := generate(t, newEngine(t, m, Config{}), Request{Prompt: g.Prompt, MaxTokens: 24, MinTokens: 5, StopTokens: []int{stop}})
+	if d, _ := s.SpecTokens(); d == 0 || out.Finish != wantOut.Finish || out.StopToken != wantOut.StopToken || !slices.Equal(got, want) {
+		t.Errorf("min tokens: %v (%v %d), %d drafts; plain %v (%v %d)", got, out.Finish, out.StopToken, d, want, wantOut.Finish, wantOut.StopToken)
 	}
 	waitFor(t, func() bool { return e.Stats().OpenSequences == 0 })
 }
@@ -318,7 +332,9 @@ func TestSpeculativeConfigErrors(t *testing.T) {
 		sc   Speculative
 		want string
 	}{
-		{Speculative{Method: "ngram", Tokens: 2}, "unknown speculative method"},
+		{Speculative{Method: "eagle", Tokens: 2}, "unknown speculative method"},
+		{Speculative{Method: "ngram", Tokens: 2, LookupMin: 3, LookupMax: 2}, "1 <= min <= max"},
+		{Speculative{Method: "ngram", Tokens: 5}, "1 to 4"},
 		{Speculative{Method: "mtp", Tokens: 0}, "1 to 4"},
 		{Speculative{Method: "mtp", Tokens: 5}, "1 to 4"},
 		{Speculative{Tokens: 2}, "without a speculative method"},

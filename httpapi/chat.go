@@ -224,24 +224,38 @@ type (
 	}
 )
 
+// usageOf is the usage of a completion: with completion_tokens_details
+// only where speculative decoding ran for the request (its accepted and
+// rejected draft tokens).
 func usageOf(st *llm.Stream) usage {
 	u := st.Usage()
-	return usage{PromptTokens: u.PromptTokens, TotalTokens: u.TotalTokens, CompletionTokens: u.CompletionTokens,
+	res := usage{PromptTokens: u.PromptTokens, TotalTokens: u.TotalTokens, CompletionTokens: u.CompletionTokens,
 		PromptTokensDetails: promptTokensDetails{CachedTokens: u.CachedTokens}}
+	if u.SpecDraftTokens > 0 {
+		res.CompletionTokensDetails = detailsOf(u)
+	}
+	return res
 }
 
-// chatUsageOf is usageOf with the reasoning tokens and, where speculative
-// decoding ran for the request, the accepted and rejected draft tokens.
+// chatUsageOf is usageOf with completion_tokens_details always: the
+// reasoning tokens and, where speculative decoding ran for the request,
+// the accepted and rejected draft tokens.
 func chatUsageOf(st *llm.Stream) usage {
 	u := usageOf(st)
-	lu := st.Usage()
-	d := &completionDetails{ReasoningTokens: lu.ReasoningTokens}
-	if lu.SpecDraftTokens > 0 {
-		accepted, rejected := lu.SpecAcceptedTokens, lu.SpecDraftTokens-lu.SpecAcceptedTokens
+	u.CompletionTokensDetails = detailsOf(st.Usage())
+	return u
+}
+
+// detailsOf returns the completion details of u: the reasoning tokens and,
+// where speculative decoding ran, the accepted and rejected draft tokens
+// (the drafts proposed less those accepted).
+func detailsOf(u llm.Usage) *completionDetails {
+	d := &completionDetails{ReasoningTokens: u.ReasoningTokens}
+	if u.SpecDraftTokens > 0 {
+		accepted, rejected := u.SpecAcceptedTokens, u.SpecDraftTokens-u.SpecAcceptedTokens
 		d.AcceptedPredictionTokens, d.RejectedPredictionTokens = &accepted, &rejected
 	}
-	u.CompletionTokensDetails = d
-	return u
+	return d
 }
 
 func toolCallOf(c *llm.ToolCall) chatToolCall {

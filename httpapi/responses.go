@@ -1005,7 +1005,7 @@ func (b *respBuilder) response(id string, created int64, st *llm.Stream, done bo
 	}
 	u := st.Usage()
 	resp.Usage = &respUsage{InputTokens: u.PromptTokens, InputTokensDetails: promptTokensDetails{CachedTokens: u.CachedTokens},
-		OutputTokens: u.CompletionTokens, OutputTokensDetails: completionDetails{ReasoningTokens: u.ReasoningTokens}, TotalTokens: u.TotalTokens}
+		OutputTokens: u.CompletionTokens, OutputTokensDetails: *detailsOf(u), TotalTokens: u.TotalTokens}
 	return &resp
 }
 

@@ -729,7 +729,7 @@ func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force b
 		if force && b == 0 && r.thinking {
 			b = min(outparse.DefaultThinkingBudget, maxTokens/2)
 		}
-		return g.NewConstraint(maxTokens, b), nil
+		return callProcessor{g.NewConstraint(maxTokens, b)}, nil
 	}, nil
 }
 

@@ -80,6 +80,21 @@ func (p *jsonProcessor) Accept(token int) error {
 	return p.c.Accept(token)
 }
 
+// Fork returns a copy at the same point (engine.ForkingProcessor: drafts
+// outside the document are dropped before they are verified).
+func (p *jsonProcessor) Fork() engine.LogitProcessor {
+	c := *p
+	c.c = p.c.Clone()
+	return &c
+}
+
+// callProcessor is a tool-call constraint as the engine's processor; it
+// forks (engine.ForkingProcessor).
+type callProcessor struct{ *outparse.CallConstraint }
+
+// Fork returns a copy at the same point.
+func (p callProcessor) Fork() engine.LogitProcessor { return callProcessor{p.Clone()} }
+
 // processorFor returns a factory of JSON processors for a grammar.
 func (lm *Model) processorFor(g *jsonconstraint.Grammar) processorFactory {
 	return func(maxTokens int) (engine.LogitProcessor, error) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/gguf"
@@ -39,6 +40,18 @@ type ggufSource struct {
 	// file's value-head order: attn_gate and ssm_out of the layers whose
 	// ssm_out blocks straddle value heads.
 	tiled map[string]bool
+	// layers is the text model's layer count: the MTP head's block
+	// (qwen35.LookupMTP) follows them.
+	layers int
+}
+
+// name returns the file's name of a binding: the text model's
+// (qwen35.Lookup) or the MTP head's (qwen35.LookupMTP).
+func (s *ggufSource) name(b binding) (qwen35.Tensor, bool) {
+	if strings.HasPrefix(b.name, qwen35.MTPPrefix) {
+		return qwen35.LookupMTP(b.name, s.layers)
+	}
+	return qwen35.Lookup(b.name)
 }
 
 // tiledLayers returns the linear-attention layers whose ssm_out cannot move
@@ -72,7 +85,7 @@ func (s *ggufSource) prefix() (string, error) { return ggufPrefix, nil }
 // lookup finds the file's tensor for a binding and checks its shape and
 // type.
 func (s *ggufSource) lookup(b binding) (qwen35.Tensor, gguf.TensorInfo, compute.DType, error) {
-	m, ok := qwen35.Lookup(b.name)
+	m, ok := s.name(b)
 	if !ok {
 		return m, gguf.TensorInfo{}, 0, fmt.Errorf("tensor %s has no qwen35 GGUF name", b.name)
 	}
@@ -198,7 +211,7 @@ func (s *ggufSource) undoValues(m qwen35.Tensor, data []byte, dt compute.DType, 
 }
 
 func (s *ggufSource) evict(b binding) {
-	if m, ok := qwen35.Lookup(b.name); ok {
+	if m, ok := s.name(b); ok {
 		s.f.Evict(m.Name)
 	}
 }
@@ -323,7 +336,7 @@ func NewGGUF(f *gguf.File, o Options) (*Model, error) {
 	}
 	heads := qwen35.Heads{Nk: cfg.LinearNumKeyHeads, Nv: cfg.LinearNumValueHeads, Dk: cfg.LinearKeyHeadDim, Dv: cfg.LinearValueHeadDim}
 	layers, names := tiledLayers(f, cfg, heads)
-	m, err := newModel(cfg, &ggufSource{f: f, heads: heads, tiled: names}, o)
+	m, err := newModel(cfg, &ggufSource{f: f, heads: heads, tiled: names, layers: cfg.NumLayers}, o)
 	if err != nil {
 		return nil, err
 	}

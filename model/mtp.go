@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/gguf/qwen35"
 	"github.com/govinfer/govinfer/quant"
 )
 
@@ -74,10 +75,11 @@ func MTPTensors(c *Config) []TensorSpec {
 	return out
 }
 
-// mtpPlanName is the text-model tensor whose quantization an MTP tensor
-// follows: the head's layer is planned as the last text layer, fc as an
-// attention projection.
-func mtpPlanName(c *Config, name string) string {
+// MTPPlanName is the text-model tensor whose quantization an MTP tensor
+// follows (quant.Plan knows the text model's names only): the head's layer
+// is planned as the last text layer, fc as an attention projection, the
+// norms as themselves (kept).
+func MTPPlanName(c *Config, name string) string {
 	last := fmt.Sprintf("model.language_model.layers.%d.", c.NumLayers-1)
 	if rest, ok := strings.CutPrefix(name, mtpPrefix+"layers.0."); ok {
 		return last + rest
@@ -91,8 +93,14 @@ func mtpPlanName(c *Config, name string) string {
 // loadMTP binds and loads the head's tensors (quantized as the mix plans
 // the matching text tensors, when mix is not empty).
 func loadMTP(src source, c *Config, be compute.Backend, mix string) (*mtpWeights, error) {
-	if _, ok := src.(ckSource); !ok {
-		return nil, errors.New("only safetensors checkpoints carry an MTP head")
+	switch s := src.(type) {
+	case ckSource:
+	case *ggufSource:
+		if n, err := s.f.Metadata().Int(qwen35.KeyNextNLayers); err != nil || n < 1 {
+			return nil, fmt.Errorf("the GGUF file has no MTP head (%s is 0 or absent)", qwen35.KeyNextNLayers)
+		}
+	default:
+		return nil, errors.New("only safetensors checkpoints and GGUF files with nextn tensors carry an MTP head")
 	}
 	w := &mtpWeights{}
 	bs := w.bindings(c)
@@ -115,7 +123,7 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string) (*mtpWeights
 			rows *= d
 		}
 		if mix != "" && dt.Quant() == quant.Keep {
-			qt, _, err := quant.Plan(mix, mtpPlanName(c, b.name), rows, cols, c.NumLayers)
+			qt, _, err := quant.Plan(mix, MTPPlanName(c, b.name), rows, cols, c.NumLayers)
 			if err != nil {
 				return nil, fmt.Errorf("quantizing %s: %w", b.name, err)
 			}
@@ -141,6 +149,21 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string) (*mtpWeights
 
 // HasMTP reports whether the model loaded an MTP head (Options.MTP).
 func (m *Model) HasMTP() bool { return m.mtp != nil }
+
+// DraftBytes returns the weight bytes one draft step of the MTP head
+// reads: the head's own weights and the output matrix it shares (the
+// embedding rows it gathers left out, as in DecodeBytes); 0 without a
+// head.
+func (m *Model) DraftBytes() int64 {
+	if m.mtp == nil {
+		return 0
+	}
+	n := weightBytes(m.w.lmHead)
+	for _, x := range m.mtp.all() {
+		n += weightBytes(x)
+	}
+	return n
+}
 
 // DraftSequence is the MTP head's state for one sequence: the key/value
 // cache of its attention layer, one entry per position drafted from. It is

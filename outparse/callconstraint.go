@@ -45,6 +45,14 @@ func (g *CallGrammar) NewConstraint(maxTokens, thinkBudget int) *CallConstraint 
 	return &CallConstraint{g: g, s: g.start(), maxTokens: maxTokens, thinkBudget: thinkBudget}
 }
 
+// Clone returns an independent copy of c at the same point (speculative
+// decoding checks drafts on a copy); the two share the cache of masks,
+// which depends on the state alone.
+func (c *CallConstraint) Clone() *CallConstraint {
+	d := *c
+	return &d
+}
+
 // Process masks the logits of the tokens that cannot come next.
 func (c *CallConstraint) Process(logits []float32) {
 	c.plan()

@@ -141,6 +141,117 @@ func (s *Sampler) Sample(logits []float32) int {
 	if s.p.Greedy() {
 		return compute.Argmax(l)
 	}
+	probs, total := s.dist(l)
+	if len(probs) == 0 {
+		return compute.Argmax(l)
+	}
+	r := s.rng.Float64() * total
+	for i, p := range probs {
+		r -= p
+		if r < 0 {
+			return s.cands[i].id
+		}
+	}
+	return s.cands[len(probs)-1].id
+}
+
+// Dist is a distribution over token ids: the ids with a positive
+// probability, most likely first (lower ids first on ties), and their
+// probabilities, which sum to 1.
+type Dist struct {
+	IDs   []int
+	Probs []float64
+}
+
+// Prob returns the probability of id (0 where it is not among the IDs).
+func (d Dist) Prob(id int) float64 {
+	for i, x := range d.IDs {
+		if x == id {
+			return d.Probs[i]
+		}
+	}
+	return 0
+}
+
+// Dist returns the distribution Sample draws from for a row of logits,
+// after the penalties as of the tokens accepted so far: the argmax alone
+// for greedy parameters, otherwise the temperature's softmax over the
+// tokens top-k, min-p and top-p keep. It consumes no randomness.
+func (s *Sampler) Dist(logits []float32) Dist {
+	l := s.Penalize(logits)
+	if s.p.Greedy() {
+		return Dist{IDs: []int{compute.Argmax(l)}, Probs: []float64{1}}
+	}
+	probs, total := s.dist(l)
+	if len(probs) == 0 {
+		return Dist{IDs: []int{compute.Argmax(l)}, Probs: []float64{1}}
+	}
+	d := Dist{IDs: make([]int, len(probs)), Probs: make([]float64, len(probs))}
+	for i, p := range probs {
+		d.IDs[i], d.Probs[i] = s.cands[i].id, p/total
+	}
+	return d
+}
+
+// Draw returns an id of d drawn with the sampler's random source (one
+// uniform number).
+func (s *Sampler) Draw(d Dist) int {
+	r := s.rng.Float64()
+	for i, p := range d.Probs {
+		r -= p
+		if r < 0 {
+			return d.IDs[i]
+		}
+	}
+	return d.IDs[len(d.IDs)-1]
+}
+
+// Uniform returns a uniform number in [0, 1) from the sampler's random
+// source.
+func (s *Sampler) Uniform() float64 { return s.rng.Float64() }
+
+// Speculate decides a draft token x, drawn from the draft distribution q,
+// against the target distribution p by the speculative-sampling rule
+// (Leviathan et al. 2023; Chen et al. 2023): x is accepted with
+// probability min(1, p(x)/q(x)); on rejection a token is drawn from the
+// residual, max(0, p - q) normalized. Either way the token returned is
+// distributed as p. It uses one uniform number, and a second one on
+// rejection.
+func (s *Sampler) Speculate(p, q Dist, x int) (tok int, accepted bool) {
+	px, qx := p.Prob(x), q.Prob(x)
+	if px > 0 && (qx <= 0 || s.rng.Float64()*qx < px) {
+		return x, true
+	}
+	return s.Draw(Residual(p, q)), false
+}
+
+// Residual returns max(0, p - q) normalized: what the speculative-sampling
+// rule draws from after a rejection. Where q covers p everywhere (p ≤ q,
+// so p = q, which a rejection cannot follow except by rounding) it
+// returns p.
+func Residual(p, q Dist) Dist {
+	r := Dist{IDs: make([]int, 0, len(p.IDs)), Probs: make([]float64, 0, len(p.IDs))}
+	var sum float64
+	for i, id := range p.IDs {
+		if v := p.Probs[i] - q.Prob(id); v > 0 {
+			r.IDs, r.Probs = append(r.IDs, id), append(r.Probs, v)
+			sum += v
+		}
+	}
+	if sum <= 0 {
+		return p
+	}
+	for i := range r.Probs {
+		r.Probs[i] /= sum
+	}
+	return r
+}
+
+// dist leaves in s.cands the candidates of penalized logits l, most
+// likely first, and returns the probabilities of those that survive top-k,
+// min-p and top-p (the first len(probs) of s.cands), unnormalized, and
+// their sum. It returns no probabilities when every logit is -Inf or NaN.
+func (s *Sampler) dist(l []float32) ([]float64, float64) {
 	byLogit := func(a, b candidate) int {
 		if c := cmp.Compare(b.logit, a.logit); c != 0 {
 			return c
@@ -174,7 +285,7 @@ func (s *Sampler) Sample(logits []float32) int {
 		}
 	}
 	if len(s.cands) == 0 {
-		return compute.Argmax(l)
+		return nil, 0
 	}
 	for i := range s.cands {
 		s.cands[i].logit /= s.p.Temperature
@@ -213,14 +324,7 @@ func (s *Sampler) Sample(logits []float32) int {
 	for _, p := range probs[:n] {
 		total += p
 	}
-	r := s.rng.Float64() * total
-	for i, p := range probs[:n] {
-		r -= p
-		if r < 0 {
-			return s.cands[i].id
-		}
-	}
-	return s.cands[n-1].id
+	return probs[:n], total
 }
 
 // topK appends to dst the k largest finite logits (ties toward lower ids),

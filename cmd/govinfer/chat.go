@@ -61,6 +61,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	var images fileList
 	mmproj := mmprojFlag(fs.FlagSet)
 	fs.Var(&images, "image", "attach the image `FILE` (PNG, JPEG, WebP or GIF) to the question, or to the first message of an interactive chat; repeat for several (the model needs a vision tower)")
+	specConfig := fs.String("speculative-config", "", specConfigHelp)
 	maxLen := fs.Int("max-model-len", 0, fmt.Sprintf("most tokens of the conversation plus an answer (default: the model's context, at most %d)", llm.DefaultMaxModelLen))
 	fs.BoolVar(&o.hideThinking, "hide-thinking", false, "do not show the model's reasoning (it still reasons; /think off or --think off stops that)")
 	fs.BoolVar(&o.showThinking, "show-thinking", false, "one-shot mode: write the reasoning to standard error")
@@ -98,6 +99,10 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	}
 	if _, err := os.Stat(*dir); err != nil {
 		return fail(exitUsage, "--model %s: %v", *dir, errors.Unwrap(err))
+	}
+	spec, err := parseSpeculativeConfig(*specConfig, true)
+	if err != nil {
+		return fail(exitUsage, "--speculative-config: %v", err)
 	}
 	// The images are read (and checked) before the model loads.
 	var attached []chatImage
@@ -144,8 +149,11 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	m, err := llm.Open(*dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm,
-		VisionBackend: visionBackend(bo)})
+		VisionBackend: visionBackend(bo), Speculative: spec})
 	if err != nil {
+		if spec.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {
+			return fail(exitUsage, "--speculative-config: %v", err)
+		}
 		return fail(exitError, "%v", err)
 	}
 	defer m.Close()

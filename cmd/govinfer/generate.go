@@ -29,9 +29,10 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		"A GGUF model's vision tower is an mmproj file: --mmproj FILE, or the one\n"+
 		"mmproj*.gguf file beside the model.\n"+
 		"With --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": K}' (K 1 to 4)\n"+
-		"greedy generation drafts K tokens per round with the checkpoint's MTP head and\n"+
-		"verifies them in one step: the tokens are those of plain greedy decoding; --json\n"+
-		"adds spec_draft_tokens and spec_accepted_tokens. Sampling runs without speculation.")
+		"generation drafts K tokens per round with the checkpoint's MTP head (\"ngram\": from the\n"+
+		"prompt and output) and verifies them in one step: greedy tokens are those of plain greedy\n"+
+		"decoding, sampled ones follow the same distribution; --json adds spec_draft_tokens and\n"+
+		"spec_accepted_tokens. It does not back off unless the config says \"backoff\": true.")
 	dir := fs.String("model", "", "checkpoint `PATH`: a directory (config.json + safetensors) or a GGUF file")
 	idList := fs.String("ids", "", "prompt token ids, comma separated")
 	promptText := fs.String("prompt", "", "prompt `TEXT`, tokenized as raw text (no chat template); the output is text")
@@ -44,7 +45,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	fs.Var(&images, "image", "image `FILE` (PNG, JPEG, GIF, WebP) for the next image pad of the prompt; repeat for several")
 	mmproj := mmprojFlag(fs.FlagSet)
 	asJSON := fs.Bool("json", false, "print one JSON object with prompt_ids, ids and prompt_last_logits (and text, with --prompt; spec_draft_tokens and spec_accepted_tokens with --speculative-config)")
-	specConfig := fs.String("speculative-config", "", "speculative decoding as vLLM's `JSON`: {\"method\": \"mtp\", \"num_speculative_tokens\": K}, K 1 to 4")
+	specConfig := fs.String("speculative-config", "", specConfigHelp+"; generate backs off only with \"backoff\": true, so that its counts are every round's")
 	quantize := quantizeFlag(fs.FlagSet)
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
@@ -89,7 +90,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	if *n <= 0 {
 		return fail(exitUsage, "-n must be positive, got %d", *n)
 	}
-	spec, err := parseSpeculativeConfig(*specConfig)
+	spec, err := parseSpeculativeConfig(*specConfig, false)
 	if err != nil {
 		return fail(exitUsage, "--speculative-config: %v", err)
 	}
@@ -125,12 +126,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	m, err := model.Open(*dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", Progress: quietProgress(io, *dir, *quantize)})
 	if err != nil {
 		if spec.Method == "mtp" {
-			// One line: the first missing tensor and a count of the rest.
-			msg := err.Error()
-			if lines := strings.Split(msg, "\n"); len(lines) > 1 {
-				msg = fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
-			}
-			return fail(exitUsage, "--speculative-config: method mtp needs the checkpoint's MTP head (mtp.* tensors): %s", msg)
+			return fail(exitUsage, "--speculative-config: method mtp needs the checkpoint's MTP head (mtp.* tensors): %s", firstLine(err))
 		}
 		return fail(exitUsage, "%v", err)
 	}

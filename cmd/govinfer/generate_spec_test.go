@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/internal/testckpt"
 )
 
 // specOut is generate --json's output with speculation.
@@ -102,12 +105,25 @@ func TestGenerateSpeculative(t *testing.T) {
 func TestGenerateSpeculativeErrors(t *testing.T) {
 	vl := filepath.Join("..", "..", "testdata", "models", "vl-tiny")
 	small := filepath.Join("..", "..", "testdata", "models", "small") // no mtp.* tensors
+	// chat needs a tokenizer and template: a chat checkpoint with the
+	// head, and one without it in place of small.
+	vlChat, plainChat := t.TempDir(), t.TempDir()
+	if err := testckpt.WriteVL(vlChat, filepath.Join("..", "..", "testdata")); err != nil {
+		t.Fatal(err)
+	}
+	if err := testckpt.Write(plainChat, filepath.Join("..", "..", "testdata")); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		dir, cfg, want string
 	}{
 		{vl, `{"method": "mtp", "num_speculative_tokens": 0}`, "must be 1 to 4, got 0"},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 5}`, "must be 1 to 4, got 5"},
-		{vl, `{"method": "ngram", "num_speculative_tokens": 2}`, `unknown method "ngram"`},
+		{vl, `{"method": "eagle", "num_speculative_tokens": 2}`, `unknown method "eagle"`},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "prompt_lookup_max": 3}`, `are for method "ngram"`},
+		{vl, `{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 3}`, "at most prompt_lookup_max"},
+		{vl, `{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0}`, "at least 1"},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "backoff": "no"}`, "not a JSON object"},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "draft_model": "x"}`, `unknown field "draft_model"`},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2.5}`, "not a JSON object"},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2`, "not a JSON object"},
@@ -117,9 +133,145 @@ func TestGenerateSpeculativeErrors(t *testing.T) {
 		{vl, `mtp`, "want a JSON object"},
 		{small, `{"method": "mtp", "num_speculative_tokens": 2}`, "needs the checkpoint's MTP head"},
 	} {
-		code, _, errOut := run(t, "", "generate", "--model", c.dir, "--ids", "1,2,3", "-n", "4", "--speculative-config", c.cfg)
-		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
-			t.Errorf("%s %s: exit %d, stderr %q; want exit %d and %q", filepath.Base(c.dir), c.cfg, code, errOut, exitUsage, c.want)
+		chatDir := vlChat
+		if c.dir == small {
+			chatDir = plainChat
 		}
+		// The same parser and errors on every command that takes the flag.
+		for _, args := range [][]string{
+			{"generate", "--model", c.dir, "--ids", "1,2,3", "-n", "4"},
+			{"chat", "--model", chatDir, "--max-tokens", "4", "hello"},
+			{"bench", "--model", c.dir, "--prompt", "8", "--gen", "2", "--repeat", "1", "--mem-mib", "16"},
+		} {
+			code, _, errOut := run(t, "", append(args, "--speculative-config", c.cfg)...)
+			if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+				t.Errorf("%s %s %s: exit %d, stderr %q; want exit %d and %q", args[0], filepath.Base(c.dir), c.cfg, code, errOut, exitUsage, c.want)
+			}
+		}
+	}
+}
+
+// TestChatSpeculative answers one question with and without
+// --speculative-config on a chat checkpoint with an MTP head: greedy, the
+// same answer.
+func TestChatSpeculative(t *testing.T) {
+	dir := t.TempDir()
+	if err := testckpt.WriteVL(dir, filepath.Join("..", "..", "testdata")); err != nil {
+		t.Fatal(err)
+	}
+	// The random model reasons, and answers nothing: --show-thinking
+	// writes the reasoning to standard error.
+	args := []string{"chat", "--model", dir, "--temperature", "0", "--max-tokens", "24", "--show-thinking", "Count from one to ten."}
+	code, plain, plainErr := run(t, "", args...)
+	if code != exitOK || strings.TrimSpace(plain+plainErr) == "" {
+		t.Fatalf("plain: exit %d, %q, %q", code, plain, plainErr)
+	}
+	code, spec, specErr := run(t, "", append(args, "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 3}`)...)
+	if code != exitOK || spec != plain || specErr != plainErr {
+		t.Errorf("speculative: exit %d, %q, %q; plain %q, %q", code, spec, specErr, plain, plainErr)
+	}
+}
+
+// TestBenchSpeculative runs bench with --speculative-config: the engine's
+// speculative and plain rates and the drafts of the run.
+func TestBenchSpeculative(t *testing.T) {
+	res, keys := benchJSON(t, "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 2}`)
+	for _, k := range []string{"spec_method", "spec_num_tokens", "spec_decode_tokens_per_second", "spec_plain_decode_tokens_per_second", "spec_speedup", "spec_draft_tokens"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("no key %q", k)
+		}
+	}
+	if res.SpecMethod != "mtp" || res.SpecK != 2 || res.SpecDraftTokens <= 0 || res.SpecDraftTokens%2 != 0 ||
+		res.SpecAcceptedTokens > res.SpecDraftTokens || res.SpecDecodeTokensPerSecond <= 0 || res.SpecPlainTokensPerSecond <= 0 {
+		t.Errorf("implausible speculative result: %+v", res.specResult)
+	}
+	if _, keys := benchJSON(t); keys["spec_method"] != nil {
+		t.Errorf("spec keys without --speculative-config: %v", keys["spec_method"])
+	}
+}
+
+// TestGenerateNgram runs generate with n-gram speculation on a checkpoint
+// without an MTP head: the ids are plain greedy's, and the counts are
+// there.
+func TestGenerateNgram(t *testing.T) {
+	small := filepath.Join("..", "..", "testdata", "models", "small")
+	plain := generateJSON(t, "--model", small, "--ids", "5,6,7,8,5,6,7,8,5,6", "-n", "20")
+	got := generateJSON(t, "--model", small, "--ids", "5,6,7,8,5,6,7,8,5,6", "-n", "20",
+		"--speculative-config", `{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 4}`)
+	// The random model does not repeat the prompt: drafts may be few or
+	// none (the engine's tests check n-gram drafts that are accepted).
+	if !slices.Equal(got.IDs, plain.IDs) || got.SpecDraftTokens == nil || got.SpecAcceptedTokens == nil || *got.SpecAcceptedTokens > *got.SpecDraftTokens {
+		t.Errorf("ngram: ids %v, counts %v %v; plain %v", got.IDs, got.SpecDraftTokens, got.SpecAcceptedTokens, plain.IDs)
+	}
+}
+
+func TestParseSpeculativeConfig(t *testing.T) {
+	for _, c := range []struct {
+		cfg     string
+		backoff bool
+		want    engine.Speculative
+	}{
+		{`{"method": "mtp", "num_speculative_tokens": 2}`, true, engine.Speculative{Method: "mtp", Tokens: 2}},
+		{`{"method": "mtp", "num_speculative_tokens": 2}`, false, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true}},
+		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": true}`, false, engine.Speculative{Method: "mtp", Tokens: 2}},
+		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": false}`, true, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true}},
+		{`{"method": "ngram", "num_speculative_tokens": 3}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 5, LookupMax: 5}},
+		{`{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 4, LookupMax: 4}},
+		{`{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 2, LookupMax: 2}},
+		{`{"method": "ngram", "num_speculative_tokens": 1, "prompt_lookup_min": 2, "prompt_lookup_max": 6}`, true, engine.Speculative{Method: "ngram", Tokens: 1, LookupMin: 2, LookupMax: 6}},
+	} {
+		got, err := parseSpeculativeConfig(c.cfg, c.backoff)
+		if err != nil || got.Method != c.want.Method || got.Tokens != c.want.Tokens || got.LookupMin != c.want.LookupMin ||
+			got.LookupMax != c.want.LookupMax || got.NoBackoff != c.want.NoBackoff {
+			t.Errorf("%s (backoff %v): %+v %v, want %+v", c.cfg, c.backoff, got, err, c.want)
+		}
+	}
+}
+
+// TestGenerateSpeculativeGGUF writes vl-tiny as BF16 GGUF files with
+// quantize, its MTP head as the nextn block, and runs the golden
+// speculative prompt from the file: the ids and the draft counts are the
+// safetensors checkpoint's. A file without the head (small's) is a clear
+// error.
+func TestGenerateSpeculativeGGUF(t *testing.T) {
+	vl := filepath.Join("..", "..", "testdata", "models", "vl-tiny")
+	small := filepath.Join("..", "..", "testdata", "models", "small")
+	dir := t.TempDir()
+	for _, c := range []struct{ src, out string }{{vl, "vl.gguf"}, {small, "small.gguf"}} {
+		if code, _, errOut := run(t, "", "quantize", "--model", c.src, "--out", filepath.Join(dir, c.out), "--type", "bf16"); code != exitOK {
+			t.Fatalf("quantize %s: exit %d: %s", c.src, code, errOut)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(vl, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		MTP struct {
+			Speculative struct {
+				Prompt []int `json:"prompt"`
+				Steps  int   `json:"steps"`
+			} `json:"speculative"`
+		} `json:"mtp"`
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	ids := strings.Trim(jsonString(t, g.MTP.Speculative.Prompt), "[]")
+	n := fmt.Sprint(g.MTP.Speculative.Steps)
+	for k := 1; k <= 4; k++ {
+		cfg := fmt.Sprintf(`{"method": "mtp", "num_speculative_tokens": %d}`, k)
+		want := generateJSON(t, "--model", vl, "--ids", ids, "-n", n, "--speculative-config", cfg)
+		got := generateJSON(t, "--model", filepath.Join(dir, "vl.gguf"), "--ids", ids, "-n", n, "--speculative-config", cfg)
+		if !slices.Equal(got.IDs, want.IDs) || got.SpecDraftTokens == nil || got.SpecAcceptedTokens == nil ||
+			*got.SpecDraftTokens != *want.SpecDraftTokens || *got.SpecAcceptedTokens != *want.SpecAcceptedTokens {
+			t.Errorf("k=%d: GGUF ids %v, %v drafts, %v accepted; safetensors %v, %d, %d", k, got.IDs, got.SpecDraftTokens, got.SpecAcceptedTokens,
+				want.IDs, *want.SpecDraftTokens, *want.SpecAcceptedTokens)
+		}
+	}
+	code, _, errOut := run(t, "", "generate", "--model", filepath.Join(dir, "small.gguf"), "--ids", "1,2,3", "-n", "4",
+		"--speculative-config", `{"method": "mtp", "num_speculative_tokens": 2}`)
+	if code != exitUsage || !strings.Contains(errOut, "nextn_predict_layers") {
+		t.Errorf("small.gguf: exit %d, %q; want exit %d naming nextn_predict_layers", code, errOut, exitUsage)
 	}
 }

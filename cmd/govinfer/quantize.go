@@ -26,6 +26,8 @@ func runQuantize(ctx context.Context, io stdio, args []string) int {
 		"transforms, metadata, tokenizer and chat template. bf16 keeps every matrix in\n"+
 		"BF16; q8_0 is llama.cpp's Q8_0; q4_k_m and q5_k_m are govinfer's mixes (see\n"+
 		"--quantize in the README), labelled as llama.cpp labels Q4_K_M and Q5_K_M.\n"+
+		"A multi-token-prediction head (mtp.*) is written as llama.cpp's nextn block, one\n"+
+		"block after the layers (qwen35.nextn_predict_layers = 1), for --speculative-config.\n"+
 		"The checkpoint is streamed tensor by tensor; the file appears when complete.\n\n"+
 		"The vision tower (model.visual.*) is not part of that file: --mmproj writes it\n"+
 		"as a separate mmproj file in llama.cpp's layout (projector qwen3vl_merger), which\n"+

@@ -45,15 +45,20 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		"accepting until connections close.\n\n"+
 		"Speculative decoding: --speculative-config '{\"method\": \"mtp\",\n"+
 		"\"num_speculative_tokens\": K}' (K 1 to 4) loads the checkpoint's MTP head\n"+
-		"(mtp.* weights) and drafts K tokens per round for greedy requests (temperature\n"+
-		"0); the text is plain greedy decoding's. Chat usage then details\n"+
-		"accepted_prediction_tokens and rejected_prediction_tokens, and /metrics counts\n"+
+		"(mtp.* weights) and drafts K tokens per round for every request (\"ngram\" drafts\n"+
+		"from the prompt and output, no weights): greedy text is plain greedy decoding's,\n"+
+		"sampled text follows plain sampling's distribution. A request whose drafts are\n"+
+		"mostly rejected backs off: after a window of 4 rounds that commit fewer tokens\n"+
+		"than a round costs in plain steps it decodes plainly for 128 steps, doubling up\n"+
+		"to 2048 while it keeps failing (\"backoff\": false turns that off). Usage then\n"+
+		"details accepted_prediction_tokens and rejected_prediction_tokens (chat and\n"+
+		"completions; the Responses API in output_tokens_details), and /metrics counts\n"+
 		"vllm:spec_decode_num_draft_tokens_total and _accepted_tokens_total.\n\n"+
 		"Chat page: a browser opening http://HOST:PORT/ gets a chat page served by\n"+
 		"govinfer itself (no network needed); --no-webui turns it off.")
 	var (
 		dir        = fs.String("model", "", "checkpoint directory (config.json, safetensors, tokenizer, chat template), or a GGUF file")
-		specConfig = fs.String("speculative-config", "", "speculative decoding as vLLM's `JSON`: {\"method\": \"mtp\", \"num_speculative_tokens\": K}, K 1 to 4 (needs the checkpoint's mtp.* weights)")
+		specConfig = fs.String("speculative-config", "", specConfigHelp)
 		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 		port       = fs.Int("port", 8000, "TCP port (0 picks a free one)")
 		name       = fs.String("served-model-name", "", "model id clients use (default: the checkpoint directory's name)")
@@ -160,7 +165,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 			return exitUsage
 		}
 	}
-	spec, err := parseSpeculativeConfig(*specConfig)
+	spec, err := parseSpeculativeConfig(*specConfig, true)
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: --speculative-config: %v\n", err)
 		return exitUsage

@@ -145,6 +145,53 @@ func Lookup(name string) (Tensor, bool) {
 	return t, true
 }
 
+// MTPPrefix is the Hugging Face name prefix of the multi-token-prediction
+// head's tensors.
+const MTPPrefix = "mtp."
+
+// mtpTensors map the head's own tensors (within mtp.) to their names
+// within its block; its layer (mtp.layers.i) is named as a text layer.
+var mtpTensors = map[string]Tensor{
+	"fc.weight":                    {Name: "nextn.eh_proj.weight"},
+	"pre_fc_norm_embedding.weight": {Name: "nextn.enorm.weight", Transform: NormPlusOne, F32: true},
+	"pre_fc_norm_hidden.weight":    {Name: "nextn.hnorm.weight", Transform: NormPlusOne, F32: true},
+	"norm.weight":                  {Name: "nextn.shared_head_norm.weight", Transform: NormPlusOne, F32: true},
+}
+
+// LookupMTP returns where a tensor of the MTP head (mtp.*) goes in a file
+// whose text model has layers layers: as llama.cpp's converter writes it,
+// the head is a block appended to the layers (block_count is layers plus
+// nextn_predict_layers), its layer mtp.layers.i being block layers+i under
+// the text layers' names, and its own tensors under blk.N.nextn.* of the
+// first such block (fc is eh_proj, the two input norms enorm and hnorm,
+// the final norm shared_head_norm, each norm stored as 1 + w). Other names
+// give false.
+func LookupMTP(name string, layers int) (Tensor, bool) {
+	rest, ok := strings.CutPrefix(name, MTPPrefix)
+	if !ok || layers < 0 {
+		return Tensor{}, false
+	}
+	if t, ok := mtpTensors[rest]; ok {
+		t.Name = "blk." + strconv.Itoa(layers) + "." + t.Name
+		return t, true
+	}
+	rest, ok = strings.CutPrefix(rest, "layers.")
+	if !ok {
+		return Tensor{}, false
+	}
+	num, sub, ok := strings.Cut(rest, ".")
+	i, err := strconv.Atoi(num)
+	if !ok || err != nil || i < 0 || num != strconv.Itoa(i) {
+		return Tensor{}, false
+	}
+	t, ok := layerTensors[sub]
+	if !ok {
+		return Tensor{}, false
+	}
+	t.Name = "blk." + strconv.Itoa(layers+i) + "." + t.Name
+	return t, true
+}
+
 // Heads are the head counts and sizes of the linear-attention layers: Nk
 // key heads of Dk values, Nv value heads of Dv values, Nv a multiple of Nk.
 type Heads struct{ Nk, Nv, Dk, Dv int }

@@ -147,3 +147,28 @@ func widen(t *testing.T, data []byte, dtype string) []float32 {
 	t.Fatalf("dtype %s", dtype)
 	return nil
 }
+
+// TestLookupMTP checks the MTP head's names in a file of 32 text layers:
+// llama.cpp's nextn block 32.
+func TestLookupMTP(t *testing.T) {
+	for name, want := range map[string]Tensor{
+		"mtp.fc.weight":                                {Name: "blk.32.nextn.eh_proj.weight"},
+		"mtp.pre_fc_norm_embedding.weight":             {Name: "blk.32.nextn.enorm.weight", Transform: NormPlusOne, F32: true},
+		"mtp.pre_fc_norm_hidden.weight":                {Name: "blk.32.nextn.hnorm.weight", Transform: NormPlusOne, F32: true},
+		"mtp.norm.weight":                              {Name: "blk.32.nextn.shared_head_norm.weight", Transform: NormPlusOne, F32: true},
+		"mtp.layers.0.self_attn.q_proj.weight":         {Name: "blk.32.attn_q.weight"},
+		"mtp.layers.0.self_attn.k_norm.weight":         {Name: "blk.32.attn_k_norm.weight", Transform: NormPlusOne, F32: true},
+		"mtp.layers.0.input_layernorm.weight":          {Name: "blk.32.attn_norm.weight", Transform: NormPlusOne, F32: true},
+		"mtp.layers.0.mlp.down_proj.weight":            {Name: "blk.32.ffn_down.weight"},
+		"mtp.layers.1.post_attention_layernorm.weight": {Name: "blk.33.post_attention_norm.weight", Transform: NormPlusOne, F32: true},
+	} {
+		if got, ok := LookupMTP(name, 32); !ok || got != want {
+			t.Errorf("%s: %+v %v, want %+v", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"mtp.fc", "model.layers.0.mlp.down_proj.weight", "mtp.layers.x.mlp.down_proj.weight", "mtp.layers.0.bogus.weight", "mtp.layers.01.mlp.up_proj.weight"} {
+		if got, ok := LookupMTP(name, 32); ok {
+			t.Errorf("%s: %+v, want no name", name, got)
+		}
+	}
+}
