@@ -1,0 +1,134 @@
+package main
+
+import "fmt"
+
+// The AVX2 products of packed quantized weights, on the layouts of the
+// AVX512_VNNI kernels (asm/qpack.go), which hold four consecutive columns
+// of each of 16 rows in 64 bytes: a 16-byte quarter is four rows × four
+// columns, and its bytes spread to words fill one ymm register.
+//
+// Without VPDPBUSD the products of bytes take VPMADDUBSW (unsigned × signed
+// bytes, adjacent pairs summed to int16 with saturation) or VPMADDWD
+// (words, pairs summed to int32). Q8_0 weights span all of −128..127, as do
+// the inputs, and no pairing of two such bytes keeps VPMADDUBSW exact (two
+// products of −128·−128 saturate; the VPSIGNB trick turns an input −128
+// into +128 only by wrapping), so the Q8_0 kernel spreads the weights
+// (stored +128, unsigned) and the inputs to words and multiplies with
+// VPMADDWD: the same 16 products per multiply as VPMADDUBSW followed by
+// VPMADDWD with ones, exact for every byte, and the −128·Σq stored with
+// each input block takes the 128 back out as for VPDPBUSD.
+//
+// The kernels take eight rows at a time (one half of a group), with up to
+// four inputs: per input two int32 accumulators (rows 0..3 and 4..7 of the
+// half, each row's four columns as two pair sums), a float32 running sum,
+// and two spread weight quarters, one broadcast input quad and one product
+// in the 16 ymm registers.
+
+// qp2InputRegs hold the addresses of the inputs of an AVX2 packed kernel.
+var qp2InputRegs = []string{"R13", "R9", "R11", "R14"}
+
+// qp2MaxInputs is the most inputs of one AVX2 packed kernel.
+const qp2MaxInputs = 4
+
+// qp2Head loads an AVX2 packed kernel's arguments for one half: dst in DI,
+// 4*ldd in DX, the weights in SI, the inputs in qp2InputRegs and blocks in
+// CX.
+func qp2Head(g *gen, nb int) {
+	g.l("MOVQ dst+0(FP), DI")
+	g.l("MOVQ ldd+8(FP), DX")
+	g.l("SHLQ $2, DX")
+	g.l("MOVQ w+16(FP), SI")
+	g.l("MOVQ x+24(FP), %s", qp2InputRegs[0])
+	g.l("MOVQ ldx+32(FP), AX")
+	for j := 1; j < nb; j++ {
+		g.l("LEAQ (%s)(AX*1), %s", qp2InputRegs[j-1], qp2InputRegs[j])
+	}
+	g.l("MOVQ blocks+40(FP), CX")
+}
+
+// qp2Out returns the address operand of input j's outputs at byte offset
+// off (AX holds 3*DX where j is 3).
+func qp2Out(j, off int) string {
+	return fmt.Sprintf("%d%s", off, []string{"(DI)", "(DI)(DX*1)", "(DI)(DX*2)", "(DI)(AX*1)"}[j])
+}
+
+// x86QPackQ8_0AVX2 emits the AVX2 packed Q8_0×Q8_0 kernel for nb inputs.
+//
+// Per half h (rows 8h..8h+7) and block: each input's 32 values spread to
+// words in the frame (64 bytes per input); per step s the half's two
+// quarters (bytes 32+64s+32h and +16) spread to words in Y12, Y13, and
+// with input j's words 4s..4s+3 broadcast (Y14) VPMADDWD adds two pair
+// sums per row to Y(4+2j) (rows 0..3) and Y(5+2j) (rows 4..7). VPHADDD then
+// leaves the rows' block sums in the order 0 1 4 5 2 3 6 7, the half's
+// scales (Y12) are put in the same order with VPERMQ, the float epilogue is
+// the Go twin's lane by lane into Yj, and a last VPERMQ restores the row
+// order at the store.
+func x86QPackQ8_0AVX2(g *gen, nb int) {
+	name := fmt.Sprintf("qpQ8_0AVX2x%d", nb)
+	g.text(name, fmt.Sprintf("$%d-48", 64*nb), fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
+		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q8_0×Q8_0 product of packed\n", nb)+
+		"row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx\n"+
+		"bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1.")
+	for h := range 2 {
+		qp2Head(g, nb)
+		for j := range nb {
+			g.l("VPXOR Y%d, Y%d, Y%d", j, j, j)
+		}
+		g.label(fmt.Sprintf("block%d", h))
+		for j, x := range qp2InputRegs[:nb] {
+			g.l("VPMOVSXBW (%s), Y15", x)
+			g.l("VMOVDQU Y15, %d(SP)", 64*j)
+			g.l("VPMOVSXBW 16(%s), Y15", x)
+			g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
+		}
+		for s := range 8 {
+			g.l("VPMOVZXBW %d(SI), Y12", 32+64*s+32*h)
+			g.l("VPMOVZXBW %d(SI), Y13", 32+64*s+32*h+16)
+			for j := range nb {
+				g.l("VPBROADCASTQ %d(SP), Y14", 64*j+8*s)
+				for q := range 2 {
+					acc := 4 + 2*j + q
+					if s == 0 {
+						g.l("VPMADDWD Y14, Y%d, Y%d", 12+q, acc)
+						continue
+					}
+					g.l("VPMADDWD Y14, Y%d, Y15", 12+q)
+					g.l("VPADDD Y15, Y%d, Y%d", acc, acc)
+				}
+			}
+		}
+		g.l("VCVTPH2PS %d(SI), Y12", 16*h)
+		g.l("VPERMQ $0xd8, Y12, Y12")
+		for j, x := range qp2InputRegs[:nb] {
+			a := 4 + 2*j
+			g.l("VPHADDD Y%d, Y%d, Y%d", a+1, a, a)
+			g.l("VPBROADCASTD 36(%s), Y15", x)
+			g.l("VPADDD Y15, Y%d, Y%d", a, a)
+			g.l("VCVTDQ2PS Y%d, Y%d", a, a)
+			g.l("VBROADCASTSS 32(%s), Y14", x)
+			g.l("VMULPS Y12, Y14, Y14")
+			g.l("VMULPS Y14, Y%d, Y%d", a, a)
+			g.l("VADDPS Y%d, Y%d, Y%d", a, j, j)
+		}
+		g.l("ADDQ $544, SI")
+		for _, x := range qp2InputRegs[:nb] {
+			g.l("ADDQ $40, %s", x)
+		}
+		g.l("DECQ CX")
+		g.l("JNZ block%d", h)
+		g.l("LEAQ (DX)(DX*2), AX")
+		for j := range nb {
+			g.l("VPERMQ $0xd8, Y%d, Y%d", j, j)
+			g.l("VMOVUPS Y%d, %s", j, qp2Out(j, 32*h))
+		}
+	}
+	g.l("VZEROUPPER")
+	g.l("RET")
+}
+
+// x86QPackAVX2 emits the AVX2 packed kernels.
+func x86QPackAVX2(g *gen) {
+	for nb := 1; nb <= qp2MaxInputs; nb++ {
+		x86QPackQ8_0AVX2(g, nb)
+	}
+}
