@@ -126,9 +126,129 @@ func x86QPackQ8_0AVX2(g *gen, nb int) {
 	g.l("RET")
 }
 
+// x86QPackQ4KAVX2 emits the AVX2 packed Q4_K×Q8_K kernel for nb inputs.
+//
+// Per half h (rows 8h..8h+7), super-block and sub-block j of 32 columns:
+// the eight weight vectors 8(j/2)+s (32 bytes at 64v+32h: the half's rows
+// × four bytes) are masked to their low nibbles (even j) or shifted to
+// their high ones (odd j), and VPMADDUBSW with input j's four bytes
+// 32j+4s broadcast gives two pair sums per row, added over the eight
+// steps in int16 (each at most 2·15·128, eight of them 30720: exact).
+// VPMADDWD by the rows' scales, each in both words of its row's dword,
+// then adds sc_j times the row's sub-block sum to S in int32. The mins'
+// M is four VPMADDWD of the rows' (m_2p, m_2p+1) word pairs with the
+// input's pair of sums of 32, and the epilogue is the Go twin's lane by
+// lane: sum += (d·D)·S, sum −= (dmin·D)·M.
+//
+// Registers: running sums of input i in Yi, its S in Y(4+i), its int16
+// sub-block sums in Y(8+i) (the mins' word pairs in Y8..Y11 in the
+// epilogue); the weights Y12, an input's broadcast bytes Y13, the scales
+// Y14, products Y15 (d and dmin in Y12 and Y14 in the epilogue).
+func x86QPackQ4KAVX2(g *gen, nb int) {
+	name := fmt.Sprintf("qpQ4KAVX2x%d", nb)
+	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
+		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q4_K×Q8_K product of packed\n", nb)+
+		"row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)\n"+
+		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
+		"super-block as the Go twin sums it. Requires blocks >= 1.")
+	for h := range 2 {
+		qp2Head(g, nb)
+		g.l("IMUL3Q $2048, CX, R10")
+		g.l("ADDQ SI, R10")
+		for i := range nb {
+			g.l("VPXOR Y%d, Y%d, Y%d", i, i, i)
+		}
+		g.label(fmt.Sprintf("block%d", h))
+		for j := range 8 {
+			g.l("VPMOVZXBD %d(R10), Y14", 16*j+8*h)
+			g.l("VPSLLD $16, Y14, Y15")
+			g.l("VPOR Y15, Y14, Y14")
+			for s := range 8 {
+				addr := fmt.Sprintf("%d(SI)", 64*(8*(j/2)+s)+32*h)
+				if j%2 == 0 {
+					g.l("VMOVDQU %s, Y12", addr)
+				} else {
+					g.l("VPSRLW $4, %s, Y12", addr)
+				}
+				g.l("VPAND qp2nib<>(SB), Y12, Y12")
+				for i, x := range qp2InputRegs[:nb] {
+					g.l("VPBROADCASTD %d(%s), Y13", 32*j+4*s, x)
+					if s == 0 {
+						g.l("VPMADDUBSW Y13, Y12, Y%d", 8+i)
+						continue
+					}
+					g.l("VPMADDUBSW Y13, Y12, Y15")
+					g.l("VPADDW Y15, Y%d, Y%d", 8+i, 8+i)
+				}
+			}
+			for i := range nb {
+				if j == 0 {
+					g.l("VPMADDWD Y14, Y%d, Y%d", 8+i, 4+i)
+					continue
+				}
+				g.l("VPMADDWD Y14, Y%d, Y15", 8+i)
+				g.l("VPADDD Y15, Y%d, Y%d", 4+i, 4+i)
+			}
+		}
+		g.l("VCVTPH2PS %d(R10), Y12", 256+16*h)
+		g.l("VCVTPH2PS %d(R10), Y14", 288+16*h)
+		for p := range 4 {
+			g.l("VPMOVZXBW %d(R10), Y%d", 128+32*p+16*h, 8+p)
+		}
+		for i, x := range qp2InputRegs[:nb] {
+			s := 4 + i
+			g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+			g.l("VMULPS Y12, Y13, Y15")
+			g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+			g.l("VMULPS Y15, Y%d, Y%d", s, s)
+			g.l("VADDPS Y%d, Y%d, Y%d", s, i, i)
+			for p := range 4 {
+				g.l("VPBROADCASTD %d(%s), Y13", qKInputBs32+4*p, x)
+				if p == 0 {
+					g.l("VPMADDWD Y13, Y8, Y%d", s)
+					continue
+				}
+				g.l("VPMADDWD Y13, Y%d, Y15", 8+p)
+				g.l("VPADDD Y15, Y%d, Y%d", s, s)
+			}
+			g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+			g.l("VMULPS Y14, Y13, Y15")
+			g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+			g.l("VMULPS Y15, Y%d, Y%d", s, s)
+			g.l("VSUBPS Y%d, Y%d, Y%d", s, i, i)
+		}
+		g.l("ADDQ $2048, SI")
+		g.l("ADDQ $320, R10")
+		for _, x := range qp2InputRegs[:nb] {
+			g.l("ADDQ $%d, %s", qKInput, x)
+		}
+		g.l("DECQ CX")
+		g.l("JNZ block%d", h)
+		g.l("LEAQ (DX)(DX*2), AX")
+		for i := range nb {
+			g.l("VMOVUPS Y%d, %s", i, qp2Out(i, 32*h))
+		}
+	}
+	g.l("VZEROUPPER")
+	g.l("RET")
+}
+
+// qp2Consts emits the constants of the AVX2 packed kernels: 32 bytes of
+// 0x0F (qp2nib).
+func qp2Consts(g *gen) {
+	for i := 0; i < 32; i += 8 {
+		fmt.Fprintf(&g.b, "DATA qp2nib<>+%d(SB)/8, $0x0f0f0f0f0f0f0f0f\n", i)
+	}
+	fmt.Fprintf(&g.b, "GLOBL qp2nib<>(SB), RODATA|NOPTR, $32\n\n")
+}
+
 // x86QPackAVX2 emits the AVX2 packed kernels.
 func x86QPackAVX2(g *gen) {
+	qp2Consts(g)
 	for nb := 1; nb <= qp2MaxInputs; nb++ {
 		x86QPackQ8_0AVX2(g, nb)
+	}
+	for nb := 1; nb <= qp2MaxInputs; nb++ {
+		x86QPackQ4KAVX2(g, nb)
 	}
 }
