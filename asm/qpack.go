@@ -65,8 +65,9 @@ import (
 // 340 bytes.
 //
 // The amd64 kernel sets without AVX512_VNNI multiply the same layouts on
-// AVX2 (VPMADDWD, VPMADDUBSW for Q4_K; see internal/asmgen/qpack_avx2.go), eight rows of a
-// group and up to four inputs at a time, with the same sums.
+// AVX2 (VPMADDWD for Q8_0, VPMADDUBSW for the K-quants; see
+// internal/asmgen/qpack_avx2.go), eight rows of a group and up to four
+// inputs at a time, with the same sums.
 //
 // Against MatMulQ on GGML's layout with the AVX2 kernels (one thread, Zen 4):
 // see the commits that added them; the layout costs one copy of the weights
@@ -135,9 +136,9 @@ func (k *impl) qpKernels(t quant.Type) *[maxPackInputs]qpKernel {
 
 // PacksQ reports whether k has kernels for t weights in the packed layout
 // (PackQ, PackInputs, MatMulQPacked): Q8_0, Q4_K and Q6_K with
-// AVX512_VNNI, Q8_0 and Q4_K on the other amd64 sets (AVX2). When it does not, MatMulQ on GGML's layout is k's product
-// for t (MatMulQPacked still works where t has a packed layout, on the Go
-// twin).
+// AVX512_VNNI or, on the other amd64 sets, AVX2. When it does not, MatMulQ
+// on GGML's layout is k's product for t (MatMulQPacked still works where t
+// has a packed layout, on the Go twin).
 func (k *Kernels) PacksQ(t quant.Type) bool { return k.qpKernels(t) != nil }
 
 // PackedQBytes returns the bytes of a rows×cols matrix of t weights in the

@@ -118,8 +118,8 @@ func TestPackQErrors(t *testing.T) {
 }
 
 // avx2Packs reports whether the kernel sets without AVX512_VNNI have
-// packed kernels for t.
-func avx2Packs(t quant.Type) bool { return t == quant.Q8_0 || t == quant.Q4_K }
+// packed kernels for t: every packed type.
+func avx2Packs(t quant.Type) bool { return PackedQBytes(t, 16, 256) > 0 }
 
 // TestPackInputs checks that every kernel set packs the inputs
 // QuantizeInputs quantizes, with d as float32 and −128·Σq beside them

@@ -233,13 +233,116 @@ func x86QPackQ4KAVX2(g *gen, nb int) {
 	g.l("RET")
 }
 
+// x86QPackQ6KAVX2 emits the AVX2 packed Q6_K×Q8_K kernel for nb inputs.
+//
+// Per half h, super-block and sub-block j of 16 columns: the half's 32
+// bytes of A, B and C (192j, +64, +128, each +32h) give the four weight
+// vectors of 6-bit values as q6kUnpack does on AVX-512 (word shifts and
+// masks); per input, VPMADDUBSW of each with its broadcast four input
+// bytes, two of them added in int16 (at most 2·2·63·128 = 32256: exact),
+// VPMADDWD with ones into int32, plus the input's −32·Σq, times the rows'
+// signed scales (VPMULLD) added to S, which the twin's epilogue scales
+// lane by lane.
+//
+// Registers: running sums of input i in Yi, its S in Y(4+i); the weight
+// vectors Y8..Y11, the scales Y12 (d in the epilogue), an input's
+// broadcast bytes Y13, products Y14 and Y15.
+func x86QPackQ6KAVX2(g *gen, nb int) {
+	name := fmt.Sprintf("qpQ6KAVX2x%d", nb)
+	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
+		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q6_K×Q8_K product of packed\n", nb)+
+		"row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)\n"+
+		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
+		"super-block as the Go twin sums it. Requires blocks >= 1.")
+	for h := range 2 {
+		qp2Head(g, nb)
+		g.l("IMUL3Q $3072, CX, R10")
+		g.l("ADDQ SI, R10")
+		for i := range nb {
+			g.l("VPXOR Y%d, Y%d, Y%d", i, i, i)
+		}
+		g.label(fmt.Sprintf("block%d", h))
+		for j := range 16 {
+			for v := range 3 {
+				g.l("VMOVDQU %d(SI), Y%d", 192*j+64*v+32*h, 8+v)
+			}
+			g.l("VPSRLW $6, Y8, Y11")
+			g.l("VPAND qp2m6<>+32(SB), Y11, Y11")
+			g.l("VPSRLW $4, Y9, Y14")
+			g.l("VPAND qp2m6<>+64(SB), Y14, Y14")
+			g.l("VPOR Y14, Y11, Y11")
+			g.l("VPSRLW $2, Y10, Y14")
+			g.l("VPAND qp2m6<>+96(SB), Y14, Y14")
+			g.l("VPOR Y14, Y11, Y11")
+			for v := range 3 {
+				g.l("VPAND qp2m6<>+0(SB), Y%d, Y%d", 8+v, 8+v)
+			}
+			g.l("VPMOVSXBD %d(R10), Y12", 16*j+8*h)
+			for i, x := range qp2InputRegs[:nb] {
+				for k := range 4 {
+					dst := []int{14, 15, 15, 13}[k]
+					g.l("VPBROADCASTD %d(%s), Y13", 16*j+4*k, x)
+					g.l("VPMADDUBSW Y13, Y%d, Y%d", 8+k, dst)
+					if k%2 == 1 {
+						g.l("VPADDW Y%d, Y%d, Y%d", dst, 14+k/2, 14+k/2)
+					}
+				}
+				g.l("VPMADDWD qp2ones<>(SB), Y14, Y14")
+				g.l("VPMADDWD qp2ones<>(SB), Y15, Y15")
+				g.l("VPADDD Y15, Y14, Y14")
+				g.l("VPBROADCASTD %d(%s), Y13", qKInputCorr+4*j, x)
+				g.l("VPADDD Y13, Y14, Y14")
+				if j == 0 {
+					g.l("VPMULLD Y12, Y14, Y%d", 4+i)
+					continue
+				}
+				g.l("VPMULLD Y12, Y14, Y14")
+				g.l("VPADDD Y14, Y%d, Y%d", 4+i, 4+i)
+			}
+		}
+		g.l("VCVTPH2PS %d(R10), Y12", 256+16*h)
+		for i, x := range qp2InputRegs[:nb] {
+			s := 4 + i
+			g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+			g.l("VMULPS Y12, Y13, Y15")
+			g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+			g.l("VMULPS Y15, Y%d, Y%d", s, s)
+			g.l("VADDPS Y%d, Y%d, Y%d", s, i, i)
+		}
+		g.l("ADDQ $3072, SI")
+		g.l("ADDQ $288, R10")
+		for _, x := range qp2InputRegs[:nb] {
+			g.l("ADDQ $%d, %s", qKInput, x)
+		}
+		g.l("DECQ CX")
+		g.l("JNZ block%d", h)
+		g.l("LEAQ (DX)(DX*2), AX")
+		for i := range nb {
+			g.l("VMOVUPS Y%d, %s", i, qp2Out(i, 32*h))
+		}
+	}
+	g.l("VZEROUPPER")
+	g.l("RET")
+}
+
 // qp2Consts emits the constants of the AVX2 packed kernels: 32 bytes of
-// 0x0F (qp2nib).
+// 0x0F (qp2nib); 32 bytes each of 0x3F, 0x03, 0x0C and 0x30 (qp2m6, the
+// Q6_K masks); 16 words of 1 (qp2ones).
 func qp2Consts(g *gen) {
 	for i := 0; i < 32; i += 8 {
 		fmt.Fprintf(&g.b, "DATA qp2nib<>+%d(SB)/8, $0x0f0f0f0f0f0f0f0f\n", i)
 	}
 	fmt.Fprintf(&g.b, "GLOBL qp2nib<>(SB), RODATA|NOPTR, $32\n\n")
+	for k, b := range []uint64{0x3f, 0x03, 0x0c, 0x30} {
+		for i := 0; i < 32; i += 8 {
+			fmt.Fprintf(&g.b, "DATA qp2m6<>+%d(SB)/8, $0x%016x\n", 32*k+i, b*0x0101010101010101)
+		}
+	}
+	fmt.Fprintf(&g.b, "GLOBL qp2m6<>(SB), RODATA|NOPTR, $128\n\n")
+	for i := 0; i < 32; i += 8 {
+		fmt.Fprintf(&g.b, "DATA qp2ones<>+%d(SB)/8, $0x0001000100010001\n", i)
+	}
+	fmt.Fprintf(&g.b, "GLOBL qp2ones<>(SB), RODATA|NOPTR, $32\n\n")
 }
 
 // x86QPackAVX2 emits the AVX2 packed kernels.
@@ -250,5 +353,8 @@ func x86QPackAVX2(g *gen) {
 	}
 	for nb := 1; nb <= qp2MaxInputs; nb++ {
 		x86QPackQ4KAVX2(g, nb)
+	}
+	for nb := 1; nb <= qp2MaxInputs; nb++ {
+		x86QPackQ6KAVX2(g, nb)
 	}
 }
