@@ -157,6 +157,42 @@ func quantQ8KAVX2(dst *byte, x *float32, blocks int)
 func quantQ8_0AVX2(dst *byte, x *float32, blocks int) (nan bool)
 
 //go:noescape
+func qpQ8_0AVX2x1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0AVX2x2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0AVX2x3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0AVX2x4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KAVX2x1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KAVX2x2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KAVX2x3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KAVX2x4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KAVX2x1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KAVX2x2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KAVX2x3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KAVX2x4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
 func qpQ8_0VNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 
 //go:noescape
@@ -356,6 +392,12 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 		k.qpGroupsQ4_K = &qpGroupKernels{qpQ4KVNNI2g, qpQ4KVNNI4g}
 		k.qpGroupsQ6_K = &qpGroupKernels{qpQ6KVNNI2g, qpQ6KVNNI4g}
 		k.name += "-vnni"
+	} else {
+		// Without VNNI the packed products run on VPMADDWD (see
+		// internal/asmgen/qpack_avx2.go), up to four inputs at a time.
+		k.qpQ8_0 = &[maxPackInputs]qpKernel{qpQ8_0AVX2x1, qpQ8_0AVX2x2, qpQ8_0AVX2x3, qpQ8_0AVX2x4}
+		k.qpQ4_K = &[maxPackInputs]qpKernel{qpQ4KAVX2x1, qpQ4KAVX2x2, qpQ4KAVX2x3, qpQ4KAVX2x4}
+		k.qpQ6_K = &[maxPackInputs]qpKernel{qpQ6KAVX2x1, qpQ6KAVX2x2, qpQ6KAVX2x3, qpQ6KAVX2x4}
 	}
 	if f.AVX512 {
 		k.matMulBF16TilesFMA = matMulBF16TilesFMAAVX512

@@ -72,6 +72,9 @@ type impl struct {
 	// four groups at once (nil: none), whose weight streams decode faster
 	// than one.
 	qpGroupsQ4_K, qpGroupsQ6_K *qpGroupKernels
+	// qpInputBytes is the bytes of packed inputs a packed product takes
+	// at a time (qpInputBytes).
+	qpInputBytes int
 }
 
 // goImpl is the pure-Go kernel set.
@@ -115,6 +118,7 @@ func New(want Features) *Kernels {
 func newBlocked(want Features, nBlock int) *Kernels {
 	f := want.and(DetectFeatures())
 	k := &Kernels{impl: goImpl()}
+	k.qpInputBytes = qpInputBytes(cpuid.CPU.Cache.L2)
 	k.features = archImpl(&k.impl, f, nBlock)
 	return k
 }

@@ -110,12 +110,16 @@ func TestPackQErrors(t *testing.T) {
 			t.Errorf("%s packs Q5_K or Keep", k.Name())
 		}
 		for _, qt := range packedTypes {
-			if k.PacksQ(qt) != k.Features().AVX512VNNI {
+			if want := k.Features().AVX512VNNI || k.Features().AVX2 && avx2Packs(qt); k.PacksQ(qt) != want {
 				t.Errorf("%s: PacksQ(%v) = %v", k.Name(), qt, k.PacksQ(qt))
 			}
 		}
 	}
 }
+
+// avx2Packs reports whether the kernel sets without AVX512_VNNI have
+// packed kernels for t: every packed type.
+func avx2Packs(t quant.Type) bool { return PackedQBytes(t, 16, 256) > 0 }
 
 // TestPackInputs checks that every kernel set packs the inputs
 // QuantizeInputs quantizes, with d as float32 and −128·Σq beside them
@@ -327,15 +331,21 @@ func TestMatMulQPackedNoAllocs(t *testing.T) {
 // BenchmarkMatMulQPacked measures the packed product against MatMulQ on
 // GGML's layout, same weights, same kernel set, one thread, for each
 // packed type: decode (n=1, GB/s of weights) and prefill (n=8, 64 and 512,
-// GFLOP/s as 2·rows·cols·n).
+// GFLOP/s as 2·rows·cols·n); on the detected kernel set and, where that
+// is another, on the AVX2 one.
 func BenchmarkMatMulQPacked(b *testing.B) {
-	for _, qt := range packedTypes {
-		b.Run(qt.String(), func(b *testing.B) { benchMatMulQPacked(b, qt) })
+	sets := []*Kernels{Detect()}
+	if k := New(Features{AVX2: true}); k.Name() != sets[0].Name() && k.Features().AVX2 {
+		sets = append(sets, k)
+	}
+	for _, k := range sets {
+		for _, qt := range packedTypes {
+			b.Run(k.Name()+"/"+qt.String(), func(b *testing.B) { benchMatMulQPacked(b, k, qt) })
+		}
 	}
 }
 
-func benchMatMulQPacked(b *testing.B, qt quant.Type) {
-	k := Detect()
+func benchMatMulQPacked(b *testing.B, k *Kernels, qt quant.Type) {
 	if !k.PacksQ(qt) {
 		b.Skipf("%s kernels do not pack %v", k.Name(), qt)
 	}

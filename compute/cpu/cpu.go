@@ -50,6 +50,7 @@ type Backend struct {
 	tiles      bool     // bf16 matrices in the tile layout (amx, or the FMA tile products)
 	amx        bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
 	op         bool     // the FMA tile products on AVX2's outer-product kernel (asm.Kernels.MatMulBF16TilesOP)
+	noPack     bool     // quantized weights stay in GGML's layout (Options.NoPackedQuant)
 }
 
 // Options configures a CPU backend.
@@ -100,6 +101,11 @@ type Options struct {
 	// 16 rows × 6 inputs, each weight converted once per 6 inputs), for
 	// prompt and decode rows alike; NoFMATiles turns that off too.
 	NoFMATiles bool
+	// NoPackedQuant keeps quantized weights in GGML's layout (MatMulQ)
+	// where the kernels would repack them for their packed products
+	// (asm.Kernels.PacksQ: AVX512_VNNI, or AVX2), for comparisons; the
+	// results are the same bits either way.
+	NoPackedQuant bool
 }
 
 // New returns a CPU backend.
@@ -115,7 +121,7 @@ func New(o Options) *Backend {
 	amx := !o.NoAMXTiles && k.TilesBF16()
 	fma := !amx && !o.NoFMATiles && !o.BF16Inputs && (k.TilesFMA() || k.TilesOP())
 	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: amx || fma, amx: amx,
-		op: fma && !k.TilesFMA()}
+		op: fma && !k.TilesFMA(), noPack: o.NoPackedQuant}
 }
 
 // BF16Inputs reports whether products with bf16 weights round their inputs
@@ -284,7 +290,7 @@ func (b *Backend) loadWeight(name string, dt compute.DType, rows, cols int, data
 			return nil, fmt.Errorf("cpu: weight %s: %d bytes for [%d, %d] %v, want %d", name, len(data), rows, cols, dt, want)
 		}
 		w := &weight{name: name, dt: dt, rows: rows, cols: cols, q: data}
-		if b.k.PacksQ(q) {
+		if b.k.PacksQ(q) && !b.noPack {
 			// The kernels read this format faster with rows interleaved:
 			// one copy now, and data is no longer referenced.
 			w.packed = make([]byte, asm.PackedQBytes(q, rows, cols))

@@ -5,19 +5,27 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/quant"
 )
 
-// TestQuantizedWeights checks quantized weights on the CPU backend (packed
-// where the kernels pack the format, a last group of 5 rows): Embed
+// TestQuantizedWeights checks quantized weights on the CPU backend, with the
+// detected kernel set and the AVX2 one (packed where the kernels pack the
+// format, unless Options.NoPackedQuant; a last group of 5 rows): Embed
 // gathers exactly the dequantized rows; MatMul with n inputs equals the
 // package quant twin (8-bit inputs, integer block sums) bit for bit, for
 // decode and batches, whatever the threads; bad shapes are errors.
 func TestQuantizedWeights(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, threads := range []int{1, 3} {
-		b := New(Options{Threads: threads})
+	for _, c := range []struct {
+		threads int
+		k       *asm.Kernels
+		noPack  bool
+	}{{1, nil, false}, {3, nil, false}, {1, asm.New(asm.Features{AVX2: true}), false}, {3, asm.New(asm.Features{AVX2: true}), false},
+		{3, nil, true}} {
+		threads := c.threads
+		b := New(Options{Threads: threads, Kernels: c.k, NoPackedQuant: c.noPack})
 		for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_K, compute.Q5_K, compute.Q6_K} {
 			qt := dt.Quant()
 			const rows, cols = 37, 512
@@ -37,7 +45,7 @@ func TestQuantizedWeights(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Packed weights (asm.PackQ) are the backend's own copy.
-			if got := w.(compute.DataOwner).OwnsData(); got != b.Kernels().PacksQ(qt) {
+			if got := w.(compute.DataOwner).OwnsData(); got != (b.Kernels().PacksQ(qt) && !c.noPack) {
 				t.Errorf("%v on %s kernels: OwnsData %v", dt, b.Kernels().Name(), got)
 			}
 			// Embed.

@@ -132,3 +132,25 @@ func TestDefaultReadBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestInt8AVX2 checks that Options.Int8AVX2 picks the AVX2 int8 loop
+// wherever an int8 loop runs (every CPU with AVX512_VNNI has AVX2), and
+// that the loop is measured.
+func TestInt8AVX2(t *testing.T) {
+	ps := int8ProbesFor(true)
+	if len(ps) == 0 != (len(int8Probes()) == 0) {
+		t.Fatalf("AVX2 int8 loops %d, int8 loops %d", len(ps), len(int8Probes()))
+	}
+	for _, p := range ps {
+		if !strings.HasPrefix(p.name, "avx2 ") {
+			t.Errorf("Int8AVX2 picks %s", p.name)
+		}
+	}
+	if len(ps) > 0 {
+		r := peak(ps[0], 1, 2, 2*time.Millisecond)
+		if !(r.Value > 0.1 && r.Value < 1e6) || r.Probe != ps[0].name {
+			t.Errorf("AVX2 int8 peak: %v", r)
+		}
+		t.Logf("AVX2 int8 peak: %v", r)
+	}
+}

@@ -3,6 +3,8 @@ package machine
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -151,17 +153,27 @@ func DotBF16(threads, runs int, d time.Duration) (Rate, bool) {
 // HasDotBF16 reports whether DotBF16 can measure on this CPU and build.
 func HasDotBF16() bool { return len(bf16Probes()) > 0 }
 
-// DotInt8 returns the int8 dot-product rate (VPDPBUSD: unsigned by signed
-// byte products accumulated in int32, as the packed quantized products run;
-// a multiply-add counts as two operations) of threads OS threads, best of
-// runs of about d each, and false where the CPU (or this build) has no such
-// instruction.
+// DotInt8 returns the int8 dot-product rate (unsigned by signed byte
+// products accumulated in int32, as the packed quantized products run:
+// VPDPBUSD with AVX512_VNNI, else VPMADDUBSW then VPMADDWD on AVX2; a
+// multiply-add counts as two operations) of threads OS threads, best of
+// runs of about d each, and false where the CPU (or this build) has
+// neither.
 func DotInt8(threads, runs int, d time.Duration) (Rate, bool) {
 	return firstPeak(int8Probes(), threads, runs, d)
 }
 
 // HasDotInt8 reports whether DotInt8 can measure on this CPU and build.
 func HasDotInt8() bool { return len(int8Probes()) > 0 }
+
+// int8ProbesFor is int8Probes, only the AVX2 loop where avx2 is set.
+func int8ProbesFor(avx2 bool) []computeProbe {
+	ps := int8Probes()
+	if avx2 {
+		ps = slices.DeleteFunc(ps, func(p computeProbe) bool { return !strings.HasPrefix(p.name, "avx2 ") })
+	}
+	return ps
+}
 
 // TileBF16 returns the AMX bf16 tile rate (TDPBF16PS: bf16 products
 // accumulated in float32 tiles, four independent sums) of threads OS
@@ -248,6 +260,10 @@ type Options struct {
 	// ComputeTime is the length of each compute run (3 runs per figure); 0
 	// means 15 ms.
 	ComputeTime time.Duration
+	// Int8AVX2 measures the int8 dot peak on the AVX2 loop (VPMADDUBSW
+	// then VPMADDWD) even where the CPU has AVX512_VNNI, for kernels that
+	// do not use it.
+	Int8AVX2 bool
 }
 
 // Measure runs every probe: read bandwidth and compute peaks at one thread
@@ -284,10 +300,10 @@ func Measure(o Options) Report {
 		r.DotBF16One, _ = DotBF16(1, 3, o.ComputeTime)
 		r.DotBF16, _ = DotBF16(o.Threads, 3, o.ComputeTime)
 	}
-	if HasDotInt8() {
+	if ps := int8ProbesFor(o.Int8AVX2); len(ps) > 0 {
 		r.Int8 = true
-		r.DotInt8One, _ = DotInt8(1, 3, o.ComputeTime)
-		r.DotInt8, _ = DotInt8(o.Threads, 3, o.ComputeTime)
+		r.DotInt8One = peak(ps[0], 1, 3, o.ComputeTime)
+		r.DotInt8 = peak(ps[0], o.Threads, 3, o.ComputeTime)
 	}
 	if HasTileBF16() {
 		r.AMX = true

@@ -21,6 +21,8 @@ func dotBF16AVX512(iters int, x uint32) float32
 
 func dotInt8AVX512(iters int, x uint32) float32
 
+func dotInt8AVX2(iters int, x uint32) float32
+
 //go:noescape
 func tdpBF16AMX(cfg *byte, ones *uint16, iters int, out *float32)
 
@@ -68,14 +70,21 @@ func bf16Probes() []computeProbe {
 }
 
 // int8Probes returns the int8 dot loops the CPU can run, best first; none
-// without AVX512_VNNI.
+// without AVX2.
 func int8Probes() []computeProbe {
-	if !hasAVX512VNNI {
-		return nil
+	var ps []computeProbe
+	if hasAVX512VNNI {
+		// Each VPDPBUSD zmm does 64 byte multiply-adds: 128 integer
+		// operations. Every byte of 0x01010101 is 1, so each instruction
+		// adds 4 to a lane.
+		ps = append(ps, computeProbe{"avx512_vnni VPDPBUSD zmm x12", 12 * 64 * 2, func(n int) float32 { return dotInt8AVX512(n, 0x01010101) }, 8})
 	}
-	// Each VPDPBUSD zmm does 64 byte multiply-adds: 128 integer operations.
-	// Every byte of 0x01010101 is 1, so each instruction adds 4 to a lane.
-	return []computeProbe{{"avx512_vnni VPDPBUSD zmm x12", 12 * 64 * 2, func(n int) float32 { return dotInt8AVX512(n, 0x01010101) }, 8}}
+	if hasAVX2 {
+		// Each VPMADDUBSW+VPMADDWD+VPADDD ymm does 32 byte multiply-adds:
+		// 64 integer operations, and adds 4 to a lane.
+		ps = append(ps, computeProbe{"avx2 VPMADDUBSW+VPMADDWD ymm x12", 12 * 32 * 2, func(n int) float32 { return dotInt8AVX2(n, 0x01010101) }, 8})
+	}
+	return ps
 }
 
 // amxProbes returns the AMX tile loops the CPU can run; none without

@@ -255,6 +255,78 @@ dotint8loop:
 	MOVSS X0, ret+16(FP)
 	RET
 
+// func dotInt8AVX2(iters int, x uint32) float32
+// Runs iters iterations of 12 independent int8 dot chains on ymm, as the
+// AVX2 packed quantized products run without VNNI: VPMADDUBSW (unsigned by
+// signed bytes of x, pairs summed to int16), VPMADDWD with words of 1 (pairs
+// summed to int32) and VPADDD into the chain's lanes; returns lane 0 of the
+// first plus the last chain, as float32. Requires iters >= 1.
+TEXT ·dotInt8AVX2(SB), NOSPLIT, $0-20
+	MOVQ iters+0(FP), CX
+	MOVL x+8(FP), AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	VMOVDQA Y12, Y13
+	MOVL $0x00010001, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+dotint8avx2loop:
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y0, Y0
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y1, Y1
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y2, Y2
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y3, Y3
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y4, Y4
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y5, Y5
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y6, Y6
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y7, Y7
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y8, Y8
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y9, Y9
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y10, Y10
+	VPMADDUBSW Y13, Y12, Y15
+	VPMADDWD Y14, Y15, Y15
+	VPADDD Y15, Y11, Y11
+	DECQ CX
+	JNZ dotint8avx2loop
+	VPADDD Y11, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+
 // func tdpBF16AMX(cfg *byte, ones *uint16, iters int, out *float32)
 // Loads the AMX configuration cfg (eight tiles of 16 rows of 64 bytes),
 // fills tiles 4-7 from the 1 KiB at ones, runs iters iterations of four

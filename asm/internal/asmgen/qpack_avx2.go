@@ -1,0 +1,360 @@
+package main
+
+import "fmt"
+
+// The AVX2 products of packed quantized weights, on the layouts of the
+// AVX512_VNNI kernels (asm/qpack.go), which hold four consecutive columns
+// of each of 16 rows in 64 bytes: a 16-byte quarter is four rows × four
+// columns, and its bytes spread to words fill one ymm register.
+//
+// Without VPDPBUSD the products of bytes take VPMADDUBSW (unsigned × signed
+// bytes, adjacent pairs summed to int16 with saturation) or VPMADDWD
+// (words, pairs summed to int32). Q8_0 weights span all of −128..127, as do
+// the inputs, and no pairing of two such bytes keeps VPMADDUBSW exact (two
+// products of −128·−128 saturate; the VPSIGNB trick turns an input −128
+// into +128 only by wrapping), so the Q8_0 kernel spreads the weights
+// (stored +128, unsigned) and the inputs to words and multiplies with
+// VPMADDWD: the same 16 products per multiply as VPMADDUBSW followed by
+// VPMADDWD with ones, exact for every byte, and the −128·Σq stored with
+// each input block takes the 128 back out as for VPDPBUSD.
+//
+// The kernels take eight rows at a time (one half of a group), with up to
+// four inputs: per input two int32 accumulators (rows 0..3 and 4..7 of the
+// half, each row's four columns as two pair sums), a float32 running sum,
+// and two spread weight quarters, one broadcast input quad and one product
+// in the 16 ymm registers.
+
+// qp2InputRegs hold the addresses of the inputs of an AVX2 packed kernel.
+var qp2InputRegs = []string{"R13", "R9", "R11", "R14"}
+
+// qp2MaxInputs is the most inputs of one AVX2 packed kernel.
+const qp2MaxInputs = 4
+
+// qp2Head loads an AVX2 packed kernel's arguments for one half: dst in DI,
+// 4*ldd in DX, the weights in SI, the inputs in qp2InputRegs and blocks in
+// CX.
+func qp2Head(g *gen, nb int) {
+	g.l("MOVQ dst+0(FP), DI")
+	g.l("MOVQ ldd+8(FP), DX")
+	g.l("SHLQ $2, DX")
+	g.l("MOVQ w+16(FP), SI")
+	g.l("MOVQ x+24(FP), %s", qp2InputRegs[0])
+	g.l("MOVQ ldx+32(FP), AX")
+	for j := 1; j < nb; j++ {
+		g.l("LEAQ (%s)(AX*1), %s", qp2InputRegs[j-1], qp2InputRegs[j])
+	}
+	g.l("MOVQ blocks+40(FP), CX")
+}
+
+// qp2Out returns the address operand of input j's outputs at byte offset
+// off (AX holds 3*DX where j is 3).
+func qp2Out(j, off int) string {
+	return fmt.Sprintf("%d%s", off, []string{"(DI)", "(DI)(DX*1)", "(DI)(DX*2)", "(DI)(AX*1)"}[j])
+}
+
+// x86QPackQ8_0AVX2 emits the AVX2 packed Q8_0×Q8_0 kernel for nb inputs.
+//
+// Per half h (rows 8h..8h+7) and block: each input's 32 values spread to
+// words in the frame (64 bytes per input); per step s the half's two
+// quarters (bytes 32+64s+32h and +16) spread to words in Y12, Y13, and
+// with input j's words 4s..4s+3 broadcast (Y14) VPMADDWD adds two pair
+// sums per row to Y(4+2j) (rows 0..3) and Y(5+2j) (rows 4..7). VPHADDD then
+// leaves the rows' block sums in the order 0 1 4 5 2 3 6 7, the half's
+// scales (Y12) are put in the same order with VPERMQ, the float epilogue is
+// the Go twin's lane by lane into Yj, and a last VPERMQ restores the row
+// order at the store.
+func x86QPackQ8_0AVX2(g *gen, nb int) {
+	name := fmt.Sprintf("qpQ8_0AVX2x%d", nb)
+	g.text(name, fmt.Sprintf("$%d-48", 64*nb), fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
+		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q8_0×Q8_0 product of packed\n", nb)+
+		"row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx\n"+
+		"bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1.")
+	for h := range 2 {
+		qp2Head(g, nb)
+		for j := range nb {
+			g.l("VPXOR Y%d, Y%d, Y%d", j, j, j)
+		}
+		g.label(fmt.Sprintf("block%d", h))
+		for j, x := range qp2InputRegs[:nb] {
+			g.l("VPMOVSXBW (%s), Y15", x)
+			g.l("VMOVDQU Y15, %d(SP)", 64*j)
+			g.l("VPMOVSXBW 16(%s), Y15", x)
+			g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
+		}
+		for s := range 8 {
+			g.l("VPMOVZXBW %d(SI), Y12", 32+64*s+32*h)
+			g.l("VPMOVZXBW %d(SI), Y13", 32+64*s+32*h+16)
+			for j := range nb {
+				g.l("VPBROADCASTQ %d(SP), Y14", 64*j+8*s)
+				for q := range 2 {
+					acc := 4 + 2*j + q
+					if s == 0 {
+						g.l("VPMADDWD Y14, Y%d, Y%d", 12+q, acc)
+						continue
+					}
+					g.l("VPMADDWD Y14, Y%d, Y15", 12+q)
+					g.l("VPADDD Y15, Y%d, Y%d", acc, acc)
+				}
+			}
+		}
+		g.l("VCVTPH2PS %d(SI), Y12", 16*h)
+		g.l("VPERMQ $0xd8, Y12, Y12")
+		for j, x := range qp2InputRegs[:nb] {
+			a := 4 + 2*j
+			g.l("VPHADDD Y%d, Y%d, Y%d", a+1, a, a)
+			g.l("VPBROADCASTD 36(%s), Y15", x)
+			g.l("VPADDD Y15, Y%d, Y%d", a, a)
+			g.l("VCVTDQ2PS Y%d, Y%d", a, a)
+			g.l("VBROADCASTSS 32(%s), Y14", x)
+			g.l("VMULPS Y12, Y14, Y14")
+			g.l("VMULPS Y14, Y%d, Y%d", a, a)
+			g.l("VADDPS Y%d, Y%d, Y%d", a, j, j)
+		}
+		g.l("ADDQ $544, SI")
+		for _, x := range qp2InputRegs[:nb] {
+			g.l("ADDQ $40, %s", x)
+		}
+		g.l("DECQ CX")
+		g.l("JNZ block%d", h)
+		g.l("LEAQ (DX)(DX*2), AX")
+		for j := range nb {
+			g.l("VPERMQ $0xd8, Y%d, Y%d", j, j)
+			g.l("VMOVUPS Y%d, %s", j, qp2Out(j, 32*h))
+		}
+	}
+	g.l("VZEROUPPER")
+	g.l("RET")
+}
+
+// x86QPackQ4KAVX2 emits the AVX2 packed Q4_K×Q8_K kernel for nb inputs.
+//
+// Per half h (rows 8h..8h+7), super-block and sub-block j of 32 columns:
+// the eight weight vectors 8(j/2)+s (32 bytes at 64v+32h: the half's rows
+// × four bytes) are masked to their low nibbles (even j) or shifted to
+// their high ones (odd j), and VPMADDUBSW with input j's four bytes
+// 32j+4s broadcast gives two pair sums per row, added over the eight
+// steps in int16 (each at most 2·15·128, eight of them 30720: exact).
+// VPMADDWD by the rows' scales, each in both words of its row's dword,
+// then adds sc_j times the row's sub-block sum to S in int32. The mins'
+// M is four VPMADDWD of the rows' (m_2p, m_2p+1) word pairs with the
+// input's pair of sums of 32, and the epilogue is the Go twin's lane by
+// lane: sum += (d·D)·S, sum −= (dmin·D)·M.
+//
+// Registers: running sums of input i in Yi, its S in Y(4+i), its int16
+// sub-block sums in Y(8+i) (the mins' word pairs in Y8..Y11 in the
+// epilogue); the weights Y12, an input's broadcast bytes Y13, the scales
+// Y14, products Y15 (d and dmin in Y12 and Y14 in the epilogue).
+func x86QPackQ4KAVX2(g *gen, nb int) {
+	name := fmt.Sprintf("qpQ4KAVX2x%d", nb)
+	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
+		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q4_K×Q8_K product of packed\n", nb)+
+		"row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)\n"+
+		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
+		"super-block as the Go twin sums it. Requires blocks >= 1.")
+	for h := range 2 {
+		qp2Head(g, nb)
+		g.l("IMUL3Q $2048, CX, R10")
+		g.l("ADDQ SI, R10")
+		for i := range nb {
+			g.l("VPXOR Y%d, Y%d, Y%d", i, i, i)
+		}
+		g.label(fmt.Sprintf("block%d", h))
+		for j := range 8 {
+			g.l("VPMOVZXBD %d(R10), Y14", 16*j+8*h)
+			g.l("VPSLLD $16, Y14, Y15")
+			g.l("VPOR Y15, Y14, Y14")
+			for s := range 8 {
+				addr := fmt.Sprintf("%d(SI)", 64*(8*(j/2)+s)+32*h)
+				if j%2 == 0 {
+					g.l("VMOVDQU %s, Y12", addr)
+				} else {
+					g.l("VPSRLW $4, %s, Y12", addr)
+				}
+				g.l("VPAND qp2nib<>(SB), Y12, Y12")
+				for i, x := range qp2InputRegs[:nb] {
+					g.l("VPBROADCASTD %d(%s), Y13", 32*j+4*s, x)
+					if s == 0 {
+						g.l("VPMADDUBSW Y13, Y12, Y%d", 8+i)
+						continue
+					}
+					g.l("VPMADDUBSW Y13, Y12, Y15")
+					g.l("VPADDW Y15, Y%d, Y%d", 8+i, 8+i)
+				}
+			}
+			for i := range nb {
+				if j == 0 {
+					g.l("VPMADDWD Y14, Y%d, Y%d", 8+i, 4+i)
+					continue
+				}
+				g.l("VPMADDWD Y14, Y%d, Y15", 8+i)
+				g.l("VPADDD Y15, Y%d, Y%d", 4+i, 4+i)
+			}
+		}
+		g.l("VCVTPH2PS %d(R10), Y12", 256+16*h)
+		g.l("VCVTPH2PS %d(R10), Y14", 288+16*h)
+		for p := range 4 {
+			g.l("VPMOVZXBW %d(R10), Y%d", 128+32*p+16*h, 8+p)
+		}
+		for i, x := range qp2InputRegs[:nb] {
+			s := 4 + i
+			g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+			g.l("VMULPS Y12, Y13, Y15")
+			g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+			g.l("VMULPS Y15, Y%d, Y%d", s, s)
+			g.l("VADDPS Y%d, Y%d, Y%d", s, i, i)
+			for p := range 4 {
+				g.l("VPBROADCASTD %d(%s), Y13", qKInputBs32+4*p, x)
+				if p == 0 {
+					g.l("VPMADDWD Y13, Y8, Y%d", s)
+					continue
+				}
+				g.l("VPMADDWD Y13, Y%d, Y15", 8+p)
+				g.l("VPADDD Y15, Y%d, Y%d", s, s)
+			}
+			g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+			g.l("VMULPS Y14, Y13, Y15")
+			g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+			g.l("VMULPS Y15, Y%d, Y%d", s, s)
+			g.l("VSUBPS Y%d, Y%d, Y%d", s, i, i)
+		}
+		g.l("ADDQ $2048, SI")
+		g.l("ADDQ $320, R10")
+		for _, x := range qp2InputRegs[:nb] {
+			g.l("ADDQ $%d, %s", qKInput, x)
+		}
+		g.l("DECQ CX")
+		g.l("JNZ block%d", h)
+		g.l("LEAQ (DX)(DX*2), AX")
+		for i := range nb {
+			g.l("VMOVUPS Y%d, %s", i, qp2Out(i, 32*h))
+		}
+	}
+	g.l("VZEROUPPER")
+	g.l("RET")
+}
+
+// x86QPackQ6KAVX2 emits the AVX2 packed Q6_K×Q8_K kernel for nb inputs.
+//
+// Per half h, super-block and sub-block j of 16 columns: the half's 32
+// bytes of A, B and C (192j, +64, +128, each +32h) give the four weight
+// vectors of 6-bit values as q6kUnpack does on AVX-512 (word shifts and
+// masks); per input, VPMADDUBSW of each with its broadcast four input
+// bytes, two of them added in int16 (at most 2·2·63·128 = 32256: exact),
+// VPMADDWD with ones into int32, plus the input's −32·Σq, times the rows'
+// signed scales (VPMULLD) added to S, which the twin's epilogue scales
+// lane by lane.
+//
+// Registers: running sums of input i in Yi, its S in Y(4+i); the weight
+// vectors Y8..Y11, the scales Y12 (d in the epilogue), an input's
+// broadcast bytes Y13, products Y14 and Y15.
+func x86QPackQ6KAVX2(g *gen, nb int) {
+	name := fmt.Sprintf("qpQ6KAVX2x%d", nb)
+	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
+		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q6_K×Q8_K product of packed\n", nb)+
+		"row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)\n"+
+		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
+		"super-block as the Go twin sums it. Requires blocks >= 1.")
+	for h := range 2 {
+		qp2Head(g, nb)
+		g.l("IMUL3Q $3072, CX, R10")
+		g.l("ADDQ SI, R10")
+		for i := range nb {
+			g.l("VPXOR Y%d, Y%d, Y%d", i, i, i)
+		}
+		g.label(fmt.Sprintf("block%d", h))
+		for j := range 16 {
+			for v := range 3 {
+				g.l("VMOVDQU %d(SI), Y%d", 192*j+64*v+32*h, 8+v)
+			}
+			g.l("VPSRLW $6, Y8, Y11")
+			g.l("VPAND qp2m6<>+32(SB), Y11, Y11")
+			g.l("VPSRLW $4, Y9, Y14")
+			g.l("VPAND qp2m6<>+64(SB), Y14, Y14")
+			g.l("VPOR Y14, Y11, Y11")
+			g.l("VPSRLW $2, Y10, Y14")
+			g.l("VPAND qp2m6<>+96(SB), Y14, Y14")
+			g.l("VPOR Y14, Y11, Y11")
+			for v := range 3 {
+				g.l("VPAND qp2m6<>+0(SB), Y%d, Y%d", 8+v, 8+v)
+			}
+			g.l("VPMOVSXBD %d(R10), Y12", 16*j+8*h)
+			for i, x := range qp2InputRegs[:nb] {
+				for k := range 4 {
+					dst := []int{14, 15, 15, 13}[k]
+					g.l("VPBROADCASTD %d(%s), Y13", 16*j+4*k, x)
+					g.l("VPMADDUBSW Y13, Y%d, Y%d", 8+k, dst)
+					if k%2 == 1 {
+						g.l("VPADDW Y%d, Y%d, Y%d", dst, 14+k/2, 14+k/2)
+					}
+				}
+				g.l("VPMADDWD qp2ones<>(SB), Y14, Y14")
+				g.l("VPMADDWD qp2ones<>(SB), Y15, Y15")
+				g.l("VPADDD Y15, Y14, Y14")
+				g.l("VPBROADCASTD %d(%s), Y13", qKInputCorr+4*j, x)
+				g.l("VPADDD Y13, Y14, Y14")
+				if j == 0 {
+					g.l("VPMULLD Y12, Y14, Y%d", 4+i)
+					continue
+				}
+				g.l("VPMULLD Y12, Y14, Y14")
+				g.l("VPADDD Y14, Y%d, Y%d", 4+i, 4+i)
+			}
+		}
+		g.l("VCVTPH2PS %d(R10), Y12", 256+16*h)
+		for i, x := range qp2InputRegs[:nb] {
+			s := 4 + i
+			g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+			g.l("VMULPS Y12, Y13, Y15")
+			g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+			g.l("VMULPS Y15, Y%d, Y%d", s, s)
+			g.l("VADDPS Y%d, Y%d, Y%d", s, i, i)
+		}
+		g.l("ADDQ $3072, SI")
+		g.l("ADDQ $288, R10")
+		for _, x := range qp2InputRegs[:nb] {
+			g.l("ADDQ $%d, %s", qKInput, x)
+		}
+		g.l("DECQ CX")
+		g.l("JNZ block%d", h)
+		g.l("LEAQ (DX)(DX*2), AX")
+		for i := range nb {
+			g.l("VMOVUPS Y%d, %s", i, qp2Out(i, 32*h))
+		}
+	}
+	g.l("VZEROUPPER")
+	g.l("RET")
+}
+
+// qp2Consts emits the constants of the AVX2 packed kernels: 32 bytes of
+// 0x0F (qp2nib); 32 bytes each of 0x3F, 0x03, 0x0C and 0x30 (qp2m6, the
+// Q6_K masks); 16 words of 1 (qp2ones).
+func qp2Consts(g *gen) {
+	for i := 0; i < 32; i += 8 {
+		fmt.Fprintf(&g.b, "DATA qp2nib<>+%d(SB)/8, $0x0f0f0f0f0f0f0f0f\n", i)
+	}
+	fmt.Fprintf(&g.b, "GLOBL qp2nib<>(SB), RODATA|NOPTR, $32\n\n")
+	for k, b := range []uint64{0x3f, 0x03, 0x0c, 0x30} {
+		for i := 0; i < 32; i += 8 {
+			fmt.Fprintf(&g.b, "DATA qp2m6<>+%d(SB)/8, $0x%016x\n", 32*k+i, b*0x0101010101010101)
+		}
+	}
+	fmt.Fprintf(&g.b, "GLOBL qp2m6<>(SB), RODATA|NOPTR, $128\n\n")
+	for i := 0; i < 32; i += 8 {
+		fmt.Fprintf(&g.b, "DATA qp2ones<>+%d(SB)/8, $0x0001000100010001\n", i)
+	}
+	fmt.Fprintf(&g.b, "GLOBL qp2ones<>(SB), RODATA|NOPTR, $32\n\n")
+}
+
+// x86QPackAVX2 emits the AVX2 packed kernels.
+func x86QPackAVX2(g *gen) {
+	qp2Consts(g)
+	for nb := 1; nb <= qp2MaxInputs; nb++ {
+		x86QPackQ8_0AVX2(g, nb)
+	}
+	for nb := 1; nb <= qp2MaxInputs; nb++ {
+		x86QPackQ4KAVX2(g, nb)
+	}
+	for nb := 1; nb <= qp2MaxInputs; nb++ {
+		x86QPackQ6KAVX2(g, nb)
+	}
+}
