@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/govinfer/govinfer/asm"
 	goio "io"
 	"runtime"
 
@@ -29,6 +30,9 @@ type backendOptions struct {
 	// noFMATiles keeps the CPU's bf16 weights row-major where they are
 	// not on AMX tiles (cpu.Options.NoFMATiles).
 	noFMATiles bool
+	// kernels names the CPU kernel set to run (cpuKernels); "" or "auto"
+	// is the best the CPU has.
+	kernels string
 	// log, when set, receives one line describing the backend and device.
 	log goio.Writer
 }
@@ -41,7 +45,11 @@ func newBackend(o backendOptions) (compute.Backend, error) {
 	var be compute.Backend
 	switch o.name {
 	case "cpu", "":
-		be = cpu.New(cpu.Options{Threads: o.threads, BF16Inputs: o.bf16Inputs, NoAMXTiles: o.noAMXTiles, NoFMATiles: o.noFMATiles})
+		k, err := cpuKernels(o.kernels)
+		if err != nil {
+			return nil, err
+		}
+		be = cpu.New(cpu.Options{Threads: o.threads, BF16Inputs: o.bf16Inputs, NoAMXTiles: o.noAMXTiles, NoFMATiles: o.noFMATiles, Kernels: k})
 		if o.log != nil {
 			fmt.Fprintf(o.log, "backend: %s\n", be.Name())
 		}
@@ -61,6 +69,38 @@ func newBackend(o backendOptions) (compute.Backend, error) {
 		return nil, fmt.Errorf("unknown backend %q (want %s)", o.name, backendNames)
 	}
 	return be, nil
+}
+
+// cpuKernelSets are the CPU kernel sets --cpu-kernels names, for
+// comparisons on one machine: what an older CPU would run.
+var cpuKernelSets = map[string]asm.Features{
+	"go":     {},
+	"avx2":   {AVX2: true},
+	"avx512": {AVX2: true, AVX512: true, AVX512BF16: true, AVX512VNNI: true},
+	"neon":   {NEON: true},
+}
+
+// cpuKernels returns the kernel set --cpu-kernels names: nil (the best
+// the CPU has) for "" and "auto", else the named set, which must be one
+// the CPU runs in full.
+func cpuKernels(name string) (*asm.Kernels, error) {
+	if name == "" || name == "auto" {
+		return nil, nil
+	}
+	f, ok := cpuKernelSets[name]
+	if !ok {
+		return nil, fmt.Errorf("--cpu-kernels: unknown set %q (want auto, go, avx2, avx512 or neon)", name)
+	}
+	k := asm.New(f)
+	if got := k.Features(); name != "go" && got == (asm.Features{}) {
+		return nil, fmt.Errorf("--cpu-kernels: this CPU cannot run the %s kernels", name)
+	}
+	return k, nil
+}
+
+// cpuKernelsFlag defines --cpu-kernels.
+func cpuKernelsFlag(fs *flag.FlagSet) *string {
+	return fs.String("cpu-kernels", "auto", "CPU kernel set: auto (the best this CPU has), or for comparisons the set an older CPU would run: avx2 (AVX2+FMA+F16C only), avx512 (no AMX), go (pure Go), neon")
 }
 
 // visionBackend returns what makes the vision tower's backend for a model

@@ -229,6 +229,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	bf16In := bf16InputsFlag(fs.FlagSet)
 	amxTiles := amxTilesFlag(fs.FlagSet)
 	fmaTiles := fmaTilesFlag(fs.FlagSet)
+	kernelSet := cpuKernelsFlag(fs.FlagSet)
 	repeat := fs.Int("repeat", 5, "timed runs, after one untimed warm-up (a prompt of up to 32 tokens and one decoded token, as llama-bench warms up), which pages the weights in; medians are reported")
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	asJSON := fs.Bool("json", false, benchJSONKeys)
@@ -292,7 +293,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			off = []int{} // none
 		}
 	}
-	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: io.err})
+	inner, err := newBackend(backendOptions{name: *be, threads: *threads, device: *device, noCoopmat: *noCoopmat, profile: *profileOps, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, kernels: *kernelSet, log: io.err})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -430,7 +431,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		res.MemoryReadGBPerSecond, res.MemoryBaseline = gbps, "device buffer copy, bytes read + written"
 	} else {
 		kernels := backendKernels(inner)
-		rep := machine.Measure(machine.Options{Threads: nThreads, ReadBytes: *memMiB << 20, Int8AVX2: !kernels.Features().AVX512VNNI})
+		rep := machine.Measure(machine.Options{Threads: nThreads, ReadBytes: *memMiB << 20, Int8AVX2: !kernels.Features().AVX512VNNI, AVX2Only: kernels.Features().AVX2 && !kernels.Features().AVX512})
 		res.setMachine(rep, kernels, *bf16In, *amxTiles, 2*m.BlockFormatBytes() > m.WeightBytes())
 	}
 	if res.MemoryReadGBPerSecond > 0 {

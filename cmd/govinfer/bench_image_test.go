@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/govinfer/govinfer/asm"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,5 +58,21 @@ func TestImageGrid(t *testing.T) {
 		if got := imageGrid(c.n, 2); got != c.want {
 			t.Errorf("imageGrid(%d, 2) = %v, want %v", c.n, got, c.want)
 		}
+	}
+}
+
+// TestBenchCPUKernels forces the AVX2 set where the CPU runs it: the
+// kernels and the machine's peaks are then AVX2's.
+func TestBenchCPUKernels(t *testing.T) {
+	if code, _, errOut := run(t, "", "bench", "--model", tinyModel, "--cpu-kernels", "avx9"); code != exitUsage || !strings.Contains(errOut, "unknown set") {
+		t.Errorf("--cpu-kernels avx9: exit %d, %q", code, errOut)
+	}
+	if !asm.Detect().Features().AVX2 {
+		t.Skip("no AVX2")
+	}
+	res, _ := benchJSON(t, "--cpu-kernels", "avx2")
+	if res.Kernels != "avx2" || !strings.HasPrefix(res.FMAProbe, "avx2 ") || !strings.HasPrefix(res.ReadProbe, "avx2 ") ||
+		res.DotBF16GFLOPS != 0 || res.AMXBF16GFLOPS != 0 {
+		t.Errorf("forced avx2: kernels %q, probes %q and %q, bf16 %g, amx %g", res.Kernels, res.FMAProbe, res.ReadProbe, res.DotBF16GFLOPS, res.AMXBF16GFLOPS)
 	}
 }

@@ -30,7 +30,8 @@ func (r Rate) String() string {
 // written once when it is made, so that reads hit distinct physical memory
 // rather than the kernel's shared zero page.
 type ReadBuffer struct {
-	buf []byte
+	buf  []byte
+	avx2 bool // read with the AVX2 loop even where AVX-512 runs (Options.AVX2Only)
 }
 
 // NewReadBuffer allocates and touches a buffer of size bytes (at least 64
@@ -83,6 +84,14 @@ var readSink uint64
 func (b *ReadBuffer) Bandwidth(threads, runs int, budget time.Duration) Rate {
 	threads, runs = max(threads, 1), max(runs, 1)
 	p := readProbes()[0]
+	if b.avx2 {
+		for _, q := range readProbes() {
+			if strings.HasPrefix(q.name, "avx2 ") {
+				p = q
+				break
+			}
+		}
+	}
 	chunk := len(b.buf) / threads / p.block * p.block
 	if chunk == 0 {
 		return Rate{Threads: threads, Probe: p.name}
@@ -165,6 +174,17 @@ func DotInt8(threads, runs int, d time.Duration) (Rate, bool) {
 
 // HasDotInt8 reports whether DotInt8 can measure on this CPU and build.
 func HasDotInt8() bool { return len(int8Probes()) > 0 }
+
+// avx2First returns the first of ps that runs on AVX2 registers, else
+// the last (the Go loop).
+func avx2First(ps []computeProbe) computeProbe {
+	for _, p := range ps {
+		if strings.HasPrefix(p.name, "avx2 ") {
+			return p
+		}
+	}
+	return ps[len(ps)-1]
+}
 
 // int8ProbesFor is int8Probes, only the AVX2 loop where avx2 is set.
 func int8ProbesFor(avx2 bool) []computeProbe {
@@ -264,6 +284,10 @@ type Options struct {
 	// then VPMADDWD) even where the CPU has AVX512_VNNI, for kernels that
 	// do not use it.
 	Int8AVX2 bool
+	// AVX2Only measures what the AVX2 kernel set can reach: the read, FMA
+	// and int8 loops on ymm registers, no bf16 or AMX peaks, even where
+	// the CPU has AVX-512 (for kernels forced to AVX2 on such a CPU).
+	AVX2Only bool
 }
 
 // Measure runs every probe: read bandwidth and compute peaks at one thread
@@ -291,11 +315,21 @@ func Measure(o Options) Report {
 	r := Report{CPU: cpu, Threads: o.Threads}
 	buf := NewReadBuffer(o.ReadBytes)
 	r.ReadBytes = buf.Len()
+	if o.AVX2Only {
+		buf.avx2 = true
+	}
 	r.ReadOne = buf.Bandwidth(1, o.ReadRuns, o.ReadBudget)
 	r.Read = buf.Bandwidth(o.Threads, o.ReadRuns, o.ReadBudget)
-	r.FMAOne = FMAF32(1, 3, o.ComputeTime)
-	r.FMA = FMAF32(o.Threads, 3, o.ComputeTime)
-	if HasDotBF16() {
+	fma := fmaProbes()[0]
+	if o.AVX2Only {
+		fma = avx2First(fmaProbes())
+	}
+	r.FMAOne = peak(fma, 1, 3, o.ComputeTime)
+	r.FMA = peak(fma, o.Threads, 3, o.ComputeTime)
+	if o.AVX2Only {
+		o.Int8AVX2 = true
+	}
+	if HasDotBF16() && !o.AVX2Only {
 		r.BF16 = true
 		r.DotBF16One, _ = DotBF16(1, 3, o.ComputeTime)
 		r.DotBF16, _ = DotBF16(o.Threads, 3, o.ComputeTime)
@@ -305,7 +339,7 @@ func Measure(o Options) Report {
 		r.DotInt8One = peak(ps[0], 1, 3, o.ComputeTime)
 		r.DotInt8 = peak(ps[0], o.Threads, 3, o.ComputeTime)
 	}
-	if HasTileBF16() {
+	if HasTileBF16() && !o.AVX2Only {
 		r.AMX = true
 		r.TileBF16One, _ = TileBF16(1, 3, o.ComputeTime)
 		r.TileBF16, _ = TileBF16(o.Threads, 3, o.ComputeTime)
