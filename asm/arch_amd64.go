@@ -187,6 +187,30 @@ func qpQ8_0AVXVNNIx5(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks in
 func qpQ8_0AVXVNNIx6(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 
 //go:noescape
+func qpQ4KAVXVNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KAVXVNNIx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KAVXVNNIx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ4KAVXVNNIx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KAVXVNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KAVXVNNIx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KAVXVNNIx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ6KAVXVNNIx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
 func qpQ4KAVX2x1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 
 //go:noescape
@@ -421,9 +445,11 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 		if f.AVXVNNI {
 			// AVX-VNNI (VEX VPDPBUSD on ymm; see
 			// internal/asmgen/qpack_avxvnni.go): Q8_0 up to six inputs
-			// at a time.
+			// at a time, the K-quants four.
 			k.qpQ8_0 = &[maxPackInputs]qpKernel{qpQ8_0AVXVNNIx1, qpQ8_0AVXVNNIx2, qpQ8_0AVXVNNIx3,
 				qpQ8_0AVXVNNIx4, qpQ8_0AVXVNNIx5, qpQ8_0AVXVNNIx6}
+			k.qpQ4_K = &[maxPackInputs]qpKernel{qpQ4KAVXVNNIx1, qpQ4KAVXVNNIx2, qpQ4KAVXVNNIx3, qpQ4KAVXVNNIx4}
+			k.qpQ6_K = &[maxPackInputs]qpKernel{qpQ6KAVXVNNIx1, qpQ6KAVXVNNIx2, qpQ6KAVXVNNIx3, qpQ6KAVXVNNIx4}
 			k.name += "-avxvnni"
 		}
 	}

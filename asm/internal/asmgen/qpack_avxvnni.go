@@ -134,7 +134,16 @@ func x86QPackQ8_0AVXVNNI(g *gen, nb int) {
 
 // x86QPackAVXVNNI emits the AVX-VNNI packed kernels.
 func x86QPackAVXVNNI(g *gen) {
+	qp2Consts(g) // file-local: the K-quants' masks
 	for nb := 1; nb <= qvMaxInputs; nb++ {
 		x86QPackQ8_0AVXVNNI(g, nb)
+	}
+	// The K-quants: the AVX2 kernels' shapes (eight rows, up to four
+	// inputs) with VPDPBUSD (see x86QPackQ4K256, x86QPackQ6K256).
+	for nb := 1; nb <= qp2MaxInputs; nb++ {
+		x86QPackQ4K256(g, nb, true)
+	}
+	for nb := 1; nb <= qp2MaxInputs; nb++ {
+		x86QPackQ6K256(g, nb, true)
 	}
 }
