@@ -24,6 +24,10 @@ type Features struct {
 	// of MatMulBF16Tiles) with the operating system's permission to use
 	// tile data; it is used only together with AVX512BF16.
 	AMXBF16 bool
+	// AVXVNNI means AVX-VNNI (VEX-encoded VPDPBUSD on ymm: Intel from
+	// Alder Lake, AMD Zen 5), the packed quantized products of the sets
+	// without AVX512_VNNI; it is used only together with AVX2.
+	AVXVNNI bool
 	// NEON means the arm64 Advanced SIMD unit (ASIMD).
 	NEON bool
 	// DotProd means FEAT_DotProd (SDOT, arm64); it is used only together with NEON.
@@ -45,6 +49,7 @@ func DetectFeatures() Features {
 		f.AVX512 = f.AVX2 && c.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
 		f.AVX512BF16 = f.AVX512 && c.Supports(cpuid.AVX512BF16)
 		f.AVX512VNNI = f.AVX512 && c.Supports(cpuid.AVX512VNNI)
+		f.AVXVNNI = f.AVX2 && c.Supports(cpuid.AVXVNNI)
 		f.AMXBF16 = f.AVX512BF16 && c.Supports(cpuid.AMXTILE, cpuid.AMXBF16) && amx.Permitted()
 	case "arm64":
 		// ASIMD is mandatory on arm64; cpuid may not see it everywhere
@@ -56,7 +61,7 @@ func DetectFeatures() Features {
 }
 
 // and returns the capabilities present in both f and g, keeping the
-// implications between them (AVX512 needs AVX2, AVX512BF16 and AVX512VNNI need AVX512,
+// implications between them (AVX512 and AVXVNNI need AVX2, AVX512BF16 and AVX512VNNI need AVX512,
 // AMXBF16 needs AVX512BF16, DotProd needs NEON).
 func (f Features) and(g Features) Features {
 	r := Features{
@@ -65,6 +70,7 @@ func (f Features) and(g Features) Features {
 		AVX512BF16: f.AVX512BF16 && g.AVX512BF16,
 		AVX512VNNI: f.AVX512VNNI && g.AVX512VNNI,
 		AMXBF16:    f.AMXBF16 && g.AMXBF16,
+		AVXVNNI:    f.AVXVNNI && g.AVXVNNI,
 		NEON:       f.NEON && g.NEON,
 		DotProd:    f.DotProd && g.DotProd,
 		packedBF16: f.packedBF16 || g.packedBF16,
@@ -73,6 +79,7 @@ func (f Features) and(g Features) Features {
 	r.AVX512BF16 = r.AVX512BF16 && r.AVX512
 	r.AVX512VNNI = r.AVX512VNNI && r.AVX512
 	r.AMXBF16 = r.AMXBF16 && r.AVX512BF16
+	r.AVXVNNI = r.AVXVNNI && r.AVX2
 	r.DotProd = r.DotProd && r.NEON
 	return r
 }

@@ -131,8 +131,10 @@ func Generic() *Kernels { return New(Features{}) }
 
 // Name names the kernel set, such as "go", "avx2", "avx512", "avx512bf16", "neon" or
 // "neondot" (NEON with SDOT for the quantized products); the AVX-512 sets
-// end in "-vnni" where they have the packed quantized products (PacksQ),
-// then in "-amx" where they have AMX tile products (TilesBF16).
+// end in "-vnni" where they have the AVX512_VNNI packed quantized products
+// (PacksQ), then in "-amx" where they have AMX tile products (TilesBF16);
+// the sets without AVX512_VNNI end in "-avxvnni" where their packed
+// products use AVX-VNNI ("avx2-avxvnni").
 func (k *Kernels) Name() string { return k.name }
 
 // Features reports the capabilities the kernel set actually uses.

@@ -27,6 +27,7 @@ func kernelSets(t testing.TB) []*Kernels {
 		{},
 		{AVX2: true},
 		{AVX2: true, packedBF16: true},
+		{AVX2: true, AVXVNNI: true},
 		{AVX2: true, AVX512: true},
 		{AVX2: true, AVX512: true, AVX512BF16: true},
 		{AVX2: true, AVX512: true, AVX512VNNI: true},

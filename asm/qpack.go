@@ -67,7 +67,10 @@ import (
 // The amd64 kernel sets without AVX512_VNNI multiply the same layouts on
 // AVX2 (VPMADDWD for Q8_0, VPMADDUBSW for the K-quants; see
 // internal/asmgen/qpack_avx2.go), eight rows of a group and up to four
-// inputs at a time, with the same sums.
+// inputs at a time, with the same sums. Those with AVX-VNNI (VEX VPDPBUSD
+// on ymm) run it instead: Q8_0 on both halves of a group at once, up to
+// six inputs, the K-quants in the AVX2 kernels' shapes (see
+// internal/asmgen/qpack_avxvnni.go).
 //
 // Against MatMulQ on GGML's layout with the AVX2 kernels (one thread, Zen 4):
 // see the commits that added them; the layout costs one copy of the weights

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/govinfer/govinfer/internal/half"
@@ -332,11 +333,13 @@ func TestMatMulQPackedNoAllocs(t *testing.T) {
 // GGML's layout, same weights, same kernel set, one thread, for each
 // packed type: decode (n=1, GB/s of weights) and prefill (n=8, 64 and 512,
 // GFLOP/s as 2·rows·cols·n); on the detected kernel set and, where that
-// is another, on the AVX2 one.
+// is another, on the AVX2 one and the AVX2+AVX-VNNI one.
 func BenchmarkMatMulQPacked(b *testing.B) {
 	sets := []*Kernels{Detect()}
-	if k := New(Features{AVX2: true}); k.Name() != sets[0].Name() && k.Features().AVX2 {
-		sets = append(sets, k)
+	for _, f := range []Features{{AVX2: true}, {AVX2: true, AVXVNNI: true}} {
+		if k := New(f); !slices.ContainsFunc(sets, func(s *Kernels) bool { return s.Name() == k.Name() }) && k.Features().AVX2 {
+			sets = append(sets, k)
+		}
 	}
 	for _, k := range sets {
 		for _, qt := range packedTypes {

@@ -74,10 +74,11 @@ func newBackend(o backendOptions) (compute.Backend, error) {
 // cpuKernelSets are the CPU kernel sets --cpu-kernels names, for
 // comparisons on one machine: what an older CPU would run.
 var cpuKernelSets = map[string]asm.Features{
-	"go":     {},
-	"avx2":   {AVX2: true},
-	"avx512": {AVX2: true, AVX512: true, AVX512BF16: true, AVX512VNNI: true},
-	"neon":   {NEON: true},
+	"go":           {},
+	"avx2":         {AVX2: true},
+	"avx2-avxvnni": {AVX2: true, AVXVNNI: true},
+	"avx512":       {AVX2: true, AVX512: true, AVX512BF16: true, AVX512VNNI: true},
+	"neon":         {NEON: true},
 }
 
 // cpuKernels returns the kernel set --cpu-kernels names: nil (the best
@@ -89,7 +90,7 @@ func cpuKernels(name string) (*asm.Kernels, error) {
 	}
 	f, ok := cpuKernelSets[name]
 	if !ok {
-		return nil, fmt.Errorf("--cpu-kernels: unknown set %q (want auto, go, avx2, avx512 or neon)", name)
+		return nil, fmt.Errorf("--cpu-kernels: unknown set %q (want auto, go, avx2, avx2-avxvnni, avx512 or neon)", name)
 	}
 	k := asm.New(f)
 	if got := k.Features(); name != "go" && got == (asm.Features{}) {
@@ -100,7 +101,7 @@ func cpuKernels(name string) (*asm.Kernels, error) {
 
 // cpuKernelsFlag defines --cpu-kernels.
 func cpuKernelsFlag(fs *flag.FlagSet) *string {
-	return fs.String("cpu-kernels", "auto", "CPU kernel set: auto (the best this CPU has), or for comparisons the set an older CPU would run: avx2 (AVX2+FMA+F16C only), avx512 (no AMX), go (pure Go), neon")
+	return fs.String("cpu-kernels", "auto", "CPU kernel set: auto (the best this CPU has), or for comparisons the set an older CPU would run: avx2 (AVX2+FMA+F16C only), avx2-avxvnni (with AVX-VNNI, as Intel from Alder Lake), avx512 (no AMX), go (pure Go), neon")
 }
 
 // visionBackend returns what makes the vision tower's backend for a model

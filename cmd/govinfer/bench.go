@@ -121,7 +121,7 @@ const benchJSONKeys = "print one JSON object instead of a table. Keys: model, ba
 	"prefill_tokens_per_second, decode_tokens_per_second, decode_gb_per_second, decode_bytes_per_token, " +
 	"memory_read_gb_per_second, memory_baseline, decode_bandwidth_fraction, " +
 	"cpu_model, cpu_features, cpu_l1d_bytes, cpu_l2_bytes, cpu_l3_bytes, cpu_logical_cpus, kernels, read_gb_per_second_1_thread, read_gb_per_second, read_probe, " +
-	"fma_f32_gflops_1_thread, fma_f32_gflops, fma_probe, dot_bf16_gflops_1_thread, dot_bf16_gflops (AVX512_BF16 only), dot_int8_gops_1_thread, dot_int8_gops (VPDPBUSD on AVX512_VNNI, else VPMADDUBSW+VPMADDWD on AVX2), amx_bf16_gflops_1_thread, amx_bf16_gflops (AMX-BF16 only), machine_probe_seconds, " +
+	"fma_f32_gflops_1_thread, fma_f32_gflops, fma_probe, dot_bf16_gflops_1_thread, dot_bf16_gflops (AVX512_BF16 only), dot_int8_gops_1_thread, dot_int8_gops (VPDPBUSD on AVX512_VNNI, else on ymm with AVX-VNNI, else VPMADDUBSW+VPMADDWD on AVX2), amx_bf16_gflops_1_thread, amx_bf16_gflops (AMX-BF16 only), machine_probe_seconds, " +
 	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32, dot_bf16, amx_bf16 or dot_int8), prefill_peak_fraction, decode_read_fraction, " +
 	"batch, batch_decode_tokens_per_second, batch_decode_speedup (--batch > 1), " +
 	"prefill_profile, decode_profile, batch_decode_profile (--profile: rows of op, count and ms per prompt, token or batch step), " +
@@ -431,7 +431,8 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		res.MemoryReadGBPerSecond, res.MemoryBaseline = gbps, "device buffer copy, bytes read + written"
 	} else {
 		kernels := backendKernels(inner)
-		rep := machine.Measure(machine.Options{Threads: nThreads, ReadBytes: *memMiB << 20, Int8AVX2: !kernels.Features().AVX512VNNI, AVX2Only: kernels.Features().AVX2 && !kernels.Features().AVX512})
+		rep := machine.Measure(machine.Options{Threads: nThreads, ReadBytes: *memMiB << 20, Int8AVX2: !kernels.Features().AVX512VNNI,
+			Int8AVXVNNI: kernels.Features().AVXVNNI, AVX2Only: kernels.Features().AVX2 && !kernels.Features().AVX512})
 		res.setMachine(rep, kernels, *bf16In, *amxTiles, 2*m.BlockFormatBytes() > m.WeightBytes())
 	}
 	if res.MemoryReadGBPerSecond > 0 {
@@ -524,7 +525,10 @@ func (res *benchResult) print(w goio.Writer) {
 		}
 		if res.DotInt8GOPS > 0 {
 			probe := "VPDPBUSD zmm"
-			if !strings.Contains(res.Kernels, "-vnni") {
+			switch {
+			case strings.Contains(res.Kernels, "-avxvnni"):
+				probe = "VPDPBUSD ymm, AVX-VNNI"
+			case !strings.Contains(res.Kernels, "-vnni"):
 				probe = "VPMADDUBSW+VPMADDWD ymm"
 			}
 			fmt.Fprintf(w, "int8 dot   %8.1f GOP/s    at 1 thread, %.1f GOP/s at %d (%s)\n",

@@ -23,7 +23,7 @@ func TestQuantizedWeights(t *testing.T) {
 		k       *asm.Kernels
 		noPack  bool
 	}{{1, nil, false}, {3, nil, false}, {1, asm.New(asm.Features{AVX2: true}), false}, {3, asm.New(asm.Features{AVX2: true}), false},
-		{3, nil, true}} {
+		{3, asm.New(asm.Features{AVX2: true, AVXVNNI: true}), false}, {3, nil, true}} {
 		threads := c.threads
 		b := New(Options{Threads: threads, Kernels: c.k, NoPackedQuant: c.noPack})
 		for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_K, compute.Q5_K, compute.Q6_K} {

@@ -3,6 +3,7 @@ package machine
 import (
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,7 +138,7 @@ func TestDefaultReadBytes(t *testing.T) {
 // wherever an int8 loop runs (every CPU with AVX512_VNNI has AVX2), and
 // that the loop is measured.
 func TestInt8AVX2(t *testing.T) {
-	ps := int8ProbesFor(true)
+	ps := int8ProbesFor(true, false)
 	if len(ps) == 0 != (len(int8Probes()) == 0) {
 		t.Fatalf("AVX2 int8 loops %d, int8 loops %d", len(ps), len(int8Probes()))
 	}
@@ -153,4 +154,33 @@ func TestInt8AVX2(t *testing.T) {
 		}
 		t.Logf("AVX2 int8 peak: %v", r)
 	}
+}
+
+// TestInt8AVXVNNI checks that Options.Int8AVXVNNI picks the AVX-VNNI
+// loop (VEX VPDPBUSD ymm) where the CPU has AVX-VNNI, else the AVX2 one,
+// and that the loop is measured: each instruction adds 4 to a lane, which
+// the loop's result checks.
+func TestInt8AVXVNNI(t *testing.T) {
+	ps := int8ProbesFor(true, true)
+	if len(ps) == 0 {
+		if len(int8Probes()) > 0 {
+			t.Fatal("no int8 loop with Int8AVXVNNI")
+		}
+		t.Skip("no int8 loop")
+	}
+	want := "avx2 "
+	if slices.ContainsFunc(int8Probes(), func(p computeProbe) bool { return strings.HasPrefix(p.name, "avx_vnni ") }) {
+		want = "avx_vnni "
+	}
+	if !strings.HasPrefix(ps[0].name, want) {
+		t.Fatalf("Int8AVXVNNI picks %s, want %s", ps[0].name, want)
+	}
+	if got := ps[0].run(3); got != 3*ps[0].perIter {
+		t.Errorf("%s: 3 iterations give %v, want %v", ps[0].name, got, 3*ps[0].perIter)
+	}
+	r := peak(ps[0], 1, 2, 2*time.Millisecond)
+	if !(r.Value > 0.1 && r.Value < 1e6) || r.Probe != ps[0].name {
+		t.Errorf("int8 peak: %v", r)
+	}
+	t.Logf("int8 peak: %v", r)
 }

@@ -164,7 +164,8 @@ func HasDotBF16() bool { return len(bf16Probes()) > 0 }
 
 // DotInt8 returns the int8 dot-product rate (unsigned by signed byte
 // products accumulated in int32, as the packed quantized products run:
-// VPDPBUSD with AVX512_VNNI, else VPMADDUBSW then VPMADDWD on AVX2; a
+// VPDPBUSD with AVX512_VNNI, else VEX VPDPBUSD on ymm with AVX-VNNI, else
+// VPMADDUBSW then VPMADDWD on AVX2; a
 // multiply-add counts as two operations) of threads OS threads, best of
 // runs of about d each, and false where the CPU (or this build) has
 // neither.
@@ -186,11 +187,14 @@ func avx2First(ps []computeProbe) computeProbe {
 	return ps[len(ps)-1]
 }
 
-// int8ProbesFor is int8Probes, only the AVX2 loop where avx2 is set.
-func int8ProbesFor(avx2 bool) []computeProbe {
+// int8ProbesFor is int8Probes, only the ymm loops where avx2 is set: the
+// AVX-VNNI loop first where avxvnni is set too, then the AVX2 one.
+func int8ProbesFor(avx2, avxvnni bool) []computeProbe {
 	ps := int8Probes()
 	if avx2 {
-		ps = slices.DeleteFunc(ps, func(p computeProbe) bool { return !strings.HasPrefix(p.name, "avx2 ") })
+		ps = slices.DeleteFunc(ps, func(p computeProbe) bool {
+			return !strings.HasPrefix(p.name, "avx2 ") && !(avxvnni && strings.HasPrefix(p.name, "avx_vnni "))
+		})
 	}
 	return ps
 }
@@ -288,6 +292,10 @@ type Options struct {
 	// and int8 loops on ymm registers, no bf16 or AMX peaks, even where
 	// the CPU has AVX-512 (for kernels forced to AVX2 on such a CPU).
 	AVX2Only bool
+	// Int8AVXVNNI, with Int8AVX2, measures it on the AVX-VNNI loop (VEX
+	// VPDPBUSD on ymm) where the CPU has AVX-VNNI, for kernels that use
+	// it without AVX512_VNNI.
+	Int8AVXVNNI bool
 }
 
 // Measure runs every probe: read bandwidth and compute peaks at one thread
@@ -334,7 +342,7 @@ func Measure(o Options) Report {
 		r.DotBF16One, _ = DotBF16(1, 3, o.ComputeTime)
 		r.DotBF16, _ = DotBF16(o.Threads, 3, o.ComputeTime)
 	}
-	if ps := int8ProbesFor(o.Int8AVX2); len(ps) > 0 {
+	if ps := int8ProbesFor(o.Int8AVX2, o.Int8AVXVNNI); len(ps) > 0 {
 		r.Int8 = true
 		r.DotInt8One = peak(ps[0], 1, 3, o.ComputeTime)
 		r.DotInt8 = peak(ps[0], o.Threads, 3, o.ComputeTime)

@@ -23,6 +23,8 @@ func dotInt8AVX512(iters int, x uint32) float32
 
 func dotInt8AVX2(iters int, x uint32) float32
 
+func dotInt8AVXVNNI(iters int, x uint32) float32
+
 //go:noescape
 func tdpBF16AMX(cfg *byte, ones *uint16, iters int, out *float32)
 
@@ -32,6 +34,7 @@ var (
 	hasAVX512     = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
 	hasAVX512BF16 = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512BF16)
 	hasAVX512VNNI = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
+	hasAVXVNNI    = hasAVX2 && cpuid.CPU.Supports(cpuid.AVXVNNI)
 )
 
 // readProbes returns the read loops the CPU can run, best first.
@@ -78,6 +81,11 @@ func int8Probes() []computeProbe {
 		// operations. Every byte of 0x01010101 is 1, so each instruction
 		// adds 4 to a lane.
 		ps = append(ps, computeProbe{"avx512_vnni VPDPBUSD zmm x12", 12 * 64 * 2, func(n int) float32 { return dotInt8AVX512(n, 0x01010101) }, 8})
+	}
+	if hasAVXVNNI {
+		// Each VEX VPDPBUSD ymm does 32 byte multiply-adds: 64 integer
+		// operations, and adds 4 to a lane.
+		ps = append(ps, computeProbe{"avx_vnni VPDPBUSD ymm x12", 12 * 32 * 2, func(n int) float32 { return dotInt8AVXVNNI(n, 0x01010101) }, 8})
 	}
 	if hasAVX2 {
 		// Each VPMADDUBSW+VPMADDWD+VPADDD ymm does 32 byte multiply-adds:

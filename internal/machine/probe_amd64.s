@@ -255,6 +255,51 @@ dotint8loop:
 	MOVSS X0, ret+16(FP)
 	RET
 
+// func dotInt8AVXVNNI(iters int, x uint32) float32
+// dotInt8AVX512 on ymm with AVX-VNNI: 12 independent VEX-encoded VPDPBUSD
+// ymm chains. Go's assembler emits VPDPBUSD only in its EVEX form
+// (AVX512_VNNI), which faults on CPUs without AVX-512, so the VEX
+// instructions are written as bytes (C4 map 0F38, W0, L=256, pp=66,
+// opcode 50). Requires iters >= 1 and AVX-VNNI.
+TEXT ·dotInt8AVXVNNI(SB), NOSPLIT, $0-20
+	MOVQ iters+0(FP), CX
+	MOVL x+8(FP), AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	VMOVDQA Y12, Y13
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+dotint8avxvnniloop:
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x1d; BYTE $0x50; BYTE $0xc5 // VPDPBUSD Y13, Y12, Y0 (VEX)
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x1d; BYTE $0x50; BYTE $0xcd // VPDPBUSD Y13, Y12, Y1 (VEX)
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x1d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y13, Y12, Y2 (VEX)
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x1d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y13, Y12, Y3 (VEX)
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x1d; BYTE $0x50; BYTE $0xe5 // VPDPBUSD Y13, Y12, Y4 (VEX)
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x1d; BYTE $0x50; BYTE $0xed // VPDPBUSD Y13, Y12, Y5 (VEX)
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x1d; BYTE $0x50; BYTE $0xf5 // VPDPBUSD Y13, Y12, Y6 (VEX)
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x1d; BYTE $0x50; BYTE $0xfd // VPDPBUSD Y13, Y12, Y7 (VEX)
+	BYTE $0xc4; BYTE $0x42; BYTE $0x1d; BYTE $0x50; BYTE $0xc5 // VPDPBUSD Y13, Y12, Y8 (VEX)
+	BYTE $0xc4; BYTE $0x42; BYTE $0x1d; BYTE $0x50; BYTE $0xcd // VPDPBUSD Y13, Y12, Y9 (VEX)
+	BYTE $0xc4; BYTE $0x42; BYTE $0x1d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y13, Y12, Y10 (VEX)
+	BYTE $0xc4; BYTE $0x42; BYTE $0x1d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y13, Y12, Y11 (VEX)
+	DECQ CX
+	JNZ dotint8avxvnniloop
+	VPADDD Y11, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+
 // func dotInt8AVX2(iters int, x uint32) float32
 // Runs iters iterations of 12 independent int8 dot chains on ymm, as the
 // AVX2 packed quantized products run without VNNI: VPMADDUBSW (unsigned by

@@ -95,6 +95,7 @@ func files() map[string]string {
 	add("quant_avx2_amd64.s", x86Quant)
 	add("qpack_avx512vnni_amd64.s", x86QPack)
 	add("qpack_avx2_amd64.s", x86QPackAVX2)
+	add("qpack_avxvnni_amd64.s", x86QPackAVXVNNI)
 	add("tile_amx_amd64.s", func(g *gen) { x86TileAMX(g); x86TileAMX3(g); x86PackTileBF16(g) })
 	add("tile_bf16fma_avx512_amd64.s", x86TileFMA)
 	add("tile_bf16op_avx2_amd64.s", x86TileOP)

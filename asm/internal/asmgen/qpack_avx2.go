@@ -144,8 +144,17 @@ func x86QPackQ8_0AVX2(g *gen, nb int) {
 // sub-block sums in Y(8+i) (the mins' word pairs in Y8..Y11 in the
 // epilogue); the weights Y12, an input's broadcast bytes Y13, the scales
 // Y14, products Y15 (d and dmin in Y12 and Y14 in the epilogue).
-func x86QPackQ4KAVX2(g *gen, nb int) {
+func x86QPackQ4KAVX2(g *gen, nb int) { x86QPackQ4K256(g, nb, false) }
+
+// x86QPackQ4K256 emits x86QPackQ4KAVX2's kernel or, with vnni, its
+// AVX-VNNI twin qpQ4KAVXVNNIx<nb>: each sub-block's eight VPMADDUBSW and
+// VPADDW per input become eight VEX VPDPBUSD into an int32 sum, which
+// VPMULLD by the rows' scales (dwords) adds to S.
+func x86QPackQ4K256(g *gen, nb int, vnni bool) {
 	name := fmt.Sprintf("qpQ4KAVX2x%d", nb)
+	if vnni {
+		name = fmt.Sprintf("qpQ4KAVXVNNIx%d", nb)
+	}
 	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
 		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q4_K×Q8_K product of packed\n", nb)+
 		"row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)\n"+
@@ -161,8 +170,14 @@ func x86QPackQ4KAVX2(g *gen, nb int) {
 		g.label(fmt.Sprintf("block%d", h))
 		for j := range 8 {
 			g.l("VPMOVZXBD %d(R10), Y14", 16*j+8*h)
-			g.l("VPSLLD $16, Y14, Y15")
-			g.l("VPOR Y15, Y14, Y14")
+			if vnni {
+				for i := range nb {
+					g.l("VPXOR Y%d, Y%d, Y%d", 8+i, 8+i, 8+i)
+				}
+			} else {
+				g.l("VPSLLD $16, Y14, Y15")
+				g.l("VPOR Y15, Y14, Y14")
+			}
 			for s := range 8 {
 				addr := fmt.Sprintf("%d(SI)", 64*(8*(j/2)+s)+32*h)
 				if j%2 == 0 {
@@ -173,6 +188,10 @@ func x86QPackQ4KAVX2(g *gen, nb int) {
 				g.l("VPAND qp2nib<>(SB), Y12, Y12")
 				for i, x := range qp2InputRegs[:nb] {
 					g.l("VPBROADCASTD %d(%s), Y13", 32*j+4*s, x)
+					if vnni {
+						emitVPDPBUSD(g, 8+i, 12, 13)
+						continue
+					}
 					if s == 0 {
 						g.l("VPMADDUBSW Y13, Y12, Y%d", 8+i)
 						continue
@@ -181,12 +200,16 @@ func x86QPackQ4KAVX2(g *gen, nb int) {
 					g.l("VPADDW Y15, Y%d, Y%d", 8+i, 8+i)
 				}
 			}
+			mul := "VPMADDWD"
+			if vnni {
+				mul = "VPMULLD"
+			}
 			for i := range nb {
 				if j == 0 {
-					g.l("VPMADDWD Y14, Y%d, Y%d", 8+i, 4+i)
+					g.l("%s Y14, Y%d, Y%d", mul, 8+i, 4+i)
 					continue
 				}
-				g.l("VPMADDWD Y14, Y%d, Y15", 8+i)
+				g.l("%s Y14, Y%d, Y15", mul, 8+i)
 				g.l("VPADDD Y15, Y%d, Y%d", 4+i, 4+i)
 			}
 		}
@@ -247,8 +270,17 @@ func x86QPackQ4KAVX2(g *gen, nb int) {
 // Registers: running sums of input i in Yi, its S in Y(4+i); the weight
 // vectors Y8..Y11, the scales Y12 (d in the epilogue), an input's
 // broadcast bytes Y13, products Y14 and Y15.
-func x86QPackQ6KAVX2(g *gen, nb int) {
+func x86QPackQ6KAVX2(g *gen, nb int) { x86QPackQ6K256(g, nb, false) }
+
+// x86QPackQ6K256 emits x86QPackQ6KAVX2's kernel or, with vnni, its
+// AVX-VNNI twin qpQ6KAVXVNNIx<nb>: each input's sub-block sum starts at
+// its −32·Σq and takes four VEX VPDPBUSD, in place of four VPMADDUBSW,
+// two VPADDW, two VPMADDWD and two VPADDD.
+func x86QPackQ6K256(g *gen, nb int, vnni bool) {
 	name := fmt.Sprintf("qpQ6KAVX2x%d", nb)
+	if vnni {
+		name = fmt.Sprintf("qpQ6KAVXVNNIx%d", nb)
+	}
 	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
 		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q6_K×Q8_K product of packed\n", nb)+
 		"row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)\n"+
@@ -279,7 +311,17 @@ func x86QPackQ6KAVX2(g *gen, nb int) {
 			}
 			g.l("VPMOVSXBD %d(R10), Y12", 16*j+8*h)
 			for i, x := range qp2InputRegs[:nb] {
+				if vnni {
+					g.l("VPBROADCASTD %d(%s), Y14", qKInputCorr+4*j, x)
+					for k := range 4 {
+						g.l("VPBROADCASTD %d(%s), Y13", 16*j+4*k, x)
+						emitVPDPBUSD(g, 14, 8+k, 13)
+					}
+				}
 				for k := range 4 {
+					if vnni {
+						break
+					}
 					dst := []int{14, 15, 15, 13}[k]
 					g.l("VPBROADCASTD %d(%s), Y13", 16*j+4*k, x)
 					g.l("VPMADDUBSW Y13, Y%d, Y%d", 8+k, dst)
@@ -287,11 +329,13 @@ func x86QPackQ6KAVX2(g *gen, nb int) {
 						g.l("VPADDW Y%d, Y%d, Y%d", dst, 14+k/2, 14+k/2)
 					}
 				}
-				g.l("VPMADDWD qp2ones<>(SB), Y14, Y14")
-				g.l("VPMADDWD qp2ones<>(SB), Y15, Y15")
-				g.l("VPADDD Y15, Y14, Y14")
-				g.l("VPBROADCASTD %d(%s), Y13", qKInputCorr+4*j, x)
-				g.l("VPADDD Y13, Y14, Y14")
+				if !vnni {
+					g.l("VPMADDWD qp2ones<>(SB), Y14, Y14")
+					g.l("VPMADDWD qp2ones<>(SB), Y15, Y15")
+					g.l("VPADDD Y15, Y14, Y14")
+					g.l("VPBROADCASTD %d(%s), Y13", qKInputCorr+4*j, x)
+					g.l("VPADDD Y13, Y14, Y14")
+				}
 				if j == 0 {
 					g.l("VPMULLD Y12, Y14, Y%d", 4+i)
 					continue
