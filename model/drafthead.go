@@ -168,3 +168,17 @@ func (m *Model) DraftType() quant.Type {
 	}
 	return m.draftHead.DType().Quant()
 }
+
+// DraftBytesFraction returns the share of a decode step's weight bytes
+// (DecodeBytes) that one draft step reads (DraftBytes) in a model of this
+// one's widths and weight formats with layers decoder layers (the layers
+// taken as this model's on average): how a benchmark on a few layers of a
+// large model's width projects to the whole model. 0 without a head.
+func (m *Model) DraftBytesFraction(layers int) float64 {
+	if m.mtp == nil || layers < 1 {
+		return 0
+	}
+	out := weightBytes(m.w.lmHead) + weightBytes(m.w.norm)
+	stack := float64(m.DecodeBytes()-out) * float64(layers) / float64(m.cfg.NumLayers)
+	return float64(m.DraftBytes()) / (float64(out) + stack)
+}
