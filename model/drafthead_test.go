@@ -106,7 +106,6 @@ func TestRequantize(t *testing.T) {
 func TestDraftQuantize(t *testing.T) {
 	g, gm, _ := loadMTPGolden(t, Options{})
 	exact := gm.m
-	sg := g.Speculative
 	ctx := context.Background()
 	for _, dq := range []string{"q8_0", "q4_k"} {
 		t.Run(dq, func(t *testing.T) {
@@ -160,35 +159,7 @@ func TestDraftQuantize(t *testing.T) {
 			if !(e < 0.05) {
 				t.Errorf("draft logits rel err %.3g vs the exact head's: not a %s copy", e, dq)
 			}
-			for k := 1; k <= 3; k++ {
-				seq, _ := m.NewSequence()
-				sp, err := m.NewSpeculator(seq)
-				if err != nil {
-					t.Fatal(err)
-				}
-				next, err := sp.Prefill(ctx, sg.Prompt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				toks, rounds, accepted := []int{next}, 0, 0
-				for len(toks) < sg.Steps {
-					r, err := sp.Round(ctx, k)
-					if err != nil {
-						t.Fatal(err)
-					}
-					rounds++
-					accepted += r.Accepted
-					toks = append(toks, r.Committed...)
-				}
-				sp.Close()
-				seq.Close()
-				if !slices.Equal(toks[:sg.Steps], sg.PlainGreedy) {
-					t.Errorf("k=%d: %v, plain greedy %v", k, toks[:sg.Steps], sg.PlainGreedy)
-				}
-				w := sg.Runs[k-1]
-				t.Logf("%s k=%d: %d of %d drafts accepted (%.0f %%); exact head %d of %d (%.0f %%)", dq, k,
-					accepted, k*rounds, 100*float64(accepted)/float64(k*rounds), w.Accepted, k*w.Rounds, 100*float64(w.Accepted)/float64(k*w.Rounds))
-			}
+			checkDraftSpeculation(t, m, g, dq)
 		})
 	}
 	if _, err := Open(vlTiny, withCPU(t, Options{DraftQuantize: "q8_0"})); err == nil {
@@ -215,5 +186,43 @@ func TestDraftQuantizeReuse(t *testing.T) {
 	if m.draftHead != m.w.lmHead || m.WeightBytes() != plain.WeightBytes() || m.DraftBytes() != plain.DraftBytes() {
 		t.Errorf("q8_0 model with a q8_0 draft head: copy %v, weight bytes %d vs %d, draft bytes %d vs %d",
 			m.draftHead != m.w.lmHead, m.WeightBytes(), plain.WeightBytes(), m.DraftBytes(), plain.DraftBytes())
+	}
+}
+
+// checkDraftSpeculation runs speculative greedy decoding of the golden
+// prompt on m for k = 1..3: the tokens must be plain greedy's. It logs the
+// acceptance against the exact head's (the goldens').
+func checkDraftSpeculation(t *testing.T, m *Model, g *mtpGolden, name string) {
+	t.Helper()
+	ctx := context.Background()
+	sg := g.Speculative
+	for k := 1; k <= 3; k++ {
+		seq, _ := m.NewSequence()
+		sp, err := m.NewSpeculator(seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := sp.Prefill(ctx, sg.Prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks, rounds, accepted := []int{next}, 0, 0
+		for len(toks) < sg.Steps {
+			r, err := sp.Round(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rounds++
+			accepted += r.Accepted
+			toks = append(toks, r.Committed...)
+		}
+		sp.Close()
+		seq.Close()
+		if !slices.Equal(toks[:sg.Steps], sg.PlainGreedy) {
+			t.Errorf("%s k=%d: %v, plain greedy %v", name, k, toks[:sg.Steps], sg.PlainGreedy)
+		}
+		w := sg.Runs[k-1]
+		t.Logf("%s k=%d: %d of %d drafts accepted (%.0f %%); exact head %d of %d (%.0f %%)", name, k,
+			accepted, k*rounds, 100*float64(accepted)/float64(k*rounds), w.Accepted, k*w.Rounds, 100*float64(w.Accepted)/float64(k*w.Rounds))
 	}
 }
