@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -189,12 +188,17 @@ func TestBenchSpeculative(t *testing.T) {
 		res.SpecAcceptedTokens > res.SpecDraftTokens || res.SpecDecodeTokensPerSecond <= 0 || res.SpecPlainTokensPerSecond <= 0 {
 		t.Errorf("implausible speculative result: %+v", res.specResult)
 	}
-	// A Q8_0 draft head: the draft steps read fewer bytes.
+	// bench's default draft_dtype; a Q8_0 draft head reads fewer bytes
+	// than the exact one.
+	if res.SpecDraftDType != defaultDraftDType {
+		t.Errorf("draft dtype %q by default, want %q", res.SpecDraftDType, defaultDraftDType)
+	}
+	exact, _ := benchJSON(t, "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 2, "draft_dtype": "exact"}`)
 	q8, _ := benchJSON(t, "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 2, "draft_dtype": "q8_0"}`)
-	if res.SpecDraftDType != cmp.Or(draftQuantizeOf(defaultDraftDType), "exact") || q8.SpecDraftDType != "q8_0" || q8.SpecDraftFormat != "Q8_0" ||
-		!(q8.SpecDraftBytesFraction < 0.6*res.SpecDraftBytesFraction) || !(q8.SpecProjected9BDraftFraction < res.SpecProjected9BDraftFraction) {
-		t.Errorf("draft dtypes %q and %q (%q): draft bytes fractions %v and %v, 9B %v and %v", res.SpecDraftDType, q8.SpecDraftDType, q8.SpecDraftFormat,
-			res.SpecDraftBytesFraction, q8.SpecDraftBytesFraction, res.SpecProjected9BDraftFraction, q8.SpecProjected9BDraftFraction)
+	if exact.SpecDraftDType != "exact" || exact.SpecDraftFormat != "keep" || q8.SpecDraftDType != "q8_0" || q8.SpecDraftFormat != "Q8_0" ||
+		!(q8.SpecDraftBytesFraction < 0.6*exact.SpecDraftBytesFraction) || !(q8.SpecProjected9BDraftFraction < exact.SpecProjected9BDraftFraction) {
+		t.Errorf("draft dtypes %q (%q) and %q (%q): draft bytes fractions %v and %v, 9B %v and %v", exact.SpecDraftDType, exact.SpecDraftFormat,
+			q8.SpecDraftDType, q8.SpecDraftFormat, exact.SpecDraftBytesFraction, q8.SpecDraftBytesFraction, exact.SpecProjected9BDraftFraction, q8.SpecProjected9BDraftFraction)
 	}
 	if _, keys := benchJSON(t); keys["spec_method"] != nil {
 		t.Errorf("spec keys without --speculative-config: %v", keys["spec_method"])
