@@ -226,10 +226,10 @@ func TestParseSpeculativeConfig(t *testing.T) {
 		backoff bool
 		want    engine.Speculative
 	}{
-		{`{"method": "mtp", "num_speculative_tokens": 2}`, true, engine.Speculative{Method: "mtp", Tokens: 2}},
+		{`{"method": "mtp", "num_speculative_tokens": 2}`, true, engine.Speculative{Method: "mtp", Tokens: 2, DraftQuantize: draftQuantizeOf(defaultDraftDType)}},
 		{`{"method": "mtp", "num_speculative_tokens": 2}`, false, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true}},
 		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": true}`, false, engine.Speculative{Method: "mtp", Tokens: 2}},
-		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": false}`, true, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true}},
+		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": false}`, true, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true, DraftQuantize: draftQuantizeOf(defaultDraftDType)}},
 		{`{"method": "ngram", "num_speculative_tokens": 3}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 5, LookupMax: 5}},
 		{`{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 4, LookupMax: 4}},
 		{`{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 2, LookupMax: 2}},

@@ -111,8 +111,14 @@ func draftQuantizeOf(dt string) string {
 	return dt
 }
 
-// defaultDraftDType is the "draft_dtype" of serve, chat and bench.
-const defaultDraftDType = "exact"
+// defaultDraftDType is the "draft_dtype" of serve, chat and bench. On the
+// 4-layer 9B-width model (2 threads, K = 2, P = 0.8, medians of 3
+// alternating runs) a draft step cost 0.62 of a decode step exact, 0.38
+// in Q8_0 and 0.21 in Q4_K, speedups 0.92, 1.05 and 1.45; Q8_0 is the
+// default as its drafts on vl-tiny's goldens are accepted exactly as the
+// exact head's, where Q4_K cannot be checked (vl-tiny's 64-value rows
+// fall back to Q8_0) and moves real logits about four times as far.
+const defaultDraftDType = "q8_0"
 
 // specConfigHelp is the help of --speculative-config, the same on every
 // command that takes it.
