@@ -93,6 +93,14 @@ type Speculative struct {
 	// NoBackoff keeps a request speculating whatever its acceptance (see
 	// Backoff); the zero value backs off.
 	NoBackoff bool
+	// DraftQuantize is the block format the MTP head drafts in
+	// (model.Options.DraftQuantize: "q8_0", "q6_k", "q4_k"; empty for
+	// exact drafts). It is a load option: whoever opens the model for
+	// this configuration (llm.Open, the govinfer commands) passes it on,
+	// and the engine drafts with whatever head the model loaded. The
+	// output does not depend on it, only which drafts are accepted and
+	// what a draft step costs.
+	DraftQuantize string
 	// backoffAt, when positive, replaces the cost of a round the back-off
 	// weighs its tokens against (tests).
 	backoffAt float64
@@ -171,7 +179,13 @@ func (sc Speculative) check(m *model.Model) error {
 	if sc.Tokens < 1 || sc.Tokens > MaxSpeculativeTokens {
 		return fmt.Errorf("engine: speculative tokens must be 1 to %d, got %d", MaxSpeculativeTokens, sc.Tokens)
 	}
+	if _, err := model.ParseDraftType(sc.DraftQuantize); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
 	if sc.Method == "ngram" {
+		if sc.DraftQuantize != "" {
+			return errors.New("engine: a draft quantization is for method mtp (n-gram drafts read no weights)")
+		}
 		lo, hi := sc.lookup()
 		if lo < 1 || hi < lo {
 			return fmt.Errorf("engine: n-gram lookup sizes must be 1 <= min <= max, got %d and %d", lo, hi)

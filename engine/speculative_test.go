@@ -338,6 +338,8 @@ func TestSpeculativeConfigErrors(t *testing.T) {
 		{Speculative{Method: "mtp", Tokens: 0}, "1 to 4"},
 		{Speculative{Method: "mtp", Tokens: 5}, "1 to 4"},
 		{Speculative{Tokens: 2}, "without a speculative method"},
+		{Speculative{Method: "mtp", Tokens: 2, DraftQuantize: "q2_k"}, "unknown draft quantization"},
+		{Speculative{Method: "ngram", Tokens: 2, DraftQuantize: "q8_0"}, "for method mtp"},
 	} {
 		if _, err := New(m, Config{Speculative: c.sc}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.sc, err, c.want)

@@ -127,7 +127,9 @@ type Options struct {
 	// Speculative turns on speculative decoding (engine.Config.Speculative,
 	// vLLM's --speculative-config): with Method "mtp" the checkpoint's MTP
 	// head (mtp.* weights) is loaded and drafts Tokens tokens per round for
-	// greedy requests; the output is that of plain greedy decoding.
+	// greedy requests; the output is that of plain greedy decoding. Its
+	// DraftQuantize loads the head for drafting in that block format
+	// (model.Options.DraftQuantize).
 	Speculative engine.Speculative
 }
 
@@ -223,7 +225,7 @@ func Open(dir string, o Options) (*Model, error) {
 	// that only prefills fills it (prefillPassTokens).
 	maxSeqs := cmp.Or(o.MaxNumSeqs, engine.DefaultMaxNumSeqs)
 	m, err := model.Open(dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize, KVCacheType: kvType,
-		MTP: o.Speculative.Method == "mtp", MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens)})
+		MTP: o.Speculative.Method == "mtp", DraftQuantize: o.Speculative.DraftQuantize, MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens)})
 	if err != nil {
 		lm.closeBackend()
 		if o.Speculative.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {

@@ -54,6 +54,17 @@ type Options struct {
 	// speculative decoding (Model.NewDraftSequence, Model.DraftStep); off
 	// by default, as it costs memory. A checkpoint without one is an error.
 	MTP bool
+	// DraftQuantize, when not empty, names a block format (DraftTypes:
+	// "q8_0", "q6_k" or "q4_k") for the MTP head's drafting: its draft
+	// steps read a copy of the output matrix in that format, made while
+	// loading, and the head's own matrices are loaded in it. The main
+	// model's weights, lm_head included, stay as they are, so verified
+	// output is unchanged; the drafts may differ from exact ones (and be
+	// accepted more or less often). A matrix already stored (or
+	// quantized by Quantize) in as few bytes is used as it is, with no
+	// copy; a row no block of the format divides falls back to Q8_0, or
+	// stays. Empty means exact drafts. It needs MTP.
+	DraftQuantize string
 }
 
 // Model is a loaded Qwen3.5 text model. Its methods are safe for concurrent
@@ -64,6 +75,9 @@ type Model struct {
 	file io.Closer // the checkpoint or GGUF file Open opened, or nil
 	w    *weights
 	mtp  *mtpWeights // the MTP head when Options.MTP, else nil
+	// draftHead is the output matrix the head's draft steps read: w.lmHead
+	// or its quantized copy (Options.DraftQuantize).
+	draftHead compute.Weight
 	// tokenwise runs the attention of a Decode input of several tokens one
 	// token at a time (piece.tokenwise): on backends whose attention splits
 	// a context by the number of new tokens (compute.RowDependentAttention).
@@ -134,13 +148,23 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxStepTokens
 	}
+	draft, err := ParseDraftType(o.DraftQuantize)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if draft != quant.Keep && !o.MTP {
+		return nil, errors.New("model: a draft quantization (Options.DraftQuantize) needs the MTP head (Options.MTP)")
+	}
 	w, err := loadWeights(src, cfg, m.be, o.Quantize, o.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	m.w = w
 	if o.MTP {
-		if m.mtp, err = loadMTP(src, cfg, m.be, o.Quantize); err != nil {
+		if m.mtp, err = loadMTP(src, cfg, m.be, o.Quantize, draft); err != nil {
+			return nil, fmt.Errorf("model: MTP head: %w", err)
+		}
+		if m.draftHead, err = loadDraftHead(src, cfg, m.be, w.lmHead, draft); err != nil {
 			return nil, fmt.Errorf("model: MTP head: %w", err)
 		}
 	}
@@ -472,6 +496,9 @@ func (m *Model) WeightBytes() int64 {
 	for _, x := range m.mtp.all() {
 		n += weightBytes(x)
 	}
+	if m.draftHead != nil && m.draftHead != m.w.lmHead {
+		n += weightBytes(m.draftHead)
+	}
 	return n
 }
 
@@ -479,7 +506,11 @@ func (m *Model) WeightBytes() int64 {
 // format (quantized: Q8_0, Q4_K, ...), part of WeightBytes.
 func (m *Model) BlockFormatBytes() int64 {
 	var n int64
-	for _, x := range append(m.w.all(), m.mtp.all()...) {
+	ws := append(m.w.all(), m.mtp.all()...)
+	if m.draftHead != nil && m.draftHead != m.w.lmHead {
+		ws = append(ws, m.draftHead)
+	}
+	for _, x := range ws {
 		if x.DType().Quant() != quant.Keep {
 			n += weightBytes(x)
 		}
@@ -494,6 +525,9 @@ func (m *Model) DecodeBytes() int64 {
 	n := m.WeightBytes()
 	for _, x := range m.mtp.all() { // the head is read by draft steps only
 		n -= weightBytes(x)
+	}
+	if m.draftHead != nil && m.draftHead != m.w.lmHead {
+		n -= weightBytes(m.draftHead)
 	}
 	if m.w.lmHead != m.w.embed {
 		n -= weightBytes(m.w.embed)

@@ -91,8 +91,9 @@ func MTPPlanName(c *Config, name string) string {
 }
 
 // loadMTP binds and loads the head's tensors (quantized as the mix plans
-// the matching text tensors, when mix is not empty).
-func loadMTP(src source, c *Config, be compute.Backend, mix string) (*mtpWeights, error) {
+// the matching text tensors, when mix is not empty, and its matrices then
+// to the draft format draft, where that is smaller: see draftType).
+func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.Type) (*mtpWeights, error) {
 	switch s := src.(type) {
 	case ckSource:
 	case *ggufSource:
@@ -135,6 +136,13 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string) (*mtpWeights
 				inPlace = false
 			}
 		}
+		if len(b.shape) == 2 {
+			var copied bool
+			if dt, data, copied, err = toDraftType(draft, b.name, dt, data, rows, cols); err != nil {
+				return nil, err
+			}
+			inPlace = inPlace && !copied
+		}
 		wt, err := be.LoadWeight(b.name, dt, rows, cols, data)
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
@@ -151,14 +159,15 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string) (*mtpWeights
 func (m *Model) HasMTP() bool { return m.mtp != nil }
 
 // DraftBytes returns the weight bytes one draft step of the MTP head
-// reads: the head's own weights and the output matrix it shares (the
+// reads: the head's own weights and the output matrix it drafts with (the
+// main model's, or its quantized copy: Options.DraftQuantize; the
 // embedding rows it gathers left out, as in DecodeBytes); 0 without a
 // head.
 func (m *Model) DraftBytes() int64 {
 	if m.mtp == nil {
 		return 0
 	}
-	n := weightBytes(m.w.lmHead)
+	n := weightBytes(m.draftHead)
 	for _, x := range m.mtp.all() {
 		n += weightBytes(x)
 	}
@@ -481,7 +490,7 @@ func (m *Model) draftForward(ctx context.Context, pass []piece, hid [][]float32,
 			}
 		}
 		be.RMSNorm(sc.normed, sc.xn, w.norm, logitRows, h, eps) // g
-		m.matMul(sc.logits, sc.normed, m.w.lmHead, logitRows, logitRows)
+		m.matMul(sc.logits, sc.normed, m.draftHead, logitRows, logitRows)
 		ids := make([]int32, logitRows)
 		if err := be.Argmax(ctx, ids, sc.logits, c.VocabSize); err != nil {
 			return fmt.Errorf("model: argmax: %w", err)

@@ -217,7 +217,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		"With --speculative-config it also decodes one request through the engine with and without\n"+
 		"speculation (greedy, --gen tokens, --repeat times) and reports both rates and the drafts,\n"+
 		"the measured costs of a verify step and of a draft step, the speedup they predict, and the\n"+
-		"speedup they project for a real Qwen3.5-9B (draft steps reading 16 % of its decode bytes) at\n"+
+		"speedup they project for a real Qwen3.5-9B in the run's weight formats (draft steps reading 16 % of its decode bytes in BF16) at\n"+
 		"80 % acceptance; --draft-acceptance P sets the acceptance (random weights accept nothing).")
 	dir := fs.String("model", "", "checkpoint `DIR`, or a GGUF file")
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
@@ -332,7 +332,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		}
 	}
 	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: max(*prompt, *imageTokens+2),
-		Quantize: *quantize, MTP: spec.Method == "mtp", Progress: quietProgress(io, *dir, *quantize)})
+		Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize)})
 	if err != nil {
 		if spec.Method == "mtp" {
 			return fail(exitUsage, "--speculative-config: method mtp needs the checkpoint's MTP head (mtp.* tensors): %s", firstLine(err))

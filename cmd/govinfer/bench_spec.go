@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,12 @@ type specResult struct {
 	// num_speculative_tokens.
 	SpecMethod string `json:"spec_method,omitempty"`
 	SpecK      int    `json:"spec_num_tokens,omitempty"`
+	// SpecDraftDType is the configuration's draft_dtype ("exact",
+	// "q8_0", ...) for MTP, and SpecDraftFormat the format the draft
+	// steps read lm_head in ("Q8_0", ...; the main model's where it is as
+	// small already, "keep" for an unquantized one).
+	SpecDraftDType  string `json:"spec_draft_dtype,omitempty"`
+	SpecDraftFormat string `json:"spec_draft_format,omitempty"`
 	// SpecDecodeTokensPerSecond is the median decode rate of one request
 	// through the engine with speculation, SpecPlainTokensPerSecond the
 	// same request's without it (same engine settings, same run), and
@@ -47,9 +54,15 @@ type specResult struct {
 	// SpecDraftBytesFraction is the weight bytes of a draft step over a
 	// decode step's on this model (model.DraftBytes / DecodeBytes).
 	SpecDraftBytesFraction float64 `json:"spec_draft_bytes_fraction,omitempty"`
+	// SpecProjected9BDraftFraction is that share for a model of this
+	// one's widths and formats with the 9B's 32 layers
+	// (model.DraftBytesFraction): on the 9B-width test model, the real
+	// 9B's in this run's weight formats (main and draft).
+	SpecProjected9BDraftFraction float64 `json:"spec_projected_9b_draft_bytes_fraction,omitempty"`
 	// SpecProjected9BSpeedup projects the speedup of a real Qwen3.5-9B
-	// (draft steps reading projectedDraftFraction of its decode bytes)
-	// at projectedAcceptance per draft, from this run's costs: the draft
+	// in this run's formats (draft steps reading
+	// spec_projected_9b_draft_bytes_fraction of its decode bytes) at
+	// projectedAcceptance per draft, from this run's costs: the draft
 	// cost scaled by the ratio of the byte fractions, the verify cost as
 	// measured.
 	SpecProjected9BSpeedup float64 `json:"spec_projected_9b_speedup,omitempty"`
@@ -60,7 +73,8 @@ const specJSONKeys = "; with --speculative-config: spec_method, spec_num_tokens,
 	"spec_draft_tokens, spec_accepted_tokens, spec_accepted_per_round, spec_draft_acceptance (--draft-acceptance), " +
 	"spec_verify_cost and spec_draft_cost (a verify step of num_speculative_tokens+1 positions and one draft step, each over one plain decode step), " +
 	"spec_predicted_speedup (from those costs at the acceptance measured or set), spec_draft_bytes_fraction, " +
-	"spec_projected_9b_speedup (a real 9B, draft steps reading 16 % of its decode bytes, at 80 % acceptance)"
+	"spec_draft_dtype and spec_draft_format (the format draft steps read lm_head in), spec_projected_9b_draft_bytes_fraction (that share for this model's widths and formats at the 9B's 32 layers: 16 % exact in BF16), " +
+	"spec_projected_9b_speedup (a real 9B in this run's formats, from these costs, at 80 % acceptance)"
 
 // engineDecode runs one greedy request of gen tokens over ids through an
 // engine with the given speculation and returns its decode rate (tokens
@@ -138,6 +152,10 @@ func benchSpec(ctx context.Context, m *model.Model, ids []int, gen, repeat int, 
 		res.SpecDraftTokens, res.SpecAcceptedTokens = d, a
 	}
 	res.SpecMethod, res.SpecK = spec.Method, spec.Tokens
+	if spec.Method == "mtp" {
+		res.SpecDraftDType = cmp.Or(spec.DraftQuantize, "exact")
+		res.SpecDraftFormat = m.DraftType().String()
+	}
 	res.SpecPlainTokensPerSecond, res.SpecDecodeTokensPerSecond = median(plain), median(specd)
 	res.SpecSpeedup = res.SpecDecodeTokensPerSecond / res.SpecPlainTokensPerSecond
 	if res.SpecDraftTokens > 0 {
@@ -156,7 +174,8 @@ func benchSpec(ctx context.Context, m *model.Model, ids []int, gen, repeat int, 
 	res.SpecPredictedSpeedup = predictedSpeedup(res.SpecVerifyCost, res.SpecDraftCost, p, spec.Tokens)
 	if db := m.DraftBytes(); db > 0 {
 		res.SpecDraftBytesFraction = float64(db) / float64(m.DecodeBytes())
-		draft9B := res.SpecDraftCost * projectedDraftFraction / res.SpecDraftBytesFraction
+		res.SpecProjected9BDraftFraction = m.DraftBytesFraction(projectedLayers)
+		draft9B := res.SpecDraftCost * res.SpecProjected9BDraftFraction / res.SpecDraftBytesFraction
 		res.SpecProjected9BSpeedup = predictedSpeedup(res.SpecVerifyCost, draft9B, projectedAcceptance, spec.Tokens)
 	}
 	return nil
@@ -183,14 +202,16 @@ func perDraftAcceptance(perRound float64, k int) float64 {
 	return (lo + hi) / 2
 }
 
-// projectedDraftFraction is the share of a real Qwen3.5-9B decode step's
-// weight bytes that one of its draft steps reads (lm_head and the MTP
-// head: ~16 % of 15.9 GB, issue 37), and projectedAcceptance the
-// acceptance per draft the projection assumes (published first-draft
-// acceptance of the 9B: 72-85 %).
+// projectedLayers is the real Qwen3.5-9B's number of decoder layers: on
+// the 9B-width test model, whose layers are the 9B's (three Gated
+// DeltaNet to one attention layer), a draft step reads
+// model.DraftBytesFraction(projectedLayers) of the 9B's decode bytes
+// (lm_head and the MTP head in BF16: ~16 % of 15.9 GB, issue 37); and
+// projectedAcceptance is the acceptance per draft the projection assumes
+// (published first-draft acceptance of the 9B: 72-85 %).
 const (
-	projectedDraftFraction = 0.16
-	projectedAcceptance    = 0.8
+	projectedLayers     = 32
+	projectedAcceptance = 0.8
 )
 
 // specCosts measures, on one sequence after prefilling ids, the time of a

@@ -126,6 +126,9 @@ func TestGenerateSpeculativeErrors(t *testing.T) {
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "backoff": "no"}`, "not a JSON object"},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "draft_model": "x"}`, `unknown field "draft_model"`},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2.5}`, "not a JSON object"},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "draft_dtype": "q3_k"}`, `unknown draft_dtype "q3_k"`},
+		{vl, `{"method": "mtp", "num_speculative_tokens": 2, "draft_dtype": 8}`, "not a JSON object"},
+		{vl, `{"method": "ngram", "num_speculative_tokens": 2, "draft_dtype": "q8_0"}`, `draft_dtype is for method "mtp"`},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2`, "not a JSON object"},
 		{vl, `{"method": "mtp", "num_speculative_tokens": 2} {}`, "trailing data"},
 		{vl, `{"num_speculative_tokens": 2}`, `"method" is required`},
@@ -185,6 +188,18 @@ func TestBenchSpeculative(t *testing.T) {
 		res.SpecAcceptedTokens > res.SpecDraftTokens || res.SpecDecodeTokensPerSecond <= 0 || res.SpecPlainTokensPerSecond <= 0 {
 		t.Errorf("implausible speculative result: %+v", res.specResult)
 	}
+	// bench's default draft_dtype; a Q8_0 draft head reads fewer bytes
+	// than the exact one.
+	if res.SpecDraftDType != defaultDraftDType {
+		t.Errorf("draft dtype %q by default, want %q", res.SpecDraftDType, defaultDraftDType)
+	}
+	exact, _ := benchJSON(t, "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 2, "draft_dtype": "exact"}`)
+	q8, _ := benchJSON(t, "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 2, "draft_dtype": "q8_0"}`)
+	if exact.SpecDraftDType != "exact" || exact.SpecDraftFormat != "keep" || q8.SpecDraftDType != "q8_0" || q8.SpecDraftFormat != "Q8_0" ||
+		!(q8.SpecDraftBytesFraction < 0.6*exact.SpecDraftBytesFraction) || !(q8.SpecProjected9BDraftFraction < exact.SpecProjected9BDraftFraction) {
+		t.Errorf("draft dtypes %q (%q) and %q (%q): draft bytes fractions %v and %v, 9B %v and %v", exact.SpecDraftDType, exact.SpecDraftFormat,
+			q8.SpecDraftDType, q8.SpecDraftFormat, exact.SpecDraftBytesFraction, q8.SpecDraftBytesFraction, exact.SpecProjected9BDraftFraction, q8.SpecProjected9BDraftFraction)
+	}
 	if _, keys := benchJSON(t); keys["spec_method"] != nil {
 		t.Errorf("spec keys without --speculative-config: %v", keys["spec_method"])
 	}
@@ -211,18 +226,24 @@ func TestParseSpeculativeConfig(t *testing.T) {
 		backoff bool
 		want    engine.Speculative
 	}{
-		{`{"method": "mtp", "num_speculative_tokens": 2}`, true, engine.Speculative{Method: "mtp", Tokens: 2}},
+		{`{"method": "mtp", "num_speculative_tokens": 2}`, true, engine.Speculative{Method: "mtp", Tokens: 2, DraftQuantize: draftQuantizeOf(defaultDraftDType)}},
 		{`{"method": "mtp", "num_speculative_tokens": 2}`, false, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true}},
 		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": true}`, false, engine.Speculative{Method: "mtp", Tokens: 2}},
-		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": false}`, true, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true}},
+		{`{"method": "mtp", "num_speculative_tokens": 2, "backoff": false}`, true, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true, DraftQuantize: draftQuantizeOf(defaultDraftDType)}},
 		{`{"method": "ngram", "num_speculative_tokens": 3}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 5, LookupMax: 5}},
 		{`{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 4, LookupMax: 4}},
 		{`{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2}`, true, engine.Speculative{Method: "ngram", Tokens: 3, LookupMin: 2, LookupMax: 2}},
 		{`{"method": "ngram", "num_speculative_tokens": 1, "prompt_lookup_min": 2, "prompt_lookup_max": 6}`, true, engine.Speculative{Method: "ngram", Tokens: 1, LookupMin: 2, LookupMax: 6}},
+		// draft_dtype: exact by default in generate, defaultDraftDType in
+		// serve, chat and bench.
+		{`{"method": "mtp", "num_speculative_tokens": 2, "draft_dtype": "q8_0"}`, false, engine.Speculative{Method: "mtp", Tokens: 2, NoBackoff: true, DraftQuantize: "q8_0"}},
+		{`{"method": "mtp", "num_speculative_tokens": 2, "draft_dtype": "q4_k"}`, true, engine.Speculative{Method: "mtp", Tokens: 2, DraftQuantize: "q4_k"}},
+		{`{"method": "mtp", "num_speculative_tokens": 2, "draft_dtype": "exact"}`, true, engine.Speculative{Method: "mtp", Tokens: 2}},
+		{`{"method": "mtp", "num_speculative_tokens": 3}`, true, engine.Speculative{Method: "mtp", Tokens: 3, DraftQuantize: draftQuantizeOf(defaultDraftDType)}},
 	} {
 		got, err := parseSpeculativeConfig(c.cfg, c.backoff)
 		if err != nil || got.Method != c.want.Method || got.Tokens != c.want.Tokens || got.LookupMin != c.want.LookupMin ||
-			got.LookupMax != c.want.LookupMax || got.NoBackoff != c.want.NoBackoff {
+			got.LookupMax != c.want.LookupMax || got.NoBackoff != c.want.NoBackoff || got.DraftQuantize != c.want.DraftQuantize {
 			t.Errorf("%s (backoff %v): %+v %v, want %+v", c.cfg, c.backoff, got, err, c.want)
 		}
 	}
