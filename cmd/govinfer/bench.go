@@ -309,9 +309,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			return fail(exitError, "--agent-replay: %v", err)
 		}
 		if *asJSON {
-			enc := json.NewEncoder(io.out)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(res); err != nil {
+			if err := printIndentedJSON(io.out, res); err != nil {
 				return fail(exitError, "%v", err)
 			}
 			return exitOK
@@ -354,9 +352,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		}
 		res.Model = *dir
 		if *asJSON {
-			enc := json.NewEncoder(io.out)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(res); err != nil {
+			if err := printIndentedJSON(io.out, res); err != nil {
 				return fail(exitError, "%v", err)
 			}
 			return exitOK
@@ -439,9 +435,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		res.DecodeBandwidthFraction = res.DecodeGBPerSecond / res.MemoryReadGBPerSecond
 	}
 	if *asJSON {
-		enc := json.NewEncoder(io.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := printIndentedJSON(io.out, res); err != nil {
 			return fail(exitError, "%v", err)
 		}
 		return exitOK
@@ -455,6 +449,14 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		}
 	}
 	return exitOK
+}
+
+// printIndentedJSON writes v to w as indented JSON, as bench --json prints
+// its results.
+func printIndentedJSON(w goio.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // setMachine fills in the host measurements of rep and what follows from
