@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	goio "io"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
@@ -36,7 +33,7 @@ type imageBenchResult struct {
 	// Medians over the repeats.
 	VisionEncodeSeconds         float64 `json:"vision_encode_seconds"`
 	VisionEncodeTokensPerSecond float64 `json:"vision_encode_tokens_per_second"`
-	// The prompt is <|vision_start|>, the image's tokens, <|vision_end|>.
+	// The prompt is <|vision_start|>, the image's tokens and one text token.
 	PromptTokens                int     `json:"prompt_tokens"`
 	ImagePrefillTokensPerSecond float64 `json:"image_prefill_tokens_per_second"`
 	TextPrefillTokensPerSecond  float64 `json:"text_prefill_tokens_per_second"`
@@ -58,21 +55,21 @@ func imageGrid(n, merge int) [3]int {
 	return [3]int{1, rows * merge, n / rows * merge}
 }
 
-// benchImage runs the --image-tokens benchmark on the checkpoint dir,
-// whose text model m is open on be.
+// benchImage runs the --image-tokens benchmark on the model at dir (its
+// tower as vision.Resolve finds it), whose text model m is open on be.
 func benchImage(ctx context.Context, m *model.Model, be compute.Backend, dir string, tokens, repeat, threads int) (*imageBenchResult, error) {
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, errors.New("needs a checkpoint directory with a vision tower (a GGUF file has none here)")
+	setup, err := vision.Resolve(dir, vision.ResolveOptions{TextHidden: m.Config().HiddenSize})
+	if errors.Is(err, vision.ErrNoTower) {
+		return nil, fmt.Errorf("%s has no vision tower (no vision_config in config.json, or no model.visual.* tensors)", dir)
 	}
-	tower, err := vision.Open(dir, vision.Options{Backend: be})
+	if err != nil {
+		return nil, err
+	}
+	tower, err := setup.Open(vision.Options{Backend: be})
 	if err != nil {
 		return nil, err
 	}
 	defer tower.Close()
-	ids, err := readVisionIDs(dir)
-	if err != nil {
-		return nil, err
-	}
 	c := tower.Config()
 	grid := imageGrid(tokens, c.SpatialMergeSize)
 	if _, _, err := c.CheckGrid(grid); err != nil {
@@ -83,13 +80,18 @@ func benchImage(ctx context.Context, m *model.Model, be compute.Backend, dir str
 	for i := range pixels {
 		pixels[i] = r.Float32()*2 - 1 // normalized values, as the processor gives
 	}
+	// <|vision_start|>, the image's pads, one text token.
+	text := benchPrompt(m.Config(), tokens+2, 3)
 	prompt := make([]int, 0, tokens+2)
-	prompt = append(prompt, ids.start)
-	for range tokens {
-		prompt = append(prompt, ids.pad)
+	if setup.VisionStart >= 0 {
+		prompt = append(prompt, setup.VisionStart)
 	}
-	prompt = append(prompt, ids.end)
-	pos, delta, err := vision.RopeIndex(prompt, ids.pad, ids.start, [][3]int{grid}, c.SpatialMergeSize)
+	for range tokens {
+		prompt = append(prompt, setup.ImageToken)
+	}
+	prompt = append(prompt, text[0])
+	text = text[:len(prompt)]
+	pos, delta, err := vision.RopeIndex(prompt, setup.ImageToken, setup.VisionStart, [][3]int{grid}, c.SpatialMergeSize)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +99,6 @@ func benchImage(ctx context.Context, m *model.Model, be compute.Backend, dir str
 	for i := range positions {
 		positions[i] = [3]int{pos[0][i], pos[1][i], pos[2][i]}
 	}
-	text := benchPrompt(m.Config(), len(prompt), 3)
 
 	res := &imageBenchResult{Backend: be.Name(), Threads: threads, Repeat: repeat, ImageTokens: tokens, ImageGrid: grid,
 		ImagePixels: [2]int{grid[1] * c.PatchSize, grid[2] * c.PatchSize}, PromptTokens: len(prompt)}
@@ -120,7 +121,7 @@ func benchImage(ctx context.Context, m *model.Model, be compute.Backend, dir str
 		// and the two prompts take turns going first (img, text, text,
 		// img), so that both see the same machine.
 		runtime.GC()
-		span := []model.EmbedSpan{{Index: 1, Rows: embeds}}
+		span := []model.EmbedSpan{{Index: len(prompt) - tokens - 1, Rows: embeds}}
 		for _, image := range []bool{true, false, false, true} {
 			if image {
 				rate, err := prefillOnce(ctx, m, prompt, span, positions, delta)
@@ -162,30 +163,6 @@ func prefillOnce(ctx context.Context, m *model.Model, ids []int, embeds []model.
 	rate := float64(len(ids)) / time.Since(start).Seconds()
 	seq.SetRopeDelta(delta)
 	return rate, nil
-}
-
-// visionIDs are the special ids of a checkpoint with a vision tower.
-type visionIDs struct{ pad, start, end int }
-
-// readVisionIDs reads image_token_id, vision_start_token_id and
-// vision_end_token_id from the checkpoint's config.json.
-func readVisionIDs(dir string) (visionIDs, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return visionIDs{}, err
-	}
-	var c struct {
-		Pad   *int `json:"image_token_id"`
-		Start *int `json:"vision_start_token_id"`
-		End   *int `json:"vision_end_token_id"`
-	}
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return visionIDs{}, fmt.Errorf("config.json: %w", err)
-	}
-	if c.Pad == nil || c.Start == nil || c.End == nil {
-		return visionIDs{}, errors.New("config.json lacks image_token_id, vision_start_token_id or vision_end_token_id")
-	}
-	return visionIDs{*c.Pad, *c.Start, *c.End}, nil
 }
 
 // print writes the --image-tokens result as text.
