@@ -13,7 +13,6 @@ import (
 	"github.com/govinfer/govinfer/imageproc"
 	"github.com/govinfer/govinfer/jsonvalue"
 	"github.com/govinfer/govinfer/model/vision"
-	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/tokenizer"
 )
 
@@ -81,11 +80,7 @@ func openVision(dir string, o Options, tok *tokenizer.Tokenizer, hidden int) (*v
 	} else {
 		v.be = cpu.New(cpu.Options{})
 	}
-	vo := vision.Options{Backend: v.be}
-	if o.Quantize != "" {
-		vo.Quant = quant.Q8_0
-	}
-	if v.tower, err = s.Open(vo); err != nil {
+	if v.tower, err = s.Open(vision.Options{Backend: v.be, Quant: vision.QuantFor(o.Quantize)}); err != nil {
 		v.be.Close()
 		return nil, err
 	}

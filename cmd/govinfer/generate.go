@@ -132,7 +132,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	}
 	defer m.Close()
 	if len(images) > 0 {
-		if ids, err = imagePrompt(ctx, vsetup, backend, *quantize != "", ids, images, &req); err != nil {
+		if ids, err = imagePrompt(ctx, vsetup, backend, *quantize, ids, images, &req); err != nil {
 			if imageproc.IsInputError(err) {
 				return fail(exitUsage, "%v", err)
 			}

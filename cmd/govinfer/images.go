@@ -12,7 +12,6 @@ import (
 	"github.com/govinfer/govinfer/gguf"
 	"github.com/govinfer/govinfer/imageproc"
 	"github.com/govinfer/govinfer/model/vision"
-	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/tokenizer"
 )
 
@@ -62,14 +61,10 @@ func checkImagePrompt(dir, mmproj string, hidden int, ids []int, files []string)
 
 // imagePrompt encodes the image files with the vision tower s names on
 // backend be and returns the prompt with each image pad of ids expanded to
-// its image's tokens (the tower's matrices Q8_0 when quantized), with the engine request's images, 3-D positions and
+// its image's tokens (the tower quantized as vision.QuantFor says for --quantize), with the engine request's images, 3-D positions and
 // rope delta set in req. checkImagePrompt has checked ids and files.
-func imagePrompt(ctx context.Context, s *vision.Setup, be compute.Backend, quantized bool, ids []int, files []string, req *engine.Request) ([]int, error) {
-	vo := vision.Options{Backend: be}
-	if quantized {
-		vo.Quant = quant.Q8_0 // as llm does under --quantize
-	}
-	tower, err := s.Open(vo)
+func imagePrompt(ctx context.Context, s *vision.Setup, be compute.Backend, quantize string, ids []int, files []string, req *engine.Request) ([]int, error) {
+	tower, err := s.Open(vision.Options{Backend: be, Quant: vision.QuantFor(quantize)})
 	if err != nil {
 		return nil, fmt.Errorf("--image: %w", err)
 	}

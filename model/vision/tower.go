@@ -61,6 +61,18 @@ type Options struct {
 	Quant quant.Type
 }
 
+// QuantFor returns the tower's Options.Quant for a text model quantized
+// at load as quantize says (model.Options.Quantize): Q8_0 for any
+// quantization, whatever the text model's mix, quant.Keep for none. The
+// tower is small beside the text model, and Q8_0 moves its embeddings
+// about as much as the text model's Q8_0 moves the logits.
+func QuantFor(quantize string) quant.Type {
+	if quantize == "" {
+		return quant.Keep
+	}
+	return quant.Q8_0
+}
+
 // Tower is a loaded vision tower. Its methods are safe for concurrent use;
 // encodings are serialised.
 type Tower struct {
