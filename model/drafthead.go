@@ -3,10 +3,8 @@ package model
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/quant"
@@ -76,29 +74,13 @@ func requantize(qt quant.Type, dt compute.DType, data []byte, rows, cols int) ([
 	if !from.Fits(cols) {
 		return nil, fmt.Errorf("rows of %d values do not fit %v blocks", cols, from)
 	}
-	ib, ob := from.RowBytes(cols), qt.RowBytes(cols)
+	ib := from.RowBytes(cols)
 	if len(data) != rows*ib {
 		return nil, fmt.Errorf("%d bytes for %d rows of %d %v values", len(data), rows, cols, from)
 	}
-	out := make([]byte, rows*ob)
-	workers := min(runtime.NumCPU(), rows)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for wk := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			row := make([]float32, cols)
-			lo, hi := wk*rows/workers, (wk+1)*rows/workers
-			for r := lo; r < hi && errs[wk] == nil; r++ {
-				if errs[wk] = quant.DequantizeRow(from, row, data[r*ib:(r+1)*ib]); errs[wk] == nil {
-					errs[wk] = quant.QuantizeRow(qt, out[r*ob:(r+1)*ob], row)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
+	return quantizeRows(qt, rows, cols, func(row []float32, r int) error {
+		return quant.DequantizeRow(from, row, data[r*ib:(r+1)*ib])
+	})
 }
 
 // toDraftType quantizes one loaded matrix for drafting (draftType), or

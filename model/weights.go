@@ -206,13 +206,21 @@ type Progress struct {
 }
 
 // quantizeTensor quantizes rows rows of cols values of a BF16, F16 or F32
-// tensor to qt, rows split over the CPUs; each worker widens its rows into
-// one reused float32 row, so quantizing allocates only the result.
+// tensor to qt, rows split over the CPUs (quantizeRows).
 func quantizeTensor(qt quant.Type, dt compute.DType, data []byte, rows, cols int) ([]byte, error) {
 	widen, size := widener(dt)
 	if widen == nil {
 		return nil, fmt.Errorf("cannot quantize %s values", dt)
 	}
+	return quantizeRows(qt, rows, cols, func(row []float32, r int) error {
+		return widen(row, data[r*cols*size:(r+1)*cols*size])
+	})
+}
+
+// quantizeRows quantizes rows rows of cols values to qt, rows split over
+// the CPUs: read fills a worker's one reused float32 row with row r, so
+// quantizing allocates only the result.
+func quantizeRows(qt quant.Type, rows, cols int, read func(row []float32, r int) error) ([]byte, error) {
 	rb := qt.RowBytes(cols)
 	out := make([]byte, rows*rb)
 	workers := min(runtime.NumCPU(), rows)
@@ -225,7 +233,7 @@ func quantizeTensor(qt quant.Type, dt compute.DType, data []byte, rows, cols int
 			row := make([]float32, cols)
 			lo, hi := wk*rows/workers, (wk+1)*rows/workers
 			for r := lo; r < hi && errs[wk] == nil; r++ {
-				if errs[wk] = widen(row, data[r*cols*size:(r+1)*cols*size]); errs[wk] == nil {
+				if errs[wk] = read(row, r); errs[wk] == nil {
 					errs[wk] = quant.QuantizeRow(qt, out[r*rb:(r+1)*rb], row)
 				}
 			}
