@@ -52,6 +52,55 @@ func qp2Out(j, off int) string {
 	return fmt.Sprintf("%d%s", off, []string{"(DI)", "(DI)(DX*1)", "(DI)(DX*2)", "(DI)(AX*1)"}[j])
 }
 
+// qp2Fused reports whether the AVX2 packed kernels of nb inputs take both
+// halves of a group in one pass over its blocks: each 64-byte line of
+// weights is then used whole while it is in L1, where two passes (one
+// per half) stream each line from DRAM for half of it and take the other
+// half from L2 later (rates with one input at qp2PrefetchQ4K). The
+// running sums and int32 sums of both halves need 4·nb registers, which
+// leaves the loop's working registers for nb up to 2.
+func qp2Fused(nb int) bool { return nb <= 2 }
+
+// The distances, in bytes, at which the AVX2 packed kernels prefetch the
+// weights of a later block into L1 in their first pass: with one or two
+// inputs the loop is too short for the hardware prefetchers alone to keep
+// the loads from waiting on DRAM, and the explicit prefetch keeps about a
+// page in flight ahead of them. Prefetching the side parts too (scales,
+// mins) gained nothing measurable. The rates with and without are in the
+// commit that added them.
+const (
+	qp2PrefetchQ8_0 = 4096
+	qp2PrefetchQ4K  = 4096
+	qp2PrefetchQ6K  = 6144 // the same number of super-blocks ahead as Q4_K
+)
+
+// qp2Passes returns the halves each pass of a kernel of nb inputs takes:
+// both in one pass (qp2Fused), or one per pass.
+func qp2Passes(nb int) [][]int {
+	if qp2Fused(nb) {
+		return [][]int{{0, 1}}
+	}
+	return [][]int{{0}, {1}}
+}
+
+// qp2Sum returns the register of the running float32 sums of input i and
+// half h in a kernel of nb inputs.
+func qp2Sum(nb, i, h int) int {
+	if qp2Fused(nb) {
+		return 2*i + h
+	}
+	return i
+}
+
+// qp2S returns the register of the K-quant kernels' int32 sums S of input
+// i and half h in a kernel of nb inputs.
+func qp2S(nb, i, h int) int {
+	if qp2Fused(nb) {
+		return 4 + 2*i + h
+	}
+	return 4 + i
+}
+
 // x86QPackQ8_0AVX2 emits the AVX2 packed Q8_0×Q8_0 kernel for nb inputs.
 //
 // Per half h (rows 8h..8h+7) and block: each input's 32 values spread to
@@ -69,12 +118,15 @@ func x86QPackQ8_0AVX2(g *gen, nb int) {
 		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q8_0×Q8_0 product of packed\n", nb)+
 		"row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx\n"+
 		"bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1.")
-	for h := range 2 {
+	for p, hs := range qp2Passes(nb) {
 		qp2Head(g, nb)
 		for j := range nb {
-			g.l("VPXOR Y%d, Y%d, Y%d", j, j, j)
+			for _, h := range hs {
+				y := qp2Sum(nb, j, h)
+				g.l("VPXOR Y%d, Y%d, Y%d", y, y, y)
+			}
 		}
-		g.label(fmt.Sprintf("block%d", h))
+		g.label(fmt.Sprintf("block%d", p))
 		for j, x := range qp2InputRegs[:nb] {
 			g.l("VPMOVSXBW (%s), Y15", x)
 			g.l("VMOVDQU Y15, %d(SP)", 64*j)
@@ -82,48 +134,67 @@ func x86QPackQ8_0AVX2(g *gen, nb int) {
 			g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
 		}
 		for s := range 8 {
-			g.l("VPMOVZXBW %d(SI), Y12", 32+64*s+32*h)
-			g.l("VPMOVZXBW %d(SI), Y13", 32+64*s+32*h+16)
-			for j := range nb {
-				g.l("VPBROADCASTQ %d(SP), Y14", 64*j+8*s)
-				for q := range 2 {
-					acc := 4 + 2*j + q
-					if s == 0 {
-						g.l("VPMADDWD Y14, Y%d, Y%d", 12+q, acc)
-						continue
+			if p == 0 {
+				g.l("PREFETCHT0 %d(SI)", 32+64*s+qp2PrefetchQ8_0)
+			}
+			for _, h := range hs {
+				g.l("VPMOVZXBW %d(SI), Y12", 32+64*s+32*h)
+				g.l("VPMOVZXBW %d(SI), Y13", 32+64*s+32*h+16)
+				for j := range nb {
+					g.l("VPBROADCASTQ %d(SP), Y14", 64*j+8*s)
+					for q := range 2 {
+						acc := q8Acc(nb, j, h) + q
+						if s == 0 {
+							g.l("VPMADDWD Y14, Y%d, Y%d", 12+q, acc)
+							continue
+						}
+						g.l("VPMADDWD Y14, Y%d, Y15", 12+q)
+						g.l("VPADDD Y15, Y%d, Y%d", acc, acc)
 					}
-					g.l("VPMADDWD Y14, Y%d, Y15", 12+q)
-					g.l("VPADDD Y15, Y%d, Y%d", acc, acc)
 				}
 			}
 		}
-		g.l("VCVTPH2PS %d(SI), Y12", 16*h)
-		g.l("VPERMQ $0xd8, Y12, Y12")
-		for j, x := range qp2InputRegs[:nb] {
-			a := 4 + 2*j
-			g.l("VPHADDD Y%d, Y%d, Y%d", a+1, a, a)
-			g.l("VPBROADCASTD 36(%s), Y15", x)
-			g.l("VPADDD Y15, Y%d, Y%d", a, a)
-			g.l("VCVTDQ2PS Y%d, Y%d", a, a)
-			g.l("VBROADCASTSS 32(%s), Y14", x)
-			g.l("VMULPS Y12, Y14, Y14")
-			g.l("VMULPS Y14, Y%d, Y%d", a, a)
-			g.l("VADDPS Y%d, Y%d, Y%d", a, j, j)
+		for _, h := range hs {
+			g.l("VCVTPH2PS %d(SI), Y12", 16*h)
+			g.l("VPERMQ $0xd8, Y12, Y12")
+			for j, x := range qp2InputRegs[:nb] {
+				a, y := q8Acc(nb, j, h), qp2Sum(nb, j, h)
+				g.l("VPHADDD Y%d, Y%d, Y%d", a+1, a, a)
+				g.l("VPBROADCASTD 36(%s), Y15", x)
+				g.l("VPADDD Y15, Y%d, Y%d", a, a)
+				g.l("VCVTDQ2PS Y%d, Y%d", a, a)
+				g.l("VBROADCASTSS 32(%s), Y14", x)
+				g.l("VMULPS Y12, Y14, Y14")
+				g.l("VMULPS Y14, Y%d, Y%d", a, a)
+				g.l("VADDPS Y%d, Y%d, Y%d", a, y, y)
+			}
 		}
 		g.l("ADDQ $544, SI")
 		for _, x := range qp2InputRegs[:nb] {
 			g.l("ADDQ $40, %s", x)
 		}
 		g.l("DECQ CX")
-		g.l("JNZ block%d", h)
+		g.l("JNZ block%d", p)
 		g.l("LEAQ (DX)(DX*2), AX")
 		for j := range nb {
-			g.l("VPERMQ $0xd8, Y%d, Y%d", j, j)
-			g.l("VMOVUPS Y%d, %s", j, qp2Out(j, 32*h))
+			for _, h := range hs {
+				y := qp2Sum(nb, j, h)
+				g.l("VPERMQ $0xd8, Y%d, Y%d", y, y)
+				g.l("VMOVUPS Y%d, %s", y, qp2Out(j, 32*h))
+			}
 		}
 	}
 	g.l("VZEROUPPER")
 	g.l("RET")
+}
+
+// q8Acc returns the first of the two int32 accumulators of input j and
+// half h in the Q8_0 kernel of nb inputs (rows 0..3 and 4..7 of the half).
+func q8Acc(nb, j, h int) int {
+	if qp2Fused(nb) {
+		return 4 + 4*j + 2*h
+	}
+	return 4 + 2*j
 }
 
 // x86QPackQ4KAVX2 emits the AVX2 packed Q4_K×Q8_K kernel for nb inputs.
@@ -160,85 +231,96 @@ func x86QPackQ4K256(g *gen, nb int, vnni bool) {
 		"row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)\n"+
 		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
 		"super-block as the Go twin sums it. Requires blocks >= 1.")
-	for h := range 2 {
+	for p, hs := range qp2Passes(nb) {
 		qp2Head(g, nb)
 		g.l("IMUL3Q $2048, CX, R10")
 		g.l("ADDQ SI, R10")
 		for i := range nb {
-			g.l("VPXOR Y%d, Y%d, Y%d", i, i, i)
+			for _, h := range hs {
+				y := qp2Sum(nb, i, h)
+				g.l("VPXOR Y%d, Y%d, Y%d", y, y, y)
+			}
 		}
-		g.label(fmt.Sprintf("block%d", h))
+		g.label(fmt.Sprintf("block%d", p))
 		for j := range 8 {
-			g.l("VPMOVZXBD %d(R10), Y14", 16*j+8*h)
-			if vnni {
-				for i := range nb {
-					g.l("VPXOR Y%d, Y%d, Y%d", 8+i, 8+i, 8+i)
-				}
-			} else {
-				g.l("VPSLLD $16, Y14, Y15")
-				g.l("VPOR Y15, Y14, Y14")
-			}
-			for s := range 8 {
-				addr := fmt.Sprintf("%d(SI)", 64*(8*(j/2)+s)+32*h)
-				if j%2 == 0 {
-					g.l("VMOVDQU %s, Y12", addr)
+			for _, h := range hs {
+				g.l("VPMOVZXBD %d(R10), Y14", 16*j+8*h)
+				if vnni {
+					for i := range nb {
+						g.l("VPXOR Y%d, Y%d, Y%d", 8+i, 8+i, 8+i)
+					}
 				} else {
-					g.l("VPSRLW $4, %s, Y12", addr)
+					g.l("VPSLLD $16, Y14, Y15")
+					g.l("VPOR Y15, Y14, Y14")
 				}
-				g.l("VPAND qp2nib<>(SB), Y12, Y12")
-				for i, x := range qp2InputRegs[:nb] {
-					g.l("VPBROADCASTD %d(%s), Y13", 32*j+4*s, x)
-					if vnni {
-						emitVPDPBUSD(g, 8+i, 12, 13)
+				for s := range 8 {
+					if p == 0 && j%2 == 0 && h == hs[0] {
+						g.l("PREFETCHT0 %d(SI)", 64*(8*(j/2)+s)+qp2PrefetchQ4K)
+					}
+					addr := fmt.Sprintf("%d(SI)", 64*(8*(j/2)+s)+32*h)
+					if j%2 == 0 {
+						g.l("VMOVDQU %s, Y12", addr)
+					} else {
+						g.l("VPSRLW $4, %s, Y12", addr)
+					}
+					g.l("VPAND qp2nib<>(SB), Y12, Y12")
+					for i, x := range qp2InputRegs[:nb] {
+						g.l("VPBROADCASTD %d(%s), Y13", 32*j+4*s, x)
+						if vnni {
+							emitVPDPBUSD(g, 8+i, 12, 13)
+							continue
+						}
+						if s == 0 {
+							g.l("VPMADDUBSW Y13, Y12, Y%d", 8+i)
+							continue
+						}
+						g.l("VPMADDUBSW Y13, Y12, Y15")
+						g.l("VPADDW Y15, Y%d, Y%d", 8+i, 8+i)
+					}
+				}
+				mul := "VPMADDWD"
+				if vnni {
+					mul = "VPMULLD"
+				}
+				for i := range nb {
+					acc := qp2S(nb, i, h)
+					if j == 0 {
+						g.l("%s Y14, Y%d, Y%d", mul, 8+i, acc)
 						continue
 					}
-					if s == 0 {
-						g.l("VPMADDUBSW Y13, Y12, Y%d", 8+i)
-						continue
-					}
-					g.l("VPMADDUBSW Y13, Y12, Y15")
-					g.l("VPADDW Y15, Y%d, Y%d", 8+i, 8+i)
+					g.l("%s Y14, Y%d, Y15", mul, 8+i)
+					g.l("VPADDD Y15, Y%d, Y%d", acc, acc)
 				}
 			}
-			mul := "VPMADDWD"
-			if vnni {
-				mul = "VPMULLD"
-			}
-			for i := range nb {
-				if j == 0 {
-					g.l("%s Y14, Y%d, Y%d", mul, 8+i, 4+i)
-					continue
-				}
-				g.l("%s Y14, Y%d, Y15", mul, 8+i)
-				g.l("VPADDD Y15, Y%d, Y%d", 4+i, 4+i)
-			}
 		}
-		g.l("VCVTPH2PS %d(R10), Y12", 256+16*h)
-		g.l("VCVTPH2PS %d(R10), Y14", 288+16*h)
-		for p := range 4 {
-			g.l("VPMOVZXBW %d(R10), Y%d", 128+32*p+16*h, 8+p)
-		}
-		for i, x := range qp2InputRegs[:nb] {
-			s := 4 + i
-			g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
-			g.l("VMULPS Y12, Y13, Y15")
-			g.l("VCVTDQ2PS Y%d, Y%d", s, s)
-			g.l("VMULPS Y15, Y%d, Y%d", s, s)
-			g.l("VADDPS Y%d, Y%d, Y%d", s, i, i)
+		for _, h := range hs {
+			g.l("VCVTPH2PS %d(R10), Y12", 256+16*h)
+			g.l("VCVTPH2PS %d(R10), Y14", 288+16*h)
 			for p := range 4 {
-				g.l("VPBROADCASTD %d(%s), Y13", qKInputBs32+4*p, x)
-				if p == 0 {
-					g.l("VPMADDWD Y13, Y8, Y%d", s)
-					continue
-				}
-				g.l("VPMADDWD Y13, Y%d, Y15", 8+p)
-				g.l("VPADDD Y15, Y%d, Y%d", s, s)
+				g.l("VPMOVZXBW %d(R10), Y%d", 128+32*p+16*h, 8+p)
 			}
-			g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
-			g.l("VMULPS Y14, Y13, Y15")
-			g.l("VCVTDQ2PS Y%d, Y%d", s, s)
-			g.l("VMULPS Y15, Y%d, Y%d", s, s)
-			g.l("VSUBPS Y%d, Y%d, Y%d", s, i, i)
+			for i, x := range qp2InputRegs[:nb] {
+				s, y := qp2S(nb, i, h), qp2Sum(nb, i, h)
+				g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+				g.l("VMULPS Y12, Y13, Y15")
+				g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+				g.l("VMULPS Y15, Y%d, Y%d", s, s)
+				g.l("VADDPS Y%d, Y%d, Y%d", s, y, y)
+				for p := range 4 {
+					g.l("VPBROADCASTD %d(%s), Y13", qKInputBs32+4*p, x)
+					if p == 0 {
+						g.l("VPMADDWD Y13, Y8, Y%d", s)
+						continue
+					}
+					g.l("VPMADDWD Y13, Y%d, Y15", 8+p)
+					g.l("VPADDD Y15, Y%d, Y%d", s, s)
+				}
+				g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+				g.l("VMULPS Y14, Y13, Y15")
+				g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+				g.l("VMULPS Y15, Y%d, Y%d", s, s)
+				g.l("VSUBPS Y%d, Y%d, Y%d", s, y, y)
+			}
 		}
 		g.l("ADDQ $2048, SI")
 		g.l("ADDQ $320, R10")
@@ -246,10 +328,12 @@ func x86QPackQ4K256(g *gen, nb int, vnni bool) {
 			g.l("ADDQ $%d, %s", qKInput, x)
 		}
 		g.l("DECQ CX")
-		g.l("JNZ block%d", h)
+		g.l("JNZ block%d", p)
 		g.l("LEAQ (DX)(DX*2), AX")
 		for i := range nb {
-			g.l("VMOVUPS Y%d, %s", i, qp2Out(i, 32*h))
+			for _, h := range hs {
+				g.l("VMOVUPS Y%d, %s", qp2Sum(nb, i, h), qp2Out(i, 32*h))
+			}
 		}
 	}
 	g.l("VZEROUPPER")
@@ -286,72 +370,83 @@ func x86QPackQ6K256(g *gen, nb int, vnni bool) {
 		"row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)\n"+
 		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
 		"super-block as the Go twin sums it. Requires blocks >= 1.")
-	for h := range 2 {
+	for p, hs := range qp2Passes(nb) {
 		qp2Head(g, nb)
 		g.l("IMUL3Q $3072, CX, R10")
 		g.l("ADDQ SI, R10")
 		for i := range nb {
-			g.l("VPXOR Y%d, Y%d, Y%d", i, i, i)
+			for _, h := range hs {
+				y := qp2Sum(nb, i, h)
+				g.l("VPXOR Y%d, Y%d, Y%d", y, y, y)
+			}
 		}
-		g.label(fmt.Sprintf("block%d", h))
+		g.label(fmt.Sprintf("block%d", p))
 		for j := range 16 {
-			for v := range 3 {
-				g.l("VMOVDQU %d(SI), Y%d", 192*j+64*v+32*h, 8+v)
-			}
-			g.l("VPSRLW $6, Y8, Y11")
-			g.l("VPAND qp2m6<>+32(SB), Y11, Y11")
-			g.l("VPSRLW $4, Y9, Y14")
-			g.l("VPAND qp2m6<>+64(SB), Y14, Y14")
-			g.l("VPOR Y14, Y11, Y11")
-			g.l("VPSRLW $2, Y10, Y14")
-			g.l("VPAND qp2m6<>+96(SB), Y14, Y14")
-			g.l("VPOR Y14, Y11, Y11")
-			for v := range 3 {
-				g.l("VPAND qp2m6<>+0(SB), Y%d, Y%d", 8+v, 8+v)
-			}
-			g.l("VPMOVSXBD %d(R10), Y12", 16*j+8*h)
-			for i, x := range qp2InputRegs[:nb] {
-				if vnni {
-					g.l("VPBROADCASTD %d(%s), Y14", qKInputCorr+4*j, x)
-					for k := range 4 {
-						g.l("VPBROADCASTD %d(%s), Y13", 16*j+4*k, x)
-						emitVPDPBUSD(g, 14, 8+k, 13)
+			for _, h := range hs {
+				for v := range 3 {
+					if p == 0 && h == hs[0] {
+						g.l("PREFETCHT0 %d(SI)", 192*j+64*v+qp2PrefetchQ6K)
 					}
+					g.l("VMOVDQU %d(SI), Y%d", 192*j+64*v+32*h, 8+v)
 				}
-				for k := range 4 {
+				g.l("VPSRLW $6, Y8, Y11")
+				g.l("VPAND qp2m6<>+32(SB), Y11, Y11")
+				g.l("VPSRLW $4, Y9, Y14")
+				g.l("VPAND qp2m6<>+64(SB), Y14, Y14")
+				g.l("VPOR Y14, Y11, Y11")
+				g.l("VPSRLW $2, Y10, Y14")
+				g.l("VPAND qp2m6<>+96(SB), Y14, Y14")
+				g.l("VPOR Y14, Y11, Y11")
+				for v := range 3 {
+					g.l("VPAND qp2m6<>+0(SB), Y%d, Y%d", 8+v, 8+v)
+				}
+				g.l("VPMOVSXBD %d(R10), Y12", 16*j+8*h)
+				for i, x := range qp2InputRegs[:nb] {
+					acc := qp2S(nb, i, h)
 					if vnni {
-						break
+						g.l("VPBROADCASTD %d(%s), Y14", qKInputCorr+4*j, x)
+						for k := range 4 {
+							g.l("VPBROADCASTD %d(%s), Y13", 16*j+4*k, x)
+							emitVPDPBUSD(g, 14, 8+k, 13)
+						}
 					}
-					dst := []int{14, 15, 15, 13}[k]
-					g.l("VPBROADCASTD %d(%s), Y13", 16*j+4*k, x)
-					g.l("VPMADDUBSW Y13, Y%d, Y%d", 8+k, dst)
-					if k%2 == 1 {
-						g.l("VPADDW Y%d, Y%d, Y%d", dst, 14+k/2, 14+k/2)
+					for k := range 4 {
+						if vnni {
+							break
+						}
+						dst := []int{14, 15, 15, 13}[k]
+						g.l("VPBROADCASTD %d(%s), Y13", 16*j+4*k, x)
+						g.l("VPMADDUBSW Y13, Y%d, Y%d", 8+k, dst)
+						if k%2 == 1 {
+							g.l("VPADDW Y%d, Y%d, Y%d", dst, 14+k/2, 14+k/2)
+						}
 					}
+					if !vnni {
+						g.l("VPMADDWD qp2ones<>(SB), Y14, Y14")
+						g.l("VPMADDWD qp2ones<>(SB), Y15, Y15")
+						g.l("VPADDD Y15, Y14, Y14")
+						g.l("VPBROADCASTD %d(%s), Y13", qKInputCorr+4*j, x)
+						g.l("VPADDD Y13, Y14, Y14")
+					}
+					if j == 0 {
+						g.l("VPMULLD Y12, Y14, Y%d", acc)
+						continue
+					}
+					g.l("VPMULLD Y12, Y14, Y14")
+					g.l("VPADDD Y14, Y%d, Y%d", acc, acc)
 				}
-				if !vnni {
-					g.l("VPMADDWD qp2ones<>(SB), Y14, Y14")
-					g.l("VPMADDWD qp2ones<>(SB), Y15, Y15")
-					g.l("VPADDD Y15, Y14, Y14")
-					g.l("VPBROADCASTD %d(%s), Y13", qKInputCorr+4*j, x)
-					g.l("VPADDD Y13, Y14, Y14")
-				}
-				if j == 0 {
-					g.l("VPMULLD Y12, Y14, Y%d", 4+i)
-					continue
-				}
-				g.l("VPMULLD Y12, Y14, Y14")
-				g.l("VPADDD Y14, Y%d, Y%d", 4+i, 4+i)
 			}
 		}
-		g.l("VCVTPH2PS %d(R10), Y12", 256+16*h)
-		for i, x := range qp2InputRegs[:nb] {
-			s := 4 + i
-			g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
-			g.l("VMULPS Y12, Y13, Y15")
-			g.l("VCVTDQ2PS Y%d, Y%d", s, s)
-			g.l("VMULPS Y15, Y%d, Y%d", s, s)
-			g.l("VADDPS Y%d, Y%d, Y%d", s, i, i)
+		for _, h := range hs {
+			g.l("VCVTPH2PS %d(R10), Y12", 256+16*h)
+			for i, x := range qp2InputRegs[:nb] {
+				s, y := qp2S(nb, i, h), qp2Sum(nb, i, h)
+				g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+				g.l("VMULPS Y12, Y13, Y15")
+				g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+				g.l("VMULPS Y15, Y%d, Y%d", s, s)
+				g.l("VADDPS Y%d, Y%d, Y%d", s, y, y)
+			}
 		}
 		g.l("ADDQ $3072, SI")
 		g.l("ADDQ $288, R10")
@@ -359,10 +454,12 @@ func x86QPackQ6K256(g *gen, nb int, vnni bool) {
 			g.l("ADDQ $%d, %s", qKInput, x)
 		}
 		g.l("DECQ CX")
-		g.l("JNZ block%d", h)
+		g.l("JNZ block%d", p)
 		g.l("LEAQ (DX)(DX*2), AX")
 		for i := range nb {
-			g.l("VMOVUPS Y%d, %s", i, qp2Out(i, 32*h))
+			for _, h := range hs {
+				g.l("VMOVUPS Y%d, %s", qp2Sum(nb, i, h), qp2Out(i, 32*h))
+			}
 		}
 	}
 	g.l("VZEROUPPER")
