@@ -217,8 +217,12 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		"With --speculative-config it also decodes one request through the engine with and without\n"+
 		"speculation (greedy, --gen tokens, --repeat times) and reports both rates and the drafts,\n"+
 		"the measured costs of a verify step and of a draft step, the speedup they predict, and the\n"+
-		"speedup they project for a real Qwen3.5-9B in the run's weight formats (draft steps reading 16 % of its decode bytes in BF16) at\n"+
-		"80 % acceptance; --draft-acceptance P sets the acceptance (random weights accept nothing).")
+		"speedup they project for a real Qwen3.5-9B in the run's weight formats (draft steps reading\n"+
+		"16 % of its decode bytes in BF16) at 80 % acceptance; --draft-acceptance P sets the\n"+
+		"acceptance (random weights accept nothing). The engine backs off as when serving: a\n"+
+		"window of 4 rounds that commits fewer tokens than it costs pauses speculation, which at a\n"+
+		"set acceptance turns on a window's luck; add \"backoff\": false to the config to time the\n"+
+		"rounds alone, as the predicted speedup assumes.")
 	dir := fs.String("model", "", "checkpoint `DIR`, or a GGUF file")
 	prompt := fs.Int("prompt", 512, "prompt tokens to prefill")
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
