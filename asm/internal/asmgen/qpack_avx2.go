@@ -74,6 +74,18 @@ const (
 	qp2PrefetchQ6K  = 6144 // the same number of super-blocks ahead as Q4_K
 )
 
+// qp2Scale emits y op= float(S) · (Y[scale] · d): the int32 sums S in
+// register s, converted and scaled by the super-block scales in register
+// scale times input x's scale d, added to (op VADDPS) or subtracted from
+// (VSUBPS) the running sums in register y. It uses Y13 and Y15.
+func qp2Scale(g *gen, op string, s, y, scale int, x string) {
+	g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
+	g.l("VMULPS Y%d, Y13, Y15", scale)
+	g.l("VCVTDQ2PS Y%d, Y%d", s, s)
+	g.l("VMULPS Y15, Y%d, Y%d", s, s)
+	g.l("%s Y%d, Y%d, Y%d", op, s, y, y)
+}
+
 // qp2Passes returns the halves each pass of a kernel of nb inputs takes:
 // both in one pass (qp2Fused), or one per pass.
 func qp2Passes(nb int) [][]int {
@@ -301,11 +313,7 @@ func x86QPackQ4K256(g *gen, nb int, vnni bool) {
 			}
 			for i, x := range qp2InputRegs[:nb] {
 				s, y := qp2S(nb, i, h), qp2Sum(nb, i, h)
-				g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
-				g.l("VMULPS Y12, Y13, Y15")
-				g.l("VCVTDQ2PS Y%d, Y%d", s, s)
-				g.l("VMULPS Y15, Y%d, Y%d", s, s)
-				g.l("VADDPS Y%d, Y%d, Y%d", s, y, y)
+				qp2Scale(g, "VADDPS", s, y, 12, x)
 				for p := range 4 {
 					g.l("VPBROADCASTD %d(%s), Y13", qKInputBs32+4*p, x)
 					if p == 0 {
@@ -315,11 +323,7 @@ func x86QPackQ4K256(g *gen, nb int, vnni bool) {
 					g.l("VPMADDWD Y13, Y%d, Y15", 8+p)
 					g.l("VPADDD Y15, Y%d, Y%d", s, s)
 				}
-				g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
-				g.l("VMULPS Y14, Y13, Y15")
-				g.l("VCVTDQ2PS Y%d, Y%d", s, s)
-				g.l("VMULPS Y15, Y%d, Y%d", s, s)
-				g.l("VSUBPS Y%d, Y%d, Y%d", s, y, y)
+				qp2Scale(g, "VSUBPS", s, y, 14, x)
 			}
 		}
 		g.l("ADDQ $2048, SI")
@@ -441,11 +445,7 @@ func x86QPackQ6K256(g *gen, nb int, vnni bool) {
 			g.l("VCVTPH2PS %d(R10), Y12", 256+16*h)
 			for i, x := range qp2InputRegs[:nb] {
 				s, y := qp2S(nb, i, h), qp2Sum(nb, i, h)
-				g.l("VBROADCASTSS %d(%s), Y13", qKInputD, x)
-				g.l("VMULPS Y12, Y13, Y15")
-				g.l("VCVTDQ2PS Y%d, Y%d", s, s)
-				g.l("VMULPS Y15, Y%d, Y%d", s, s)
-				g.l("VADDPS Y%d, Y%d, Y%d", s, y, y)
+				qp2Scale(g, "VADDPS", s, y, 12, x)
 			}
 		}
 		g.l("ADDQ $3072, SI")
