@@ -15,6 +15,7 @@ import (
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/compute/profile"
 	"github.com/govinfer/govinfer/compute/vulkan"
+	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/internal/machine"
 	"github.com/govinfer/govinfer/model"
 )
@@ -220,7 +221,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		"speedup they project for a real Qwen3.5-9B in the run's weight formats (draft steps reading\n"+
 		"16 % of its decode bytes in BF16) at 80 % acceptance; --draft-acceptance P sets the\n"+
 		"acceptance (random weights accept nothing). The engine backs off as when serving: a\n"+
-		"window of 4 rounds that commits fewer tokens than it costs pauses speculation, which at a\n"+
+		fmt.Sprintf("window of %d rounds that commits fewer tokens than it costs pauses speculation, which at a\n", engine.BackoffWindow)+
 		"set acceptance turns on a window's luck; add \"backoff\": false to the config to time the\n"+
 		"rounds alone, as the predicted speedup assumes.")
 	dir := fs.String("model", "", "checkpoint `DIR`, or a GGUF file")
