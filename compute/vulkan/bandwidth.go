@@ -85,7 +85,7 @@ func (b *Backend) MemoryBandwidth(ctx context.Context) (float64, error) {
 				from, to = dst, src
 			}
 			b.rec.transfer(from, span{}, to, span{})
-			vk.CmdCopyBuffer(b.rec.cmd, from.buf, to.buf, 1, []vk.BufferCopy{{Size: vk.DeviceSize(size)}})
+			b.fast.copy(b.rec.cmd, from.buf, to.buf, 0, 0, uint64(size))
 		}
 		start := time.Now()
 		if err := b.flush(ctx); err != nil {

@@ -7,24 +7,6 @@ package vulkan
 #include <stdlib.h>
 int32_t govk_create_debug(void* gipa, void* instance, uint32_t flags, void* user, uint64_t* cb);
 void govk_destroy_debug(void* gipa, void* instance, uint64_t cb);
-
-// VkValidationFeaturesEXT enabling synchronization validation, in C
-// memory (it is chained into the instance create info).
-typedef struct {
-	int32_t sType; const void* pNext;
-	uint32_t enabledCount; const int32_t* pEnabled;
-	uint32_t disabledCount; const int32_t* pDisabled;
-} govk_validation_features;
-static const int32_t govk_sync_validation = 4; // VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT
-static govk_validation_features* govk_new_sync_validation(void) {
-	govk_validation_features* f = calloc(1, sizeof *f);
-	if (f) {
-		f->sType = 1000247000; // VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT
-		f->enabledCount = 1;
-		f->pEnabled = &govk_sync_validation;
-	}
-	return f;
-}
 */
 import "C"
 
@@ -34,15 +16,6 @@ import (
 
 	vk "github.com/vulkan-go/vulkan"
 )
-
-// syncValidation returns a VkValidationFeaturesEXT in C memory that turns
-// on the validation layer's synchronization checks (missing or too weak
-// barriers between dependent dispatches and transfers), for the pNext of
-// the instance create info, and the function that frees it.
-func syncValidation() (unsafe.Pointer, func()) {
-	f := C.govk_new_sync_validation()
-	return unsafe.Pointer(f), func() { C.free(unsafe.Pointer(f)) }
-}
 
 // debugSink receives validation messages for one backend. It is reached
 // from the C callback through a cgo.Handle kept in C memory, so several

@@ -141,64 +141,6 @@ func versionString(v uint32) string {
 	return fmt.Sprintf("%d.%d.%d", v>>22, (v>>12)&0x3ff, v&0xfff)
 }
 
-// layerAvailable reports whether the loader knows the named layer.
-func layerAvailable(name string) bool {
-	var n uint32
-	if vk.EnumerateInstanceLayerProperties(&n, nil) != vk.Success || n == 0 {
-		return false
-	}
-	layers := make([]vk.LayerProperties, n)
-	if vk.EnumerateInstanceLayerProperties(&n, layers) != vk.Success {
-		return false
-	}
-	for _, l := range layers[:n] {
-		l.Deref()
-		if vk.ToString(l.LayerName[:]) == name {
-			return true
-		}
-	}
-	return false
-}
-
-// createInstance makes a Vulkan 1.1 instance, with validation (including
-// synchronization validation) if asked.
-func createInstance(validation bool) (vk.Instance, error) {
-	info := vk.InstanceCreateInfo{
-		SType: vk.StructureTypeInstanceCreateInfo,
-		PApplicationInfo: &vk.ApplicationInfo{
-			SType:            vk.StructureTypeApplicationInfo,
-			PApplicationName: "govinfer\x00",
-			PEngineName:      "govinfer\x00",
-			ApiVersion:       vk.MakeVersion(1, 1, 0),
-		},
-	}
-	if validation {
-		if !layerAvailable(validationLayer) {
-			return nil, fmt.Errorf("vulkan: validation requested but %s is not installed (Debian package vulkan-validationlayers)", validationLayer)
-		}
-		info.EnabledLayerCount = 1
-		info.PpEnabledLayerNames = []string{validationLayer + "\x00"}
-		info.EnabledExtensionCount = 2
-		info.PpEnabledExtensionNames = []string{"VK_EXT_debug_report\x00", "VK_EXT_validation_features\x00"}
-		features, free := syncValidation()
-		defer free()
-		info.PNext = features
-	}
-	var inst vk.Instance
-	r := vk.CreateInstance(&info, nil, &inst)
-	if r == vk.ErrorIncompatibleDriver {
-		return nil, errors.New("vulkan: no Vulkan driver found (vkCreateInstance: incompatible driver); install a GPU driver, or mesa-vulkan-drivers for lavapipe, and check VK_ICD_FILENAMES")
-	}
-	if err := vkErr("vkCreateInstance", r); err != nil {
-		return nil, err
-	}
-	if err := vk.InitInstance(inst); err != nil {
-		vk.DestroyInstance(inst, nil)
-		return nil, fmt.Errorf("vulkan: loading instance functions: %w", err)
-	}
-	return inst, nil
-}
-
 // physicalDevices lists the instance's devices with their properties.
 func physicalDevices(inst vk.Instance) ([]vk.PhysicalDevice, []vk.PhysicalDeviceProperties, error) {
 	var n uint32
@@ -224,10 +166,11 @@ func physicalDevices(inst vk.Instance) ([]vk.PhysicalDevice, []vk.PhysicalDevice
 // Devices lists the Vulkan devices, in the order Options.Device counts
 // them (index 0 is Device 1).
 func Devices() ([]string, error) {
-	if _, err := loaderOnce(); err != nil {
+	gipa, err := loaderOnce()
+	if err != nil {
 		return nil, err
 	}
-	inst, err := createInstance(false)
+	inst, err := createInstance(gipa, false)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +207,7 @@ func (b *Backend) logf(format string, args ...any) {
 }
 
 func (b *Backend) init() error {
-	inst, err := createInstance(b.opts.Validation)
+	inst, err := createInstance(b.gipa, b.opts.Validation)
 	if err != nil {
 		return err
 	}
@@ -334,19 +277,10 @@ func (b *Backend) init() error {
 	}
 
 	// One compute queue.
-	var nq uint32
-	vk.GetPhysicalDeviceQueueFamilyProperties(b.phys, &nq, nil)
-	qprops := make([]vk.QueueFamilyProperties, nq)
-	vk.GetPhysicalDeviceQueueFamilyProperties(b.phys, &nq, qprops)
+	qfam, timestampBits, ok := computeQueue(b.gipa, b.inst, b.phys)
 	b.qfam = ^uint32(0)
-	var timestampBits uint32
-	for i := range qprops[:nq] {
-		qprops[i].Deref()
-		if qprops[i].QueueFlags&vk.QueueFlags(vk.QueueComputeBit) != 0 {
-			b.qfam = uint32(i)
-			timestampBits = qprops[i].TimestampValidBits
-			break
-		}
+	if ok {
+		b.qfam = qfam
 	}
 	if b.qfam == ^uint32(0) {
 		return fmt.Errorf("vulkan: device %s has no compute queue", name)

@@ -5,10 +5,12 @@
 // struct through Go allocations and finalizers, which costs tens of
 // microseconds per dispatch; a model step records hundreds.
 //
-// Shader modules and pipelines are created here too: vulkan-go frees the C
-// copies of array arguments from a finalizer that can run while the call
-// is still reading them, which made lavapipe crash now and then inside
-// vkCreateComputePipelines (std::bad_alloc or SIGSEGV while compiling).
+// Every other device-level call that takes a struct is made here too:
+// vulkan-go frees the C copies of array arguments from a finalizer that can
+// run while the call is still reading them, which made lavapipe crash now
+// and then inside vkCreateComputePipelines (std::bad_alloc or SIGSEGV while
+// compiling), and it leaks the C copy of every other struct (one per
+// vkBeginCommandBuffer, so one per step).
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
@@ -41,6 +43,31 @@ typedef struct {
 	uint64_t basePipelineHandle; int32_t basePipelineIndex;
 } compute_pipeline_info;
 typedef struct { int32_t sType; const void* pNext; uint32_t flags; size_t codeSize; const uint32_t* pCode; } module_info;
+typedef struct {
+	uint32_t binding; int32_t descriptorType; uint32_t descriptorCount; uint32_t stageFlags; const void* pImmutableSamplers;
+} set_layout_binding;
+typedef struct { int32_t sType; const void* pNext; uint32_t flags, bindingCount; const set_layout_binding* pBindings; } set_layout_info;
+typedef struct { uint32_t stageFlags, offset, size; } push_range;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags;
+	uint32_t setLayoutCount; const uint64_t* pSetLayouts;
+	uint32_t pushConstantRangeCount; const push_range* pPushConstantRanges;
+} pipeline_layout_info;
+typedef struct { int32_t type; uint32_t descriptorCount; } pool_size;
+typedef struct { int32_t sType; const void* pNext; uint32_t flags, maxSets, poolSizeCount; const pool_size* pPoolSizes; } pool_info;
+typedef struct { int32_t sType; const void* pNext; uint32_t flags; const void* pInheritanceInfo; } begin_info;
+typedef struct {
+	int32_t sType; const void* pNext;
+	uint32_t waitSemaphoreCount; const uint64_t* pWaitSemaphores; const uint32_t* pWaitDstStageMask;
+	uint32_t commandBufferCount; void* const* pCommandBuffers;
+	uint32_t signalSemaphoreCount; const uint64_t* pSignalSemaphores;
+} submit_info;
+typedef struct { uint64_t srcOffset, dstOffset, size; } buffer_copy;
+typedef struct {
+	int32_t sType; const void* pNext; uint32_t flags; uint64_t size; uint32_t usage; int32_t sharingMode;
+	uint32_t queueFamilyIndexCount; const uint32_t* pQueueFamilyIndices;
+} buffer_info_create;
+typedef struct { int32_t sType; const void* pNext; uint64_t allocationSize; uint32_t memoryTypeIndex; } memory_alloc_info;
 
 typedef int32_t (*create_module_fn)(void*, const module_info*, const void*, uint64_t*);
 typedef int32_t (*create_pipelines_fn)(void*, uint64_t, uint32_t, const compute_pipeline_info*, const void*, uint64_t*);
@@ -50,6 +77,14 @@ typedef void (*bind_pipeline_fn)(void*, int32_t, uint64_t);
 typedef void (*bind_sets_fn)(void*, int32_t, uint64_t, uint32_t, uint32_t, const uint64_t*, uint32_t, const uint32_t*);
 typedef void (*push_fn)(void*, uint64_t, uint32_t, uint32_t, uint32_t, const void*);
 typedef void (*dispatch_fn)(void*, uint32_t, uint32_t, uint32_t);
+typedef int32_t (*create_set_layout_fn)(void*, const set_layout_info*, const void*, uint64_t*);
+typedef int32_t (*create_pipeline_layout_fn)(void*, const pipeline_layout_info*, const void*, uint64_t*);
+typedef int32_t (*create_pool_fn)(void*, const pool_info*, const void*, uint64_t*);
+typedef int32_t (*begin_fn)(void*, const begin_info*);
+typedef int32_t (*submit_fn)(void*, uint32_t, const submit_info*, uint64_t);
+typedef void (*copy_fn)(void*, uint64_t, uint64_t, uint32_t, const buffer_copy*);
+typedef int32_t (*create_buffer_fn)(void*, const buffer_info_create*, const void*, uint64_t*);
+typedef int32_t (*alloc_memory_fn)(void*, const memory_alloc_info*, const void*, uint64_t*);
 typedef void (*barrier_fn)(void*, uint32_t, uint32_t, uint32_t, uint32_t, const memory_barrier*, uint32_t, const void*, uint32_t, const void*);
 
 int govk_fast_load(void* gipa, void* instance, void* device, govk_fast* f) {
@@ -66,8 +101,17 @@ int govk_fast_load(void* gipa, void* instance, void* device, govk_fast* f) {
 	f->barrier = gdpa(device, "vkCmdPipelineBarrier");
 	f->createModule = gdpa(device, "vkCreateShaderModule");
 	f->createPipelines = gdpa(device, "vkCreateComputePipelines");
+	f->createSetLayout = gdpa(device, "vkCreateDescriptorSetLayout");
+	f->createPipelineLayout = gdpa(device, "vkCreatePipelineLayout");
+	f->createPool = gdpa(device, "vkCreateDescriptorPool");
+	f->beginCmd = gdpa(device, "vkBeginCommandBuffer");
+	f->submit = gdpa(device, "vkQueueSubmit");
+	f->copy = gdpa(device, "vkCmdCopyBuffer");
+	f->createBuffer = gdpa(device, "vkCreateBuffer");
+	f->allocMemory = gdpa(device, "vkAllocateMemory");
 	if (!f->allocSets || !f->updateSets || !f->bindPipeline || !f->bindSets || !f->push || !f->dispatch || !f->barrier ||
-		!f->createModule || !f->createPipelines) {
+		!f->createModule || !f->createPipelines || !f->createSetLayout || !f->createPipelineLayout || !f->createPool ||
+		!f->beginCmd || !f->submit || !f->copy || !f->createBuffer || !f->allocMemory) {
 		return -1;
 	}
 	return 0;
@@ -144,4 +188,85 @@ int32_t govk_create_pipeline(const govk_fast* f, void* device, uint64_t module, 
 	info.layout = layout;
 	info.basePipelineIndex = -1;
 	return ((create_pipelines_fn)f->createPipelines)(device, 0, 1, &info, NULL, pipeline);
+}
+
+// govk_create_layouts creates the descriptor set layout every shader shares
+// (nbindings storage buffers) and the pipeline layout of that set with
+// pushBytes of push constants.
+int32_t govk_create_layouts(const govk_fast* f, void* device, uint32_t nbindings, uint32_t pushBytes,
+		uint64_t* setLayout, uint64_t* pipeLayout) {
+	set_layout_binding binds[GOVK_MAX_BINDINGS];
+	if (nbindings > GOVK_MAX_BINDINGS) {
+		return -3; // VK_ERROR_INITIALIZATION_FAILED
+	}
+	memset(binds, 0, sizeof binds);
+	for (uint32_t i = 0; i < nbindings; i++) {
+		binds[i].binding = i;
+		binds[i].descriptorType = 7; // VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+		binds[i].descriptorCount = 1;
+		binds[i].stageFlags = 0x20; // VK_SHADER_STAGE_COMPUTE_BIT
+	}
+	set_layout_info li = {32 /* VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO */, NULL, 0, nbindings, binds};
+	int32_t r = ((create_set_layout_fn)f->createSetLayout)(device, &li, NULL, setLayout);
+	if (r != 0) {
+		return r;
+	}
+	push_range pr = {0x20, 0, pushBytes};
+	pipeline_layout_info pi = {30 /* VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO */, NULL, 0, 1, setLayout, 1, &pr};
+	return ((create_pipeline_layout_fn)f->createPipelineLayout)(device, &pi, NULL, pipeLayout);
+}
+
+// govk_create_pool creates a descriptor pool of maxSets sets holding
+// descriptors storage buffers in all.
+int32_t govk_create_pool(const govk_fast* f, void* device, uint32_t maxSets, uint32_t descriptors, uint64_t* pool) {
+	pool_size size = {7 /* VK_DESCRIPTOR_TYPE_STORAGE_BUFFER */, descriptors};
+	pool_info info = {33 /* VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO */, NULL, 0, maxSets, 1, &size};
+	return ((create_pool_fn)f->createPool)(device, &info, NULL, pool);
+}
+
+// govk_begin begins a command buffer for one submission.
+int32_t govk_begin(const govk_fast* f, void* cmd) {
+	begin_info info = {42 /* VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO */, NULL, 1 /* ONE_TIME_SUBMIT */, NULL};
+	return ((begin_fn)f->beginCmd)(cmd, &info);
+}
+
+// govk_submit submits one command buffer that signals fence when done.
+int32_t govk_submit(const govk_fast* f, void* queue, void* cmd, uint64_t fence) {
+	submit_info info;
+	memset(&info, 0, sizeof info);
+	info.sType = 4; // VK_STRUCTURE_TYPE_SUBMIT_INFO
+	info.commandBufferCount = 1;
+	info.pCommandBuffers = &cmd;
+	return ((submit_fn)f->submit)(queue, 1, &info, fence);
+}
+
+void govk_copy(const govk_fast* f, void* cmd, uint64_t src, uint64_t dst, uint64_t srcOffset, uint64_t dstOffset, uint64_t size) {
+	buffer_copy region = {srcOffset, dstOffset, size};
+	((copy_fn)f->copy)(cmd, src, dst, 1, &region);
+}
+
+// govk_host_barrier makes the compute and transfer writes recorded before
+// it visible to host reads once the submission completes.
+void govk_host_barrier(const govk_fast* f, void* cmd) {
+	memory_barrier mb = {46 /* VK_STRUCTURE_TYPE_MEMORY_BARRIER */, NULL,
+		0x00000040 | 0x00001000, // SHADER_WRITE | TRANSFER_WRITE
+		0x00002000};             // HOST_READ
+	((barrier_fn)f->barrier)(cmd, 0x00000800 | 0x00001000 /* COMPUTE_SHADER | TRANSFER */, 0x00004000 /* HOST */,
+		0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+// govk_create_buffer creates an exclusive buffer of size bytes.
+int32_t govk_create_buffer(const govk_fast* f, void* device, uint64_t size, uint32_t usage, uint64_t* buffer) {
+	buffer_info_create info;
+	memset(&info, 0, sizeof info);
+	info.sType = 12; // VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO
+	info.size = size;
+	info.usage = usage;
+	info.sharingMode = 0; // VK_SHARING_MODE_EXCLUSIVE
+	return ((create_buffer_fn)f->createBuffer)(device, &info, NULL, buffer);
+}
+
+int32_t govk_alloc_memory(const govk_fast* f, void* device, uint64_t size, uint32_t typeIndex, uint64_t* memory) {
+	memory_alloc_info info = {5 /* VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO */, NULL, size, typeIndex};
+	return ((alloc_memory_fn)f->allocMemory)(device, &info, NULL, memory);
 }

@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"unsafe"
 
 	vk "github.com/vulkan-go/vulkan"
@@ -81,3 +82,68 @@ func (fp *fastPath) createPipeline(b *Backend, module vk.ShaderModule, spec []ui
 // handleOf returns the handle of type T with the value v (the inverse of
 // handle64).
 func handleOf[T any](v uint64) T { return *(*T)(unsafe.Pointer(&v)) }
+
+// createLayouts creates the descriptor set layout of nbindings storage
+// buffers that every shader shares, and its pipeline layout with pushBytes
+// of push constants.
+func (fp *fastPath) createLayouts(dev vk.Device, nbindings, pushBytes uint32) (vk.DescriptorSetLayout, vk.PipelineLayout, error) {
+	var sl, pl C.uint64_t
+	r := C.govk_create_layouts(fp.fns, handlePtr(dev), C.uint32_t(nbindings), C.uint32_t(pushBytes), &sl, &pl)
+	setLayout, pipeLayout := handleOf[vk.DescriptorSetLayout](uint64(sl)), handleOf[vk.PipelineLayout](uint64(pl))
+	if r != 0 {
+		if sl != 0 {
+			vk.DestroyDescriptorSetLayout(dev, setLayout, nil)
+		}
+		return nil, nil, vkErr("vkCreateDescriptorSetLayout/vkCreatePipelineLayout", vk.Result(r))
+	}
+	return setLayout, pipeLayout, nil
+}
+
+// createPool creates a descriptor pool of maxSets sets holding descriptors
+// storage buffers in all.
+func (fp *fastPath) createPool(dev vk.Device, maxSets, descriptors uint32) (vk.DescriptorPool, error) {
+	var h C.uint64_t
+	if err := vkErr("vkCreateDescriptorPool", vk.Result(C.govk_create_pool(fp.fns, handlePtr(dev), C.uint32_t(maxSets), C.uint32_t(descriptors), &h))); err != nil {
+		return nil, err
+	}
+	return handleOf[vk.DescriptorPool](uint64(h)), nil
+}
+
+// begin begins cmd for one submission.
+func (fp *fastPath) begin(cmd vk.CommandBuffer) error {
+	return vkErr("vkBeginCommandBuffer", vk.Result(C.govk_begin(fp.fns, handlePtr(cmd))))
+}
+
+// submit submits cmd on queue, signalling fence when it completes.
+func (fp *fastPath) submit(queue vk.Queue, cmd vk.CommandBuffer, fence vk.Fence) error {
+	return vkErr("vkQueueSubmit", vk.Result(C.govk_submit(fp.fns, handlePtr(queue), handlePtr(cmd), C.uint64_t(handle64(fence)))))
+}
+
+// copy records a copy of size bytes from src at srcOff to dst at dstOff.
+func (fp *fastPath) copy(cmd vk.CommandBuffer, src, dst vk.Buffer, srcOff, dstOff, size uint64) {
+	C.govk_copy(fp.fns, handlePtr(cmd), C.uint64_t(handle64(src)), C.uint64_t(handle64(dst)), C.uint64_t(srcOff), C.uint64_t(dstOff), C.uint64_t(size))
+}
+
+// hostBarrier records the barrier that makes earlier compute and transfer
+// writes visible to the host.
+func (fp *fastPath) hostBarrier(cmd vk.CommandBuffer) {
+	C.govk_host_barrier(fp.fns, handlePtr(cmd))
+}
+
+// createBuffer creates an exclusive buffer of size bytes.
+func (fp *fastPath) createBuffer(dev vk.Device, size uint64, usage vk.BufferUsageFlags) (vk.Buffer, error) {
+	var h C.uint64_t
+	if err := vkErr("vkCreateBuffer", vk.Result(C.govk_create_buffer(fp.fns, handlePtr(dev), C.uint64_t(size), C.uint32_t(usage), &h))); err != nil {
+		return nil, err
+	}
+	return handleOf[vk.Buffer](uint64(h)), nil
+}
+
+// allocMemory allocates size bytes of memory type typeIndex.
+func (fp *fastPath) allocMemory(dev vk.Device, size uint64, typeIndex uint32) (vk.DeviceMemory, error) {
+	var h C.uint64_t
+	if err := vkErr(fmt.Sprintf("vkAllocateMemory(%d bytes)", size), vk.Result(C.govk_alloc_memory(fp.fns, handlePtr(dev), C.uint64_t(size), C.uint32_t(typeIndex), &h))); err != nil {
+		return nil, err
+	}
+	return handleOf[vk.DeviceMemory](uint64(h)), nil
+}

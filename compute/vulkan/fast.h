@@ -1,4 +1,5 @@
-// Declarations shared by fast.c and fast.go.
+// Declarations shared by the C files of package vulkan (fast.c,
+// instance.c) and the Go files that call them.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,14 @@ typedef struct {
 	void* barrier;
 	void* createModule;
 	void* createPipelines;
+	void* createSetLayout;
+	void* createPipelineLayout;
+	void* createPool;
+	void* beginCmd;
+	void* submit;
+	void* copy;
+	void* createBuffer;
+	void* allocMemory;
 } govk_fast;
 
 int govk_fast_load(void* gipa, void* instance, void* device, govk_fast* f);
@@ -24,3 +33,16 @@ int32_t govk_fast_dispatch(const govk_fast* f, void* device, void* cmd, uint64_t
 int32_t govk_create_module(const govk_fast* f, void* device, const uint32_t* code, size_t bytes, uint64_t* module);
 int32_t govk_create_pipeline(const govk_fast* f, void* device, uint64_t module, uint64_t layout,
 	const uint32_t* spec, uint32_t nspec, uint64_t* pipeline);
+int32_t govk_create_layouts(const govk_fast* f, void* device, uint32_t nbindings, uint32_t pushBytes,
+	uint64_t* setLayout, uint64_t* pipeLayout);
+int32_t govk_create_pool(const govk_fast* f, void* device, uint32_t maxSets, uint32_t descriptors, uint64_t* pool);
+int32_t govk_begin(const govk_fast* f, void* cmd);
+int32_t govk_submit(const govk_fast* f, void* queue, void* cmd, uint64_t fence);
+void govk_copy(const govk_fast* f, void* cmd, uint64_t src, uint64_t dst, uint64_t srcOffset, uint64_t dstOffset, uint64_t size);
+void govk_host_barrier(const govk_fast* f, void* cmd);
+int32_t govk_create_buffer(const govk_fast* f, void* device, uint64_t size, uint32_t usage, uint64_t* buffer);
+int32_t govk_alloc_memory(const govk_fast* f, void* device, uint64_t size, uint32_t typeIndex, uint64_t* memory);
+
+int govk_layer_available(void* gipa, const char* name);
+int32_t govk_create_instance(void* gipa, uint32_t apiVersion, const char* layer, void** instance);
+int govk_compute_queue(void* gipa, void* instance, void* phys, uint32_t* family, uint32_t* timestampBits);

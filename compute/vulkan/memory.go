@@ -131,14 +131,8 @@ func (b *Backend) newRaw(size uint64, kind memKind) (*rawBuf, error) {
 	if size > b.maxBinding {
 		return nil, fmt.Errorf("vulkan: buffer of %d bytes exceeds the largest binding (%d bytes)", size, b.maxBinding)
 	}
-	info := vk.BufferCreateInfo{
-		SType:       vk.StructureTypeBufferCreateInfo,
-		Size:        vk.DeviceSize(size),
-		Usage:       vk.BufferUsageFlags(vk.BufferUsageStorageBufferBit | vk.BufferUsageTransferSrcBit | vk.BufferUsageTransferDstBit),
-		SharingMode: vk.SharingModeExclusive,
-	}
-	var buf vk.Buffer
-	if err := vkErr("vkCreateBuffer", vk.CreateBuffer(b.dev, &info, nil, &buf)); err != nil {
+	buf, err := b.fast.createBuffer(b.dev, size, vk.BufferUsageFlags(vk.BufferUsageStorageBufferBit|vk.BufferUsageTransferSrcBit|vk.BufferUsageTransferDstBit))
+	if err != nil {
 		return nil, err
 	}
 	var req vk.MemoryRequirements
@@ -156,9 +150,8 @@ func (b *Backend) newRaw(size uint64, kind memKind) (*rawBuf, error) {
 		return nil, fmt.Errorf("vulkan: out of device memory: %d bytes more would exceed heap %d (%d MiB, %d MiB in use)",
 			req.Size, heap, heapSize>>20, b.heapUsed[heap]>>20)
 	}
-	var mem vk.DeviceMemory
-	ainfo := vk.MemoryAllocateInfo{SType: vk.StructureTypeMemoryAllocateInfo, AllocationSize: req.Size, MemoryTypeIndex: ti}
-	if err := vkErr(fmt.Sprintf("vkAllocateMemory(%d bytes)", req.Size), vk.AllocateMemory(b.dev, &ainfo, nil, &mem)); err != nil {
+	mem, err := b.fast.allocMemory(b.dev, uint64(req.Size), ti)
+	if err != nil {
 		vk.DestroyBuffer(b.dev, buf, nil)
 		return nil, err
 	}
@@ -383,7 +376,7 @@ func (b *Backend) stage(r *rawBuf, off uint64, data []byte) error {
 			return err
 		}
 		b.rec.transfer(b.ring.raw, span{roff, roff + n}, r, span{off, off + n})
-		vk.CmdCopyBuffer(b.rec.cmd, b.ring.raw.buf, r.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(roff), DstOffset: vk.DeviceSize(off), Size: vk.DeviceSize(n)}})
+		b.fast.copy(b.rec.cmd, b.ring.raw.buf, r.buf, uint64(roff), uint64(off), uint64(n))
 		b.rec.done("copy")
 		data = data[n:]
 		off += n

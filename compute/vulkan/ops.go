@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 
-	vk "github.com/vulkan-go/vulkan"
-
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/quant"
 )
@@ -110,7 +108,7 @@ func (b *Backend) readInto(ctx context.Context, src *rawBuf, off, n uint64) ([]b
 	}
 	if n > 0 {
 		b.rec.transfer(src, span{off, off + n}, b.readback, span{0, n})
-		vk.CmdCopyBuffer(b.rec.cmd, src.buf, b.readback.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(off), Size: vk.DeviceSize(n)}})
+		b.fast.copy(b.rec.cmd, src.buf, b.readback.buf, uint64(off), 0, uint64(n))
 	}
 	if err := b.flush(ctx); err != nil {
 		return nil, err
@@ -175,8 +173,7 @@ func (b *Backend) Copy(dst compute.Buffer, dstOff int, src compute.Buffer, srcOf
 		return
 	}
 	b.rec.transfer(s.raw, floats(srcOff, n), d.raw, floats(dstOff, n))
-	vk.CmdCopyBuffer(b.rec.cmd, s.raw.buf, d.raw.buf, 1, []vk.BufferCopy{{
-		SrcOffset: vk.DeviceSize(srcOff * 4), DstOffset: vk.DeviceSize(dstOff * 4), Size: vk.DeviceSize(n * 4)}})
+	b.fast.copy(b.rec.cmd, s.raw.buf, d.raw.buf, uint64(srcOff)*4, uint64(dstOff)*4, uint64(n)*4)
 	b.rec.done("copy")
 }
 

@@ -121,50 +121,23 @@ func (rc *recorder) init(b *Backend) error {
 			return err
 		}
 		f.fence = fence
-		if err := f.addPool(b.dev); err != nil {
+		if err := f.addPool(&b.fast, b.dev); err != nil {
 			return err
 		}
 	}
 
-	binds := make([]vk.DescriptorSetLayoutBinding, numBindings)
-	for i := range binds {
-		binds[i] = vk.DescriptorSetLayoutBinding{
-			Binding:         uint32(i),
-			DescriptorType:  vk.DescriptorTypeStorageBuffer,
-			DescriptorCount: 1,
-			StageFlags:      vk.ShaderStageFlags(vk.ShaderStageComputeBit),
-		}
-	}
-	var sl vk.DescriptorSetLayout
-	linfo := vk.DescriptorSetLayoutCreateInfo{SType: vk.StructureTypeDescriptorSetLayoutCreateInfo, BindingCount: numBindings, PBindings: binds}
-	if err := vkErr("vkCreateDescriptorSetLayout", vk.CreateDescriptorSetLayout(b.dev, &linfo, nil, &sl)); err != nil {
+	sl, pl, err := b.fast.createLayouts(b.dev, numBindings, pushBytes)
+	if err != nil {
 		return err
 	}
 	rc.setLayout = sl
-	var pl vk.PipelineLayout
-	plinfo := vk.PipelineLayoutCreateInfo{
-		SType:                  vk.StructureTypePipelineLayoutCreateInfo,
-		SetLayoutCount:         1,
-		PSetLayouts:            []vk.DescriptorSetLayout{rc.setLayout},
-		PushConstantRangeCount: 1,
-		PPushConstantRanges:    []vk.PushConstantRange{{StageFlags: vk.ShaderStageFlags(vk.ShaderStageComputeBit), Size: pushBytes}},
-	}
-	if err := vkErr("vkCreatePipelineLayout", vk.CreatePipelineLayout(b.dev, &plinfo, nil, &pl)); err != nil {
-		return err
-	}
 	rc.pipeLayout = pl
 	return nil
 }
 
-func (f *frame) addPool(dev vk.Device) error {
-	info := vk.DescriptorPoolCreateInfo{
-		SType:         vk.StructureTypeDescriptorPoolCreateInfo,
-		MaxSets:       setsPerPool,
-		PoolSizeCount: 1,
-		PPoolSizes:    []vk.DescriptorPoolSize{{Type: vk.DescriptorTypeStorageBuffer, DescriptorCount: setsPerPool * numBindings}},
-	}
-	var p vk.DescriptorPool
-	if err := vkErr("vkCreateDescriptorPool", vk.CreateDescriptorPool(dev, &info, nil, &p)); err != nil {
+func (f *frame) addPool(fp *fastPath, dev vk.Device) error {
+	p, err := fp.createPool(dev, setsPerPool, setsPerPool*numBindings)
+	if err != nil {
 		return err
 	}
 	f.descPools = append(f.descPools, p)
@@ -196,8 +169,7 @@ func (rc *recorder) begin(b *Backend) error {
 			return err
 		}
 	}
-	info := vk.CommandBufferBeginInfo{SType: vk.StructureTypeCommandBufferBeginInfo, Flags: vk.CommandBufferUsageFlags(vk.CommandBufferUsageOneTimeSubmitBit)}
-	if err := vkErr("vkBeginCommandBuffer", vk.BeginCommandBuffer(f.cmd, &info)); err != nil {
+	if err := rc.fast.begin(f.cmd); err != nil {
 		return err
 	}
 	rc.cur, rc.cmd = f, f.cmd
@@ -219,23 +191,13 @@ func (rc *recorder) submit(b *Backend, toHost bool) error {
 		return nil
 	}
 	if toHost {
-		vk.CmdPipelineBarrier(rc.cmd, vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit|vk.PipelineStageTransferBit),
-			vk.PipelineStageFlags(vk.PipelineStageHostBit), 0, 1, []vk.MemoryBarrier{{
-				SType:         vk.StructureTypeMemoryBarrier,
-				SrcAccessMask: vk.AccessFlags(vk.AccessShaderWriteBit | vk.AccessTransferWriteBit),
-				DstAccessMask: vk.AccessFlags(vk.AccessHostReadBit),
-			}}, 0, nil, 0, nil)
+		rc.fast.hostBarrier(rc.cmd)
 	}
 	rc.recording = false
 	if err := vkErr("vkEndCommandBuffer", vk.EndCommandBuffer(rc.cmd)); err != nil {
 		return err
 	}
-	submit := []vk.SubmitInfo{{
-		SType:              vk.StructureTypeSubmitInfo,
-		CommandBufferCount: 1,
-		PCommandBuffers:    []vk.CommandBuffer{rc.cmd},
-	}}
-	if err := vkErr("vkQueueSubmit", vk.QueueSubmit(b.queue, 1, submit, rc.cur.fence)); err != nil {
+	if err := rc.fast.submit(b.queue, rc.cmd, rc.cur.fence); err != nil {
 		return err
 	}
 	rc.cur.inflight = true
@@ -483,7 +445,7 @@ func (b *Backend) dispatchSpans(name string, spec []uint32, bufs []*rawBuf, span
 		}
 		f.descPool++
 		if f.descPool == len(f.descPools) {
-			if err := f.addPool(b.dev); err != nil {
+			if err := f.addPool(&b.fast, b.dev); err != nil {
 				b.fail(err)
 				return
 			}

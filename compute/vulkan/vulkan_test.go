@@ -86,10 +86,11 @@ func TestSubgroupSizes(t *testing.T) {
 
 // layerInstalled reports whether the Khronos validation layer is present.
 func layerInstalled() bool {
-	if _, err := loaderOnce(); err != nil {
+	gipa, err := loaderOnce()
+	if err != nil {
 		return false
 	}
-	return layerAvailable(validationLayer)
+	return layerAvailable(gipa, validationLayer)
 }
 
 func TestConformance(t *testing.T) {
