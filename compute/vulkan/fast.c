@@ -68,6 +68,7 @@ typedef struct {
 	uint32_t queueFamilyIndexCount; const uint32_t* pQueueFamilyIndices;
 } buffer_info_create;
 typedef struct { int32_t sType; const void* pNext; uint64_t allocationSize; uint32_t memoryTypeIndex; } memory_alloc_info;
+typedef struct { uint64_t size, alignment; uint32_t memoryTypeBits; } memory_requirements;
 
 typedef int32_t (*create_module_fn)(void*, const module_info*, const void*, uint64_t*);
 typedef int32_t (*create_pipelines_fn)(void*, uint64_t, uint32_t, const compute_pipeline_info*, const void*, uint64_t*);
@@ -84,6 +85,7 @@ typedef int32_t (*begin_fn)(void*, const begin_info*);
 typedef int32_t (*submit_fn)(void*, uint32_t, const submit_info*, uint64_t);
 typedef void (*copy_fn)(void*, uint64_t, uint64_t, uint32_t, const buffer_copy*);
 typedef int32_t (*create_buffer_fn)(void*, const buffer_info_create*, const void*, uint64_t*);
+typedef void (*buffer_requirements_fn)(void*, uint64_t, memory_requirements*);
 typedef int32_t (*alloc_memory_fn)(void*, const memory_alloc_info*, const void*, uint64_t*);
 typedef void (*barrier_fn)(void*, uint32_t, uint32_t, uint32_t, uint32_t, const memory_barrier*, uint32_t, const void*, uint32_t, const void*);
 
@@ -109,9 +111,10 @@ int govk_fast_load(void* gipa, void* instance, void* device, govk_fast* f) {
 	f->copy = gdpa(device, "vkCmdCopyBuffer");
 	f->createBuffer = gdpa(device, "vkCreateBuffer");
 	f->allocMemory = gdpa(device, "vkAllocateMemory");
+	f->bufferRequirements = gdpa(device, "vkGetBufferMemoryRequirements");
 	if (!f->allocSets || !f->updateSets || !f->bindPipeline || !f->bindSets || !f->push || !f->dispatch || !f->barrier ||
 		!f->createModule || !f->createPipelines || !f->createSetLayout || !f->createPipelineLayout || !f->createPool ||
-		!f->beginCmd || !f->submit || !f->copy || !f->createBuffer || !f->allocMemory) {
+		!f->beginCmd || !f->submit || !f->copy || !f->createBuffer || !f->allocMemory || !f->bufferRequirements) {
 		return -1;
 	}
 	return 0;
@@ -264,6 +267,16 @@ int32_t govk_create_buffer(const govk_fast* f, void* device, uint64_t size, uint
 	info.usage = usage;
 	info.sharingMode = 0; // VK_SHARING_MODE_EXCLUSIVE
 	return ((create_buffer_fn)f->createBuffer)(device, &info, NULL, buffer);
+}
+
+// govk_buffer_requirements reports the bytes of memory buffer needs and the
+// memory types it can be bound to.
+void govk_buffer_requirements(const govk_fast* f, void* device, uint64_t buffer, uint64_t* size, uint32_t* typeBits) {
+	memory_requirements req;
+	memset(&req, 0, sizeof req);
+	((buffer_requirements_fn)f->bufferRequirements)(device, buffer, &req);
+	*size = req.size;
+	*typeBits = req.memoryTypeBits;
 }
 
 int32_t govk_alloc_memory(const govk_fast* f, void* device, uint64_t size, uint32_t typeIndex, uint64_t* memory) {

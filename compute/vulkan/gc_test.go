@@ -76,6 +76,23 @@ func TestCallsUnderGC(t *testing.T) {
 	got := make([]float32, n)
 	for i := range 3 {
 		b := newTestBackend(t, Options{})
+		// The upload ring and the readback buffer are made on first use
+		// and kept: make them before counting.
+		w, err := b.NewBuffer(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Upload(w, 0, src); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Download(ctx, got, w, 0); err != nil {
+			t.Fatal(err)
+		}
+		b.Free(w)
+		if err := b.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		free := b.FreeMemory()
 		x, err := b.NewBuffer(n)
 		if err != nil {
 			t.Fatal(err)
@@ -102,6 +119,18 @@ func TestCallsUnderGC(t *testing.T) {
 			if v != 2*src[j] {
 				t.Fatalf("backend %d: y[%d] = %v, want %v", i, j, v, 2*src[j])
 			}
+		}
+		// Buffers count against the heap while they live, and not after.
+		if f := b.FreeMemory(); f >= free {
+			t.Errorf("backend %d: %d bytes free with two buffers, %d before", i, f, free)
+		}
+		b.Free(x)
+		b.Free(y)
+		if err := b.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if f := b.FreeMemory(); f != free {
+			t.Errorf("backend %d: %d bytes free after freeing the buffers, %d before", i, f, free)
 		}
 		b.Close()
 	}

@@ -27,7 +27,10 @@ type rawBuf struct {
 	mem  vk.DeviceMemory
 	size uint64
 	heap uint32
-	ptr  unsafe.Pointer // mapped memory, nil unless host-visible and mapped
+	// alloc is the bytes of memory bound to buf (its requirements), which
+	// count against heap.
+	alloc uint64
+	ptr   unsafe.Pointer // mapped memory, nil unless host-visible and mapped
 	// reads and writes are the byte ranges recorded work reads and
 	// writes since the latest barrier (see recorder.epoch).
 	reads, writes spanSet
@@ -135,22 +138,20 @@ func (b *Backend) newRaw(size uint64, kind memKind) (*rawBuf, error) {
 	if err != nil {
 		return nil, err
 	}
-	var req vk.MemoryRequirements
-	vk.GetBufferMemoryRequirements(b.dev, buf, &req)
-	req.Deref()
-	ti, ok := b.pickMemory(req.MemoryTypeBits, kind)
+	reqSize, typeBits := b.fast.bufferRequirements(b.dev, buf)
+	ti, ok := b.pickMemory(typeBits, kind)
 	if !ok {
 		vk.DestroyBuffer(b.dev, buf, nil)
 		return nil, fmt.Errorf("vulkan: no suitable memory type for a %d-byte buffer", size)
 	}
 	heap := b.mem.MemoryTypes[ti].HeapIndex
 	heapSize := uint64(b.mem.MemoryHeaps[heap].Size)
-	if b.heapUsed[heap]+uint64(req.Size) > heapSize {
+	if b.heapUsed[heap]+reqSize > heapSize {
 		vk.DestroyBuffer(b.dev, buf, nil)
 		return nil, fmt.Errorf("vulkan: out of device memory: %d bytes more would exceed heap %d (%d MiB, %d MiB in use)",
-			req.Size, heap, heapSize>>20, b.heapUsed[heap]>>20)
+			reqSize, heap, heapSize>>20, b.heapUsed[heap]>>20)
 	}
-	mem, err := b.fast.allocMemory(b.dev, uint64(req.Size), ti)
+	mem, err := b.fast.allocMemory(b.dev, reqSize, ti)
 	if err != nil {
 		vk.DestroyBuffer(b.dev, buf, nil)
 		return nil, err
@@ -160,8 +161,8 @@ func (b *Backend) newRaw(size uint64, kind memKind) (*rawBuf, error) {
 		vk.DestroyBuffer(b.dev, buf, nil)
 		return nil, err
 	}
-	r := &rawBuf{buf: buf, mem: mem, size: size, heap: heap}
-	b.heapUsed[heap] += uint64(req.Size)
+	r := &rawBuf{buf: buf, mem: mem, size: size, heap: heap, alloc: reqSize}
+	b.heapUsed[heap] += reqSize
 	b.live[r] = struct{}{}
 	const hostOK = vk.MemoryPropertyFlags(vk.MemoryPropertyHostVisibleBit | vk.MemoryPropertyHostCoherentBit)
 	if b.mem.MemoryTypes[ti].PropertyFlags&hostOK == hostOK {
@@ -183,10 +184,7 @@ func (r *rawBuf) destroy(b *Backend) {
 	if r == nil || r.buf == vk.NullBuffer {
 		return
 	}
-	var req vk.MemoryRequirements
-	vk.GetBufferMemoryRequirements(b.dev, r.buf, &req)
-	req.Deref()
-	b.heapUsed[r.heap] -= uint64(req.Size)
+	b.heapUsed[r.heap] -= r.alloc
 	if r.ptr != nil {
 		vk.UnmapMemory(b.dev, r.mem)
 	}
