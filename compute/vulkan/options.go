@@ -1,6 +1,11 @@
-// Package vulkan implements compute.Backend on any Vulkan 1.1+ device
-// through github.com/vulkan-go/vulkan, with the GLSL compute shaders of
-// package shaders compiled to SPIR-V and embedded in the binary.
+// Package vulkan implements compute.Backend on any Vulkan 1.1+ device,
+// with the GLSL compute shaders of package shaders compiled to SPIR-V and
+// embedded in the binary. Calls that pass arrays or strings, and those
+// made per step or per buffer, are made in this package's C (fast.c,
+// instance.c; the device is created in coopmat.go's): vulkan-go frees its
+// C copies of arrays and strings from finalizers that can run while the
+// call still uses them, and leaks its copy of every other struct. The rest,
+// made once per backend, go through github.com/vulkan-go/vulkan.
 //
 // The backend records operations into command buffers and submits them at
 // Download, Sync or Argmax, with no CPU round trip inside a step. Barriers
