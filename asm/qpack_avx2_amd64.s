@@ -1388,9 +1388,9 @@ block1:
 	RET
 // func qpQ4KAVX2x1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 1 to the Q4_K×Q8_K product of packed
-// row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side
+// part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ4KAVX2x1(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -1399,8 +1399,7 @@ TEXT ·qpQ4KAVX2x1(SB), NOSPLIT, $0-48
 	MOVQ x+24(FP), R13
 	MOVQ ldx+32(FP), AX
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 block0:
@@ -2192,8 +2191,8 @@ block0:
 	VCVTDQ2PS Y5, Y5
 	VMULPS Y15, Y5, Y5
 	VSUBPS Y5, Y1, Y1
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	DECQ CX
 	JNZ block0
@@ -2204,9 +2203,9 @@ block0:
 	RET
 // func qpQ4KAVX2x2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 2 to the Q4_K×Q8_K product of packed
-// row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side
+// part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ4KAVX2x2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -2216,8 +2215,7 @@ TEXT ·qpQ4KAVX2x2(SB), NOSPLIT, $0-48
 	MOVQ ldx+32(FP), AX
 	LEAQ (R13)(AX*1), R9
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -3451,8 +3449,8 @@ block0:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VSUBPS Y7, Y3, Y3
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	DECQ CX
@@ -3466,9 +3464,9 @@ block0:
 	RET
 // func qpQ4KAVX2x3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 3 to the Q4_K×Q8_K product of packed
-// row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side
+// part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ4KAVX2x3(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -3479,8 +3477,7 @@ TEXT ·qpQ4KAVX2x3(SB), NOSPLIT, $0-48
 	LEAQ (R13)(AX*1), R9
 	LEAQ (R9)(AX*1), R11
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -4335,8 +4332,8 @@ block0:
 	VCVTDQ2PS Y6, Y6
 	VMULPS Y15, Y6, Y6
 	VSUBPS Y6, Y2, Y2
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -4355,8 +4352,7 @@ block0:
 	LEAQ (R13)(AX*1), R9
 	LEAQ (R9)(AX*1), R11
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -5179,8 +5175,8 @@ block1:
 	VCVTDQ2PS Y6, Y6
 	VMULPS Y15, Y6, Y6
 	VSUBPS Y6, Y2, Y2
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -5194,9 +5190,9 @@ block1:
 	RET
 // func qpQ4KAVX2x4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 4 to the Q4_K×Q8_K product of packed
-// row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side
+// part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ4KAVX2x4(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -5208,8 +5204,7 @@ TEXT ·qpQ4KAVX2x4(SB), NOSPLIT, $0-48
 	LEAQ (R9)(AX*1), R11
 	LEAQ (R11)(AX*1), R14
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -6285,8 +6280,8 @@ block0:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VSUBPS Y7, Y3, Y3
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -6308,8 +6303,7 @@ block0:
 	LEAQ (R9)(AX*1), R11
 	LEAQ (R11)(AX*1), R14
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -7353,8 +7347,8 @@ block1:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VSUBPS Y7, Y3, Y3
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -7370,9 +7364,9 @@ block1:
 	RET
 // func qpQ6KAVX2x1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 1 to the Q6_K×Q8_K product of packed
-// row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side
+// part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ6KAVX2x1(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -7381,8 +7375,7 @@ TEXT ·qpQ6KAVX2x1(SB), NOSPLIT, $0-48
 	MOVQ x+24(FP), R13
 	MOVQ ldx+32(FP), AX
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 block0:
@@ -8468,8 +8461,8 @@ block0:
 	VCVTDQ2PS Y5, Y5
 	VMULPS Y15, Y5, Y5
 	VADDPS Y5, Y1, Y1
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	DECQ CX
 	JNZ block0
@@ -8480,9 +8473,9 @@ block0:
 	RET
 // func qpQ6KAVX2x2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 2 to the Q6_K×Q8_K product of packed
-// row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side
+// part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ6KAVX2x2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -8492,8 +8485,7 @@ TEXT ·qpQ6KAVX2x2(SB), NOSPLIT, $0-48
 	MOVQ ldx+32(FP), AX
 	LEAQ (R13)(AX*1), R9
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -10133,8 +10125,8 @@ block0:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VADDPS Y7, Y3, Y3
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	DECQ CX
@@ -10148,9 +10140,9 @@ block0:
 	RET
 // func qpQ6KAVX2x3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 3 to the Q6_K×Q8_K product of packed
-// row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side
+// part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ6KAVX2x3(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -10161,8 +10153,7 @@ TEXT ·qpQ6KAVX2x3(SB), NOSPLIT, $0-48
 	LEAQ (R13)(AX*1), R9
 	LEAQ (R9)(AX*1), R11
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -11284,8 +11275,8 @@ block0:
 	VCVTDQ2PS Y6, Y6
 	VMULPS Y15, Y6, Y6
 	VADDPS Y6, Y2, Y2
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -11304,8 +11295,7 @@ block0:
 	LEAQ (R13)(AX*1), R9
 	LEAQ (R9)(AX*1), R11
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -12379,8 +12369,8 @@ block1:
 	VCVTDQ2PS Y6, Y6
 	VMULPS Y15, Y6, Y6
 	VADDPS Y6, Y2, Y2
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -12394,9 +12384,9 @@ block1:
 	RET
 // func qpQ6KAVX2x4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 4 to the Q6_K×Q8_K product of packed
-// row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side
+// part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ6KAVX2x4(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -12408,8 +12398,7 @@ TEXT ·qpQ6KAVX2x4(SB), NOSPLIT, $0-48
 	LEAQ (R9)(AX*1), R11
 	LEAQ (R11)(AX*1), R14
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -13808,8 +13797,8 @@ block0:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VADDPS Y7, Y3, Y3
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -13831,8 +13820,7 @@ block0:
 	LEAQ (R9)(AX*1), R11
 	LEAQ (R11)(AX*1), R14
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -15183,8 +15171,8 @@ block1:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VADDPS Y7, Y3, Y3
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11

@@ -1215,9 +1215,9 @@ block:
 	RET
 // func qpQ4KAVXVNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 1 to the Q4_K×Q8_K product of packed
-// row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side
+// part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ4KAVXVNNIx1(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -1226,8 +1226,7 @@ TEXT ·qpQ4KAVXVNNIx1(SB), NOSPLIT, $0-48
 	MOVQ x+24(FP), R13
 	MOVQ ldx+32(FP), AX
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 block0:
@@ -1891,8 +1890,8 @@ block0:
 	VCVTDQ2PS Y5, Y5
 	VMULPS Y15, Y5, Y5
 	VSUBPS Y5, Y1, Y1
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	DECQ CX
 	JNZ block0
@@ -1903,9 +1902,9 @@ block0:
 	RET
 // func qpQ4KAVXVNNIx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 2 to the Q4_K×Q8_K product of packed
-// row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side
+// part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ4KAVXVNNIx2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -1915,8 +1914,7 @@ TEXT ·qpQ4KAVXVNNIx2(SB), NOSPLIT, $0-48
 	MOVQ ldx+32(FP), AX
 	LEAQ (R13)(AX*1), R9
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -2926,8 +2924,8 @@ block0:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VSUBPS Y7, Y3, Y3
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	DECQ CX
@@ -2941,9 +2939,9 @@ block0:
 	RET
 // func qpQ4KAVXVNNIx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 3 to the Q4_K×Q8_K product of packed
-// row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side
+// part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ4KAVXVNNIx3(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -2954,8 +2952,7 @@ TEXT ·qpQ4KAVXVNNIx3(SB), NOSPLIT, $0-48
 	LEAQ (R13)(AX*1), R9
 	LEAQ (R9)(AX*1), R11
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -3650,8 +3647,8 @@ block0:
 	VCVTDQ2PS Y6, Y6
 	VMULPS Y15, Y6, Y6
 	VSUBPS Y6, Y2, Y2
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -3670,8 +3667,7 @@ block0:
 	LEAQ (R13)(AX*1), R9
 	LEAQ (R9)(AX*1), R11
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -4334,8 +4330,8 @@ block1:
 	VCVTDQ2PS Y6, Y6
 	VMULPS Y15, Y6, Y6
 	VSUBPS Y6, Y2, Y2
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -4349,9 +4345,9 @@ block1:
 	RET
 // func qpQ4KAVXVNNIx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 4 to the Q4_K×Q8_K product of packed
-// row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side
+// part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ4KAVXVNNIx4(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -4363,8 +4359,7 @@ TEXT ·qpQ4KAVXVNNIx4(SB), NOSPLIT, $0-48
 	LEAQ (R9)(AX*1), R11
 	LEAQ (R11)(AX*1), R14
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -5232,8 +5227,8 @@ block0:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VSUBPS Y7, Y3, Y3
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -5255,8 +5250,7 @@ block0:
 	LEAQ (R9)(AX*1), R11
 	LEAQ (R11)(AX*1), R14
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $2048, CX, R10
-	ADDQ SI, R10
+	LEAQ 2048(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -6092,8 +6086,8 @@ block1:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VSUBPS Y7, Y3, Y3
-	ADDQ $2048, SI
-	ADDQ $320, R10
+	ADDQ $2368, SI
+	ADDQ $2368, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -6109,9 +6103,9 @@ block1:
 	RET
 // func qpQ6KAVXVNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 1 to the Q6_K×Q8_K product of packed
-// row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side
+// part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ6KAVXVNNIx1(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -6120,8 +6114,7 @@ TEXT ·qpQ6KAVXVNNIx1(SB), NOSPLIT, $0-48
 	MOVQ x+24(FP), R13
 	MOVQ ldx+32(FP), AX
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 block0:
@@ -7015,8 +7008,8 @@ block0:
 	VCVTDQ2PS Y5, Y5
 	VMULPS Y15, Y5, Y5
 	VADDPS Y5, Y1, Y1
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	DECQ CX
 	JNZ block0
@@ -7027,9 +7020,9 @@ block0:
 	RET
 // func qpQ6KAVXVNNIx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 2 to the Q6_K×Q8_K product of packed
-// row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side
+// part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ6KAVXVNNIx2(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -7039,8 +7032,7 @@ TEXT ·qpQ6KAVXVNNIx2(SB), NOSPLIT, $0-48
 	MOVQ ldx+32(FP), AX
 	LEAQ (R13)(AX*1), R9
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -8296,8 +8288,8 @@ block0:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VADDPS Y7, Y3, Y3
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	DECQ CX
@@ -8311,9 +8303,9 @@ block0:
 	RET
 // func qpQ6KAVXVNNIx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 3 to the Q6_K×Q8_K product of packed
-// row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side
+// part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ6KAVXVNNIx3(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -8324,8 +8316,7 @@ TEXT ·qpQ6KAVXVNNIx3(SB), NOSPLIT, $0-48
 	LEAQ (R13)(AX*1), R9
 	LEAQ (R9)(AX*1), R11
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -9159,8 +9150,8 @@ block0:
 	VCVTDQ2PS Y6, Y6
 	VMULPS Y15, Y6, Y6
 	VADDPS Y6, Y2, Y2
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -9179,8 +9170,7 @@ block0:
 	LEAQ (R13)(AX*1), R9
 	LEAQ (R9)(AX*1), R11
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -9966,8 +9956,8 @@ block1:
 	VCVTDQ2PS Y6, Y6
 	VMULPS Y15, Y6, Y6
 	VADDPS Y6, Y2, Y2
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -9981,9 +9971,9 @@ block1:
 	RET
 // func qpQ6KAVXVNNIx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 4 to the Q6_K×Q8_K product of packed
-// row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)
-// and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by
-// super-block as the Go twin sums it. Requires blocks >= 1.
+// row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side
+// part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),
+// super-block by super-block as the Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ6KAVXVNNIx4(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -9995,8 +9985,7 @@ TEXT ·qpQ6KAVXVNNIx4(SB), NOSPLIT, $0-48
 	LEAQ (R9)(AX*1), R11
 	LEAQ (R11)(AX*1), R14
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -11011,8 +11000,8 @@ block0:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VADDPS Y7, Y3, Y3
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11
@@ -11034,8 +11023,7 @@ block0:
 	LEAQ (R9)(AX*1), R11
 	LEAQ (R11)(AX*1), R14
 	MOVQ blocks+40(FP), CX
-	IMUL3Q $3072, CX, R10
-	ADDQ SI, R10
+	LEAQ 3072(SI), R10
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -12002,8 +11990,8 @@ block1:
 	VCVTDQ2PS Y7, Y7
 	VMULPS Y15, Y7, Y7
 	VADDPS Y7, Y3, Y3
-	ADDQ $3072, SI
-	ADDQ $288, R10
+	ADDQ $3360, SI
+	ADDQ $3360, R10
 	ADDQ $340, R13
 	ADDQ $340, R9
 	ADDQ $340, R11

@@ -18,8 +18,8 @@ const (
 )
 
 // packK is PackQ for Q4_K and Q6_K (shapes checked): each group of 16 rows
-// is its blocks' quant parts, then their side parts; padding rows are
-// zero.
+// is its super-blocks, each its quant part then its side part; padding
+// rows are zero.
 func packK(t quant.Type, dst, w []byte, rows, cols int) {
 	blocks, rb := cols/256, t.RowBytes(cols)
 	qb, sb, bb := q4KPackQuants, q4KPackSide, q4KBlockBytes
@@ -31,7 +31,6 @@ func packK(t quant.Type, dst, w []byte, rows, cols int) {
 	for g := 0; g*packRows < rows; g++ {
 		out := dst[g*gb : (g+1)*gb]
 		clear(out)
-		quants, side := out[:blocks*qb], out[blocks*qb:]
 		for r := range packRows {
 			row := g*packRows + r
 			if row >= rows {
@@ -39,7 +38,7 @@ func packK(t quant.Type, dst, w []byte, rows, cols int) {
 			}
 			for b := range blocks {
 				blk := w[row*rb+b*bb:][:bb]
-				qp, sd := quants[b*qb:][:qb], side[b*sb:][:sb]
+				qp, sd := out[b*(qb+sb):][:qb], out[b*(qb+sb)+qb:][:sb]
 				if t == quant.Q6_K {
 					quant.Q6KValues(&q, blk)
 					for j := range 16 {
@@ -80,11 +79,10 @@ func unpackKRow(t quant.Type, dst, packed []byte, cols, row int) {
 	g, r := row/packRows, row%packRows
 	gb := blocks * (qb + sb)
 	in := packed[g*gb : (g+1)*gb]
-	quants, side := in[:blocks*qb], in[blocks*qb:]
 	var q [256]byte
 	for b := range blocks {
 		blk := dst[b*bb:][:bb]
-		qp, sd := quants[b*qb:][:qb], side[b*sb:][:sb]
+		qp, sd := in[b*(qb+sb):][:qb], in[b*(qb+sb)+qb:][:sb]
 		if t == quant.Q6_K {
 			for j := range 16 {
 				c := 16 * j

@@ -91,8 +91,8 @@ func qpStore(g *gen, nb int) {
 // qpHead loads the arguments of a packed kernel: dst in DI, 4*ldd in DX,
 // the weights in SI, the addresses of the eight inputs in qpInputRegs
 // (those past the kernel's inputs are never read) and blocks in CX; with
-// side > 0, the side parts of the weights (after blocks quant parts of
-// quants bytes) in R10.
+// quants > 0, the side part of the first super-block (after its quant
+// part of quants bytes) in R10.
 func qpHead(g *gen, quants int) {
 	g.l("MOVQ dst+0(FP), DI")
 	g.l("MOVQ ldd+8(FP), DX")
@@ -105,8 +105,7 @@ func qpHead(g *gen, quants int) {
 	}
 	g.l("MOVQ blocks+40(FP), CX")
 	if quants > 0 {
-		g.l("IMUL3Q $%d, CX, R10", quants)
-		g.l("ADDQ SI, R10")
+		g.l("LEAQ %d(SI), R10", quants)
 	}
 }
 
@@ -127,6 +126,14 @@ const (
 	qKInputBs32 = 324
 )
 
+// The bytes of a packed K-quant super-block of 16 rows: its quant part
+// (3072 for Q6_K, 2048 for Q4_K), then its side part (288, 320), so one
+// stream of memory carries both (see asm/qpack.go).
+const (
+	q6KSuper = 3072 + 288
+	q4KSuper = 2048 + 320
+)
+
 // x86QPackQ6K emits the packed Q6_K×Q8_K kernel for nb inputs. Per
 // sub-block j of 16 columns, the four weight vectors (6-bit values as
 // bytes) are put together from A, B, C once for all inputs; each input's
@@ -141,9 +148,9 @@ func x86QPackQ6K(g *gen, nb int) {
 	name := fmt.Sprintf("qpQ6KVNNIx%d", nb)
 	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
 		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q6_K×Q8_K product of packed\n", nb)+
-		"row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)\n"+
-		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
-		"super-block as the Go twin sums it. Requires blocks >= 1.")
+		"row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side\n"+
+		"part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),\n"+
+		"super-block by super-block as the Go twin sums it. Requires blocks >= 1.")
 	qpHead(g, 3072)
 	pf := qpPrefetchFor(nb)
 	qpBroadcast(g, 0x3f, 29)
@@ -156,10 +163,10 @@ func x86QPackQ6K(g *gen, nb int) {
 	for j := range 16 {
 		if pf > 0 {
 			for c := range 3 {
-				g.l("PREFETCHT0 %d(SI)", pf*3072+192*j+64*c)
+				g.l("PREFETCHT0 %d(SI)", pf*q6KSuper+192*j+64*c)
 			}
 			if j < 5 {
-				g.l("PREFETCHT0 %d(R10)", pf*288+64*j)
+				g.l("PREFETCHT0 %d(R10)", pf*q6KSuper+64*j)
 			}
 		}
 		g.l("VMOVDQU32 %d(SI), Z18", 192*j)
@@ -178,8 +185,8 @@ func x86QPackQ6K(g *gen, nb int) {
 		g.l("VMULPS Z25, Z%d, Z%d", 8+i, 8+i)
 		g.l("VADDPS Z%d, Z%d, Z%d", 8+i, i, i)
 	}
-	g.l("ADDQ $3072, SI")
-	g.l("ADDQ $288, R10")
+	g.l("ADDQ $%d, SI", q6KSuper)
+	g.l("ADDQ $%d, R10", q6KSuper)
 	qpAdvance(g, nb, qKInput)
 	g.l("DECQ CX")
 	g.l("JNZ block")
@@ -238,9 +245,9 @@ func x86QPackQ4K(g *gen, nb int) {
 	name := fmt.Sprintf("qpQ4KVNNIx%d", nb)
 	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
 		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q4_K×Q8_K product of packed\n", nb)+
-		"row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)\n"+
-		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
-		"super-block as the Go twin sums it. Requires blocks >= 1.")
+		"row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side\n"+
+		"part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),\n"+
+		"super-block by super-block as the Go twin sums it. Requires blocks >= 1.")
 	qpHead(g, 2048)
 	pf := qpPrefetchFor(nb)
 	qpBroadcast(g, 0x0f, 30)
@@ -260,10 +267,10 @@ func x86QPackQ4K(g *gen, nb int) {
 		for s := range 8 {
 			w := 24 + s%2
 			if pf > 0 && j%2 == 0 {
-				g.l("PREFETCHT0 %d(SI)", pf*2048+64*(8*(j/2)+s))
+				g.l("PREFETCHT0 %d(SI)", pf*q4KSuper+64*(8*(j/2)+s))
 			}
 			if pf > 0 && j%2 == 1 && s < 5 {
-				g.l("PREFETCHT0 %d(R10)", pf*320+64*s)
+				g.l("PREFETCHT0 %d(R10)", pf*q4KSuper+64*s)
 			}
 			g.l("VPANDD %d(SI), Z%d, Z%d", 64*(8*(j/2)+s), 30+j%2, w)
 			for i := range nb {
@@ -301,8 +308,8 @@ func x86QPackQ4K(g *gen, nb int) {
 		g.l("VMULPS Z28, Z%d, Z%d", 8+i, 8+i)
 		g.l("VSUBPS Z%d, Z%d, Z%d", 8+i, i, i)
 	}
-	g.l("ADDQ $2048, SI")
-	g.l("ADDQ $320, R10")
+	g.l("ADDQ $%d, SI", q4KSuper)
+	g.l("ADDQ $%d, R10", q4KSuper)
 	qpAdvance(g, nb, qKInput)
 	g.l("DECQ CX")
 	g.l("JNZ block")

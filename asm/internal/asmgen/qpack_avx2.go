@@ -244,17 +244,16 @@ func x86QPackQ4K256(g *gen, nb int, vnni bool) {
 	}
 	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
 		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q4_K×Q8_K product of packed\n", nb)+
-		"row r (w: blocks quant parts of 2048 bytes, then blocks side parts of 320)\n"+
-		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
-		"super-block as the Go twin sums it. Requires blocks >= 1.")
+		"row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side\n"+
+		"part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),\n"+
+		"super-block by super-block as the Go twin sums it. Requires blocks >= 1.")
 	mul := "VPMADDWD" // the sub-block scales times the 16-bit sums
 	if vnni {
 		mul = "VPMULLD" // times the int32 sums VPDPBUSD leaves
 	}
 	for p, hs := range qp2Passes(nb) {
 		qp2Head(g, nb)
-		g.l("IMUL3Q $2048, CX, R10")
-		g.l("ADDQ SI, R10")
+		g.l("LEAQ 2048(SI), R10")
 		for i := range nb {
 			for _, h := range hs {
 				y := qp2Sum(nb, i, h)
@@ -330,8 +329,8 @@ func x86QPackQ4K256(g *gen, nb int, vnni bool) {
 				qp2Scale(g, "VSUBPS", s, y, 14, x)
 			}
 		}
-		g.l("ADDQ $2048, SI")
-		g.l("ADDQ $320, R10")
+		g.l("ADDQ $%d, SI", q4KSuper)
+		g.l("ADDQ $%d, R10", q4KSuper)
 		for _, x := range qp2InputRegs[:nb] {
 			g.l("ADDQ $%d, %s", qKInput, x)
 		}
@@ -375,13 +374,12 @@ func x86QPackQ6K256(g *gen, nb int, vnni bool) {
 	}
 	g.text(name, "$0-48", fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
 		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q6_K×Q8_K product of packed\n", nb)+
-		"row r (w: blocks quant parts of 3072 bytes, then blocks side parts of 288)\n"+
-		"and packed input j (x + j*ldx bytes, super-blocks of 340), super-block by\n"+
-		"super-block as the Go twin sums it. Requires blocks >= 1.")
+		"row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side\n"+
+		"part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),\n"+
+		"super-block by super-block as the Go twin sums it. Requires blocks >= 1.")
 	for p, hs := range qp2Passes(nb) {
 		qp2Head(g, nb)
-		g.l("IMUL3Q $3072, CX, R10")
-		g.l("ADDQ SI, R10")
+		g.l("LEAQ 3072(SI), R10")
 		for i := range nb {
 			for _, h := range hs {
 				y := qp2Sum(nb, i, h)
@@ -452,8 +450,8 @@ func x86QPackQ6K256(g *gen, nb int, vnni bool) {
 				qp2Scale(g, "VADDPS", s, y, 12, x)
 			}
 		}
-		g.l("ADDQ $3072, SI")
-		g.l("ADDQ $288, R10")
+		g.l("ADDQ $%d, SI", q6KSuper)
+		g.l("ADDQ $%d, R10", q6KSuper)
 		for _, x := range qp2InputRegs[:nb] {
 			g.l("ADDQ $%d, %s", qKInput, x)
 		}

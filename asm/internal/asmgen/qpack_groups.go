@@ -36,14 +36,11 @@ func qpGroupsHead(g *gen) {
 	g.l("ADDQ R9, R12")
 }
 
-// qpGroupsTail advances the pointers by one super-block, loops, and
-// stores the ng groups' sums Z0.. at dst (16 floats each).
-func qpGroupsTail(g *gen, ng, quants, side int) {
-	for _, r := range []string{"SI", "R11"} {
-		g.l("ADDQ $%d, %s", quants, r)
-	}
-	for _, r := range []string{"R10", "R12"} {
-		g.l("ADDQ $%d, %s", side, r)
+// qpGroupsTail advances the pointers by one super-block of super bytes,
+// loops, and stores the ng groups' sums Z0.. at dst (16 floats each).
+func qpGroupsTail(g *gen, ng, super int) {
+	for _, r := range []string{"SI", "R11", "R10", "R12"} {
+		g.l("ADDQ $%d, %s", super, r)
 	}
 	g.l("ADDQ $%d, R13", qKInput)
 	g.l("DECQ CX")
@@ -126,7 +123,7 @@ func x86QPackQ4KGroups(g *gen, ng int) {
 		g.l("VMULPS Z27, Z%d, Z%d", 8+h, 8+h)
 		g.l("VSUBPS Z%d, Z%d, Z%d", 8+h, h, h)
 	}
-	qpGroupsTail(g, ng, 2048, 320)
+	qpGroupsTail(g, ng, q4KSuper)
 }
 
 // x86QPackQ6KGroups emits the packed Q6_K×Q8_K kernel for one input and ng
@@ -164,5 +161,5 @@ func x86QPackQ6KGroups(g *gen, ng int) {
 		g.l("VMULPS Z25, Z%d, Z%d", 8+h, 8+h)
 		g.l("VADDPS Z%d, Z%d, Z%d", 8+h, h, h)
 	}
-	qpGroupsTail(g, ng, 3072, 288)
+	qpGroupsTail(g, ng, q6KSuper)
 }
