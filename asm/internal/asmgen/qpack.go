@@ -126,12 +126,14 @@ const (
 	qKInputBs32 = 324
 )
 
-// The bytes of a packed K-quant super-block of 16 rows: its quant part
-// (3072 for Q6_K, 2048 for Q4_K), then its side part (288, 320), so one
-// stream of memory carries both (see asm/qpack.go).
+// The bytes of a packed K-quant super-block of 16 rows: its quant part,
+// then its side part, so one stream of memory carries both (see
+// asm/qpack.go).
 const (
-	q6KSuper = 3072 + 288
-	q4KSuper = 2048 + 320
+	q6KQuants = 3072
+	q6KSuper  = q6KQuants + 288
+	q4KQuants = 2048
+	q4KSuper  = q4KQuants + 320
 )
 
 // x86QPackQ6K emits the packed Q6_K×Q8_K kernel for nb inputs. Per
@@ -151,7 +153,7 @@ func x86QPackQ6K(g *gen, nb int) {
 		"row r (w: blocks super-blocks of 3360 bytes, a quant part of 3072 then a side\n"+
 		"part of 288) and packed input j (x + j*ldx bytes, super-blocks of 340),\n"+
 		"super-block by super-block as the Go twin sums it. Requires blocks >= 1.")
-	qpHead(g, 3072)
+	qpHead(g, q6KQuants)
 	pf := qpPrefetchFor(nb)
 	qpBroadcast(g, 0x3f, 29)
 	qpBroadcast(g, 0x0f, 30)
@@ -248,7 +250,7 @@ func x86QPackQ4K(g *gen, nb int) {
 		"row r (w: blocks super-blocks of 2368 bytes, a quant part of 2048 then a side\n"+
 		"part of 320) and packed input j (x + j*ldx bytes, super-blocks of 340),\n"+
 		"super-block by super-block as the Go twin sums it. Requires blocks >= 1.")
-	qpHead(g, 2048)
+	qpHead(g, q4KQuants)
 	pf := qpPrefetchFor(nb)
 	qpBroadcast(g, 0x0f, 30)
 	qpBroadcast(g, 0xf0, 31)

@@ -75,7 +75,7 @@ func qp2Fused(nb int) bool { return nb <= 2 }
 const (
 	qp2PrefetchQ8_0 = 4096
 	qp2PrefetchQ4K  = 4096
-	qp2PrefetchQ6K  = 6144 // the same number of super-blocks ahead as Q4_K
+	qp2PrefetchQ6K  = 6144 // about as many super-blocks ahead as Q4_K's (1.8 and 1.7)
 )
 
 // qp2Scale emits y op= float(S) · (Y[scale] · d): the int32 sums S in
@@ -253,7 +253,7 @@ func x86QPackQ4K256(g *gen, nb int, vnni bool) {
 	}
 	for p, hs := range qp2Passes(nb) {
 		qp2Head(g, nb)
-		g.l("LEAQ 2048(SI), R10")
+		g.l("LEAQ %d(SI), R10", q4KQuants)
 		for i := range nb {
 			for _, h := range hs {
 				y := qp2Sum(nb, i, h)
@@ -379,7 +379,7 @@ func x86QPackQ6K256(g *gen, nb int, vnni bool) {
 		"super-block by super-block as the Go twin sums it. Requires blocks >= 1.")
 	for p, hs := range qp2Passes(nb) {
 		qp2Head(g, nb)
-		g.l("LEAQ 3072(SI), R10")
+		g.l("LEAQ %d(SI), R10", q6KQuants)
 		for i := range nb {
 			for _, h := range hs {
 				y := qp2Sum(nb, i, h)

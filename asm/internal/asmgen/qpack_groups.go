@@ -69,7 +69,7 @@ func qpGroupsDoc(name, what string, ng int) string {
 func x86QPackQ4KGroups(g *gen, ng int) {
 	name := fmt.Sprintf("qpQ4KVNNI%dg", ng)
 	g.text(name, "$0-48", qpGroupsDoc(name, "Q4_K×Q8_K", ng))
-	qpHead(g, 2048)
+	qpHead(g, q4KQuants)
 	qpGroupsHead(g)
 	qpBroadcast(g, 0x0f, 30)
 	qpBroadcast(g, 0xf0, 31)
@@ -135,7 +135,7 @@ func x86QPackQ4KGroups(g *gen, ng int) {
 func x86QPackQ6KGroups(g *gen, ng int) {
 	name := fmt.Sprintf("qpQ6KVNNI%dg", ng)
 	g.text(name, "$0-48", qpGroupsDoc(name, "Q6_K×Q8_K", ng))
-	qpHead(g, 3072)
+	qpHead(g, q6KQuants)
 	qpGroupsHead(g)
 	qpBroadcast(g, 0x3f, 29)
 	qpBroadcast(g, 0x0f, 30)
