@@ -196,6 +196,11 @@ type TokenLogprob struct {
 // Token is one generated token.
 type Token struct {
 	ID int
+	// At is when the engine committed the token: the tokens of one step
+	// (a speculative round commits several) share it. Unlike the time a
+	// consumer receives them, it does not depend on how often Next is
+	// called.
+	At time.Time
 	// Logprob and Top are set when the request asked for logprobs; they
 	// come from the model's raw distribution (before penalties and masks).
 	Logprob float64
@@ -956,6 +961,7 @@ func (e *Engine) emit(r *running, tok Token, promptLogits []float32, now time.Ti
 		e.metrics.itl.Observe(now.Sub(r.lastTime).Seconds())
 	}
 	r.lastTime = now
+	tok.At = now
 	r.last = tok.ID
 	if r.spec != nil && r.spec.hist != nil {
 		r.spec.hist = append(r.spec.hist, tok.ID)

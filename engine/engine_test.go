@@ -741,3 +741,42 @@ func TestLogitBias(t *testing.T) {
 		t.Fatal("a bias outside the vocabulary was accepted")
 	}
 }
+
+// TestTokenCommitTimes checks Token.At: the engine's commit time of each
+// token, whatever the reader's pace. The stream is read only after the
+// request has ended, so all its tokens arrive in one Output; plain
+// decoding commits one token per step, so their times are distinct and
+// increasing, after the submission and before the read.
+func TestTokenCommitTimes(t *testing.T) {
+	m := openModel(t, "tiny")
+	e := newEngine(t, m, Config{})
+	before := time.Now()
+	s, err := e.Submit(context.Background(), Request{Prompt: []int{1, 2, 3}, MaxTokens: 5, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		done := s.finish != FinishNone
+		s.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the request did not end within 10 s")
+		}
+	}
+	out, err := s.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := time.Now()
+	if len(out.Tokens) != 5 || out.Finish != FinishLength {
+		t.Fatalf("one read after the end: %d tokens, finish %v; want 5, length", len(out.Tokens), out.Finish)
+	}
+	for i, tok := range out.Tokens {
+		if tok.At.Before(before) || tok.At.After(read) || (i > 0 && !tok.At.After(out.Tokens[i-1].At)) {
+			t.Errorf("token %d committed at %v (submitted %v, read %v, previous %v)", i, tok.At, before, read, out.Tokens[max(i-1, 0)].At)
+		}
+	}
+}

@@ -78,8 +78,9 @@ const specJSONKeys = "; with --speculative-config: spec_method, spec_num_tokens,
 
 // engineDecode runs one greedy request of gen tokens over ids through an
 // engine with the given speculation and returns its decode rate (tokens
-// per second from the second delivery to the last, the prompt's and the
-// head's run over it left out), its tokens and the stream's draft counts.
+// per second from the end of the first step after the prompt's to the
+// last, by the engine's commit times: the prompt's and the head's run over
+// it left out), its tokens and the stream's draft counts.
 func engineDecode(ctx context.Context, m *model.Model, ids []int, gen int, spec engine.Speculative) (rate float64, toks []int, drafted, accepted int, err error) {
 	if gen < 2 {
 		return 0, nil, 0, 0, errors.New("--gen must be at least 2 to time speculative decoding")
@@ -93,24 +94,19 @@ func engineDecode(ctx context.Context, m *model.Model, ids []int, gen int, spec 
 	if err != nil {
 		return 0, nil, 0, 0, err
 	}
-	// The clock starts at the second delivery: the first token comes
-	// with the prompt, before the head's run over it.
-	var first, last time.Time
-	n, from := 0, 0
+	// Steps are timed by when the engine committed their tokens, not by
+	// when they arrive here (a busy machine delivers several steps at
+	// once). The clock starts at the first step after the prompt's: the
+	// prompt's token comes before the head's run over the prompt.
+	var at []time.Time // the commit time of each token
 	for {
 		out, err := st.Next(ctx)
 		if err != nil {
 			return 0, nil, 0, 0, err
 		}
-		if len(out.Tokens) > 0 {
-			if n > 0 && from == 0 {
-				first, from = time.Now(), n+len(out.Tokens)
-			}
-			n += len(out.Tokens)
-			for _, t := range out.Tokens {
-				toks = append(toks, t.ID)
-			}
-			last = time.Now()
+		for _, t := range out.Tokens {
+			toks = append(toks, t.ID)
+			at = append(at, t.At)
 		}
 		if out.Finish == engine.FinishError {
 			return 0, nil, 0, 0, out.Err
@@ -119,14 +115,26 @@ func engineDecode(ctx context.Context, m *model.Model, ids []int, gen int, spec 
 			break
 		}
 	}
-	if n != gen {
-		return 0, nil, 0, 0, fmt.Errorf("the engine generated %d tokens, want %d", n, gen)
+	if len(toks) != gen {
+		return 0, nil, 0, 0, fmt.Errorf("the engine generated %d tokens, want %d", len(toks), gen)
 	}
 	drafted, accepted = st.SpecTokens()
-	if n == from {
-		return 0, nil, 0, 0, errors.New("--gen too small: the engine delivered the tokens in two batches")
+	steps := 0 // steps seen; from is the first token after the second
+	from := len(at)
+	for i := range at {
+		if i == 0 || !at[i].Equal(at[i-1]) {
+			steps++
+			if steps == 3 {
+				from = i
+				break
+			}
+		}
 	}
-	return float64(n-from) / last.Sub(first).Seconds(), toks, drafted, accepted, nil
+	if from == len(at) {
+		return 0, nil, 0, 0, errors.New("--gen too small: the engine committed the tokens in two steps")
+	}
+	first, last := at[from-1], at[len(at)-1]
+	return float64(len(at)-from) / last.Sub(first).Seconds(), toks, drafted, accepted, nil
 }
 
 // benchSpec times decoding with and without speculation through the
