@@ -778,7 +778,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		// A paused request keeps its hidden rows for the head (back-off).
 		in.Hidden = r.spec != nil && r.spec.ds != nil && r.spec.pause > 0
 		if r.drafting() {
-			in = verifyInput(r.seq, r.unfed, r.last, r.spec.drafts)
+			in = verifyInput(r.seq, r.unfed, r.last, r.spec.drafts, in.Logits == model.LastArgmax)
 		}
 		inputs = append(inputs, in)
 		members = append(members, r)

@@ -380,11 +380,18 @@ func (e *Engine) specBytes(tokens int) int64 {
 
 // verifyInput is the main model's input of a verify step: the committed
 // tokens not fed yet (unfed, then last) and the drafts, on the decode
-// kernels as plain decoding's one row, with the logits and hidden rows of
-// every position.
-func verifyInput(seq *model.Sequence, unfed []int, last int, drafts []int) model.Input {
+// kernels as plain decoding's one row, with the hidden rows of every
+// position and their logits or, where plain decoding would take the argmax
+// alone (argmax: a greedy request that nothing else reads the logits of,
+// which stays so for the rest of the request), their argmaxes: the logits
+// of K+1 positions are megabytes to move that nothing reads.
+func verifyInput(seq *model.Sequence, unfed []int, last int, drafts []int, argmax bool) model.Input {
 	toks := append(append(slices.Clone(unfed), last), drafts...)
-	return model.Input{Seq: seq, Tokens: toks, Logits: model.AllLogits, Hidden: true, Decode: true}
+	mode := model.AllLogits
+	if argmax {
+		mode = model.AllArgmax
+	}
+	return model.Input{Seq: seq, Tokens: toks, Logits: mode, Hidden: true, Decode: true}
 }
 
 // drafting reports whether r drafts at this step: it decodes, its head is
@@ -565,19 +572,29 @@ func (e *Engine) verify(r *running, in model.Input, out model.Output, now time.T
 	off := len(r.unfed)
 	fed := in.Tokens[:off+1] // unfed, then last
 	base := r.seq.Len() - len(in.Tokens)
-	logits, hidden := out.Logits[off*v:], out.Hidden[off*h:]
+	hidden := out.Hidden[off*h:]
+	// pick is the main model's token at verified position i as plain
+	// decoding would choose it: the backend's argmax where the step gave
+	// argmaxes (in.Logits is AllArgmax), else sampled from its logits row.
+	pick := func(i int) (Token, error) {
+		if out.Argmaxes != nil {
+			tok := Token{ID: out.Argmaxes[off+i]}
+			r.sampler.Accept(tok.ID)
+			return tok, nil
+		}
+		return e.sample(r, out.Logits[(off+i)*v:(off+i+1)*v])
+	}
 	committed := make([]int, 0, sp.k+1)
 	a := 0
 	ended := false
 	for i := 0; i <= sp.k; i++ {
-		row := logits[i*v : (i+1)*v]
 		if ended {
 			// The round counts in full: a greedy request's acceptance
 			// goes on as if nothing had ended it.
 			if sp.sampled || i == sp.k {
 				break
 			}
-			if tok, err := e.sample(r, row); err != nil || tok.ID != sp.drafts[i] {
+			if tok, err := pick(i); err != nil || tok.ID != sp.drafts[i] {
 				break
 			}
 			a++
@@ -588,11 +605,12 @@ func (e *Engine) verify(r *running, in model.Input, out model.Output, now time.T
 		accepted := false
 		switch {
 		case i == sp.k:
-			tok, err = e.sample(r, row)
+			tok, err = pick(i)
 		case sp.sampled:
+			row := out.Logits[(off+i)*v : (off+i+1)*v]
 			tok, accepted, err = e.sampleDraft(r, row, sp.qs[i], sp.drafts[i])
 		default:
-			tok, err = e.sample(r, row)
+			tok, err = pick(i)
 			accepted = tok.ID == sp.drafts[i]
 		}
 		if err != nil {

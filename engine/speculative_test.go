@@ -173,32 +173,47 @@ func TestSpeculativeVerifyLogitsExact(t *testing.T) {
 			toks = append(toks, argmax(out[0].Logits))
 		}
 		seq.Close()
-		// Verify steps of 1 + k rows over the same tokens, k = 4, 3, 1.
-		seq, _ = m.NewSequence()
-		if _, err := m.Step(ctx, []model.Input{{Seq: seq, Tokens: prompt, Hidden: true}}); err != nil {
-			t.Fatal(err)
-		}
-		i := 0
-		// The last step feeds two committed tokens ahead of the last
-		// (running.unfed, after a rollback).
-		for _, c := range []struct{ unfed, k int }{{0, 4}, {0, 3}, {0, 1}, {2, 2}} {
-			k := c.unfed + c.k
-			in := verifyInput(seq, toks[i:i+c.unfed], toks[i+c.unfed], toks[i+c.unfed+1:i+1+k])
-			out, err := m.Step(ctx, []model.Input{in})
-			if err != nil {
+		// Verify steps of 1 + k rows over the same tokens, k = 4, 3, 1,
+		// with logits, then with the argmaxes a greedy request takes.
+		for _, argmaxOnly := range []bool{false, true} {
+			seq, _ = m.NewSequence()
+			if _, err := m.Step(ctx, []model.Input{{Seq: seq, Tokens: prompt, Hidden: true}}); err != nil {
 				t.Fatal(err)
 			}
-			for j := range k + 1 {
-				got, want := out[0].Logits[j*v:(j+1)*v], rows[i+j]
-				for x := range got {
-					if math.Float32bits(got[x]) != math.Float32bits(want[x]) {
-						t.Fatalf("%s: verify row %d of k=%d (token %d): logit %d is %v, plain decoding's %v", name, j, k, i+j, x, got[x], want[x])
+			i := 0
+			// The last step feeds two committed tokens ahead of the last
+			// (running.unfed, after a rollback).
+			for _, c := range []struct{ unfed, k int }{{0, 4}, {0, 3}, {0, 1}, {2, 2}} {
+				k := c.unfed + c.k
+				in := verifyInput(seq, toks[i:i+c.unfed], toks[i+c.unfed], toks[i+c.unfed+1:i+1+k], argmaxOnly)
+				out, err := m.Step(ctx, []model.Input{in})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if argmaxOnly {
+					if out[0].Logits != nil || len(out[0].Argmaxes) != k+1 {
+						t.Fatalf("%s: argmax verify of k=%d: %d logits, %d argmaxes", name, k, len(out[0].Logits), len(out[0].Argmaxes))
+					}
+					for j, id := range out[0].Argmaxes {
+						if id != toks[i+j+1] {
+							t.Fatalf("%s: verify row %d of k=%d (token %d): argmax %d, plain decoding's %d", name, j, k, i+j, id, toks[i+j+1])
+						}
+					}
+					i += k + 1
+					continue
+				}
+				for j := range k + 1 {
+					got, want := out[0].Logits[j*v:(j+1)*v], rows[i+j]
+					for x := range got {
+						if math.Float32bits(got[x]) != math.Float32bits(want[x]) {
+							t.Fatalf("%s: verify row %d of k=%d (token %d): logit %d is %v, plain decoding's %v", name, j, k, i+j, x, got[x], want[x])
+						}
 					}
 				}
+				i += k + 1
 			}
-			i += k + 1
+			seq.Close()
 		}
-		seq.Close()
 	}
 }
 

@@ -186,7 +186,7 @@ func checkLastArgmax(t *testing.T, opts Options) {
 			t.Errorf("input %d (%v): argmax %d, want %d", i, modes[i], got, want[i])
 		}
 	}
-	if _, err := m.Step(ctx, []Input{{Seq: inputs[0].Seq, Tokens: []int{1}, Logits: LastArgmax + 1}}); err == nil {
+	if _, err := m.Step(ctx, []Input{{Seq: inputs[0].Seq, Tokens: []int{1}, Logits: AllArgmax + 1}}); err == nil {
 		t.Error("unknown logits mode accepted")
 	}
 }

@@ -168,7 +168,13 @@ func (m *Model) logits(ctx context.Context, pass []piece, outs []Output, logitRo
 				return fmt.Errorf("model: argmax: %w", err)
 			}
 		}
-		outs[p.in].Argmax = int(ids[p.logitRow])
+		o := &outs[p.in]
+		o.Argmax = int(ids[p.logitRow+p.nLogits-1])
+		if o.Argmaxes != nil { // AllArgmax
+			for i := range p.nLogits {
+				o.Argmaxes[p.outOff+i] = int(ids[p.logitRow+i])
+			}
+		}
 	}
 	for _, p := range pass {
 		if p.nLogits == 0 || p.argmaxOnly {

@@ -272,3 +272,48 @@ func TestGoldenKernelSets(t *testing.T) {
 		})
 	}
 }
+
+// TestAllArgmax checks AllArgmax against the argmax of AllLogits rows, with
+// the prompt split over passes (MaxStepTokens 7) and beside a sequence
+// that asks for its last argmax only, in the same steps.
+func TestAllArgmax(t *testing.T) {
+	gm := loadGolden(t, "small", Options{MaxStepTokens: 7})
+	m := gm.m
+	vocab := m.Config().VocabSize
+	var prompt []int
+	for _, c := range gm.g.Cases {
+		if len(c.Prompt) > len(prompt) {
+			prompt = c.Prompt
+		}
+	}
+	if len(prompt) < 15 {
+		t.Fatalf("longest golden prompt has %d tokens, the test needs 15", len(prompt))
+	}
+	seq, logits := prefill(t, m, prompt, 0, true)
+	seq.Close()
+	a, _ := m.NewSequence()
+	defer a.Close()
+	b, _ := m.NewSequence()
+	defer b.Close()
+	out, err := m.Step(context.Background(), []Input{
+		{Seq: b, Tokens: prompt[:5], Logits: LastArgmax},
+		{Seq: a, Tokens: prompt, Logits: AllArgmax},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[1].Logits != nil || len(out[1].Argmaxes) != len(prompt) {
+		t.Fatalf("AllArgmax gave %d logits and %d argmaxes for %d tokens", len(out[1].Logits), len(out[1].Argmaxes), len(prompt))
+	}
+	for i, got := range out[1].Argmaxes {
+		if want := argmax(logits[i*vocab : (i+1)*vocab]); got != want {
+			t.Errorf("position %d: argmax %d, AllLogits row's %d", i, got, want)
+		}
+	}
+	if out[1].Argmax != out[1].Argmaxes[len(prompt)-1] {
+		t.Errorf("Argmax %d, last of Argmaxes %d", out[1].Argmax, out[1].Argmaxes[len(prompt)-1])
+	}
+	if want := argmax(logits[4*vocab : 5*vocab]); out[0].Argmax != want || out[0].Argmaxes != nil {
+		t.Errorf("LastArgmax beside it: %d (argmaxes %v), want %d", out[0].Argmax, out[0].Argmaxes, want)
+	}
+}

@@ -238,6 +238,11 @@ const (
 	// token (lowest id on ties), computed by the backend: greedy decoding
 	// then moves one id off the device instead of a row of logits.
 	LastArgmax
+	// AllArgmax returns the id of the largest logit of every new token
+	// (lowest id on ties), computed by the backend, in Output.Argmaxes:
+	// a greedy verify step of speculative decoding then moves K+1 ids
+	// instead of K+1 rows of logits.
+	AllArgmax
 )
 
 // Input is one sequence's share of a step.
@@ -283,10 +288,12 @@ func (e EmbedSpan) Len(hidden int) int { return len(e.Rows) / hidden }
 
 // Output carries the logits of one Input: rows of VocabSize values, one row
 // per position its LogitsMode asks for; with LastArgmax, Argmax holds the
-// greedy token instead and Logits is nil.
+// greedy token instead and Logits is nil; with AllArgmax, Argmaxes holds
+// that of every new token, in order, and Argmax the last one's.
 type Output struct {
-	Logits []float32
-	Argmax int
+	Logits   []float32
+	Argmax   int
+	Argmaxes []int
 	// Hidden holds, when Input.Hidden, the final-norm output of every
 	// token: len(Tokens) rows of HiddenSize values.
 	Hidden []float32
@@ -334,7 +341,7 @@ func (m *Model) checkInputs(inputs []Input) error {
 			return fmt.Errorf("model: input %d: sequence unusable after an earlier error: %w", i, s.broken)
 		case seen[s]:
 			return fmt.Errorf("model: input %d: sequence appears twice in one step", i)
-		case in.Logits > LastArgmax:
+		case in.Logits > AllArgmax:
 			return fmt.Errorf("model: input %d: unknown logits mode %d", i, in.Logits)
 		case len(in.Tokens) == 0:
 			return fmt.Errorf("model: input %d: no tokens", i)
@@ -437,6 +444,8 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		switch in.Logits {
 		case AllLogits:
 			outs[i].Logits = make([]float32, len(in.Tokens)*vocab)
+		case AllArgmax:
+			outs[i].Argmaxes = make([]int, len(in.Tokens))
 		case LastLogits:
 			outs[i].Logits = make([]float32, vocab)
 		}
@@ -456,6 +465,8 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 			switch {
 			case in.Logits == AllLogits:
 				p.nLogits, p.outOff = n, done*vocab
+			case in.Logits == AllArgmax:
+				p.nLogits, p.outOff, p.argmaxOnly = n, done, true
 			case (in.Logits == LastLogits || in.Logits == LastArgmax) && done+n == len(in.Tokens):
 				p.nLogits = 1
 				p.argmaxOnly = in.Logits == LastArgmax

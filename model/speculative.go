@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/govinfer/govinfer/compute"
 )
 
 // SaveRecurrentTo copies the sequence's Gated DeltaNet state at its current
@@ -175,7 +173,7 @@ func (sp *Speculator) Round(ctx context.Context, k int) (SpecRound, error) {
 		return SpecRound{}, fmt.Errorf("model: %d speculative tokens", k)
 	}
 	m := sp.m
-	h, v := m.cfg.HiddenSize, m.cfg.VocabSize
+	h := m.cfg.HiddenSize
 	n := sp.seq.Len()
 	r := SpecRound{Position: n, Drafts: []int{sp.draft}}
 	g := sp.g
@@ -191,14 +189,12 @@ func (sp *Speculator) Round(ctx context.Context, k int) (SpecRound, error) {
 		return r, err
 	}
 	verify := append([]int{sp.next}, r.Drafts...)
-	out, err := m.Step(ctx, []Input{{Seq: sp.seq, Tokens: verify, Logits: AllLogits, Hidden: true, Decode: true}})
+	out, err := m.Step(ctx, []Input{{Seq: sp.seq, Tokens: verify, Logits: AllArgmax, Hidden: true, Decode: true}})
 	if err != nil {
 		return r, err
 	}
 	sp.Passes++
-	for i := range verify {
-		r.MainChoices = append(r.MainChoices, compute.Argmax(out[0].Logits[i*v:(i+1)*v]))
-	}
+	r.MainChoices = out[0].Argmaxes
 	a := 0
 	for a < k && r.Drafts[a] == r.MainChoices[a] {
 		a++

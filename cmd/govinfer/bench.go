@@ -396,7 +396,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		}
 	}
 	if spec.Method != "" {
-		if err := benchSpec(ctx, m, ids, *gen, *repeat, spec, *acceptance, &res.specResult); err != nil {
+		if err := benchSpec(ctx, m, ids, *gen, *repeat, spec, *acceptance, prof, &res.specResult); err != nil {
 			return fail(exitError, "--speculative-config: %v", err)
 		}
 	}
@@ -451,6 +451,13 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		printProfile(io.out, "decode profile (per token)", prof.what(), res.DecodeProfile)
 		if res.BatchDecodeProfile != nil {
 			printProfile(io.out, fmt.Sprintf("batch decode profile (per step of %d sequences)", *batch), prof.what(), res.BatchDecodeProfile)
+		}
+		if res.SpecVerifyStepProfile != nil {
+			printProfile(io.out, "speculation: plain decode step (cost measurement, per step)", prof.what(), res.SpecPlainStepProfile)
+			printProfile(io.out, fmt.Sprintf("speculation: verify step of %d positions (per step)", res.SpecK+1), prof.what(), res.SpecVerifyStepProfile)
+		}
+		if res.SpecDraftStepProfile != nil {
+			printProfile(io.out, "speculation: draft step (per step)", prof.what(), res.SpecDraftStepProfile)
 		}
 	}
 	return exitOK

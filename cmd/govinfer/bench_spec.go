@@ -66,6 +66,11 @@ type specResult struct {
 	// cost scaled by the ratio of the byte fractions, the verify cost as
 	// measured.
 	SpecProjected9BSpeedup float64 `json:"spec_projected_9b_speedup,omitempty"`
+	// With --profile: time by operation of the plain decode steps, the
+	// verify steps and the draft steps that measured the costs, per step.
+	SpecPlainStepProfile  []profileRow `json:"spec_plain_step_profile,omitempty"`
+	SpecVerifyStepProfile []profileRow `json:"spec_verify_step_profile,omitempty"`
+	SpecDraftStepProfile  []profileRow `json:"spec_draft_step_profile,omitempty"`
 }
 
 // specJSONKeys is the --json help of the speculative keys.
@@ -74,7 +79,8 @@ const specJSONKeys = "; with --speculative-config: spec_method, spec_num_tokens,
 	"spec_verify_cost and spec_draft_cost (a verify step of num_speculative_tokens+1 positions and one draft step, each over one plain decode step), " +
 	"spec_predicted_speedup (from those costs at the acceptance measured or set), spec_draft_bytes_fraction, " +
 	"spec_draft_dtype and spec_draft_format (the format draft steps read lm_head in), spec_projected_9b_draft_bytes_fraction (that share for this model's widths and formats at the 9B's 32 layers: 16 % exact in BF16), " +
-	"spec_projected_9b_speedup (a real 9B in this run's formats, from these costs, at 80 % acceptance)"
+	"spec_projected_9b_speedup (a real 9B in this run's formats, from these costs, at 80 % acceptance), " +
+	"with --profile spec_plain_step_profile, spec_verify_step_profile and spec_draft_step_profile (rows of op, count and ms per step of those measuring the costs)"
 
 // engineDecode runs one greedy request of gen tokens over ids through an
 // engine with the given speculation and returns its decode rate (tokens
@@ -141,7 +147,7 @@ func engineDecode(ctx context.Context, m *model.Model, ids []int, gen int, spec 
 // engine, repeat times each, measures the costs of its steps and fills in
 // res's speculative keys. With acceptance in [0, 1] (--draft-acceptance),
 // drafts are replaced by the plain run's tokens at that rate.
-func benchSpec(ctx context.Context, m *model.Model, ids []int, gen, repeat int, spec engine.Speculative, acceptance float64, res *specResult) error {
+func benchSpec(ctx context.Context, m *model.Model, ids []int, gen, repeat int, spec engine.Speculative, acceptance float64, prof opProfiler, res *specResult) error {
 	var plain, specd []float64
 	for range repeat {
 		p, truth, _, _, err := engineDecode(ctx, m, ids, gen, engine.Speculative{})
@@ -170,8 +176,17 @@ func benchSpec(ctx context.Context, m *model.Model, ids []int, gen, repeat int, 
 		res.SpecAcceptedPerRound = float64(res.SpecAcceptedTokens) / float64(res.SpecDraftTokens/spec.Tokens)
 	}
 	var err error
-	if res.SpecVerifyCost, res.SpecDraftCost, err = specCosts(ctx, m, ids, spec.Tokens, max(5, 2*repeat)); err != nil {
+	var profs [3][]opTime
+	n := max(5, 2*repeat)
+	if res.SpecVerifyCost, res.SpecDraftCost, err = specCosts(ctx, m, ids, spec.Tokens, n, prof, &profs); err != nil {
 		return fmt.Errorf("measuring step costs: %w", err)
+	}
+	if prof != nil {
+		res.SpecPlainStepProfile = profileRows(profs[0], n)
+		res.SpecVerifyStepProfile = profileRows(profs[1], n)
+		if m.HasMTP() {
+			res.SpecDraftStepProfile = profileRows(profs[2], n)
+		}
 	}
 	p := acceptance
 	if p < 0 {
@@ -223,11 +238,13 @@ const (
 )
 
 // specCosts measures, on one sequence after prefilling ids, the time of a
-// verify step of k+1 positions (all logits and hidden rows, as the engine
-// verifies) and of one MTP draft step (zero without a head), each over the
+// verify step of k+1 positions (the argmax and hidden row of each, as the
+// engine verifies a greedy request) and of one MTP draft step (zero without a head), each over the
 // time of a plain greedy decode step at the same position, medians of n
-// interleaved trials (the sequence is rewound after each).
-func specCosts(ctx context.Context, m *model.Model, ids []int, k, n int) (verify, draft float64, err error) {
+// interleaved trials (the sequence is rewound after each). With prof, it
+// adds the operations of the plain, verify and draft steps to profs[0],
+// profs[1] and profs[2].
+func specCosts(ctx context.Context, m *model.Model, ids []int, k, n int, prof opProfiler, profs *[3][]opTime) (verify, draft float64, err error) {
 	seq, err := m.NewSequence()
 	if err != nil {
 		return 0, 0, err
@@ -265,9 +282,17 @@ func specCosts(ctx context.Context, m *model.Model, ids []int, k, n int) (verify
 	}
 	var plain, ver, dr []float64
 	timed := func(f func() error) (float64, error) {
+		if prof != nil {
+			prof.take()
+		}
 		start := time.Now()
 		err := f()
 		return time.Since(start).Seconds(), err
+	}
+	profiled := func(i int) {
+		if prof != nil {
+			profs[i] = addProfile(profs[i], prof.take())
+		}
 	}
 	for range n {
 		t, err := timed(func() error {
@@ -278,16 +303,18 @@ func specCosts(ctx context.Context, m *model.Model, ids []int, k, n int) (verify
 			return 0, 0, err
 		}
 		plain = append(plain, t)
+		profiled(0)
 		if err := seq.Rewind(snap); err != nil {
 			return 0, 0, err
 		}
 		if t, err = timed(func() error {
-			_, err := m.Step(ctx, []model.Input{{Seq: seq, Tokens: rows, Logits: model.AllLogits, Hidden: true, Decode: true}})
+			_, err := m.Step(ctx, []model.Input{{Seq: seq, Tokens: rows, Logits: model.AllArgmax, Hidden: true, Decode: true}})
 			return err
 		}); err != nil {
 			return 0, 0, err
 		}
 		ver = append(ver, t)
+		profiled(1)
 		if err := seq.Rewind(snap); err != nil {
 			return 0, 0, err
 		}
@@ -301,6 +328,7 @@ func specCosts(ctx context.Context, m *model.Model, ids []int, k, n int) (verify
 			return 0, 0, err
 		}
 		dr = append(dr, t)
+		profiled(2)
 		if err := ds.Truncate(len(ids)); err != nil {
 			return 0, 0, err
 		}
