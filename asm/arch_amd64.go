@@ -436,9 +436,10 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 		k.name += "-vnni"
 		f.AVXVNNI = false // the AVX-512 kernels serve
 	} else {
-		// Without VNNI the packed products run on VPMADDWD (see
+		// Without VNNI the packed products run on VPMADDUBSW (see
 		// internal/asmgen/qpack_avx2.go), up to four inputs at a time.
 		k.qpQ8_0 = &[maxPackInputs]qpKernel{qpQ8_0AVX2x1, qpQ8_0AVX2x2, qpQ8_0AVX2x3, qpQ8_0AVX2x4}
+		k.qpQ8_0NoMinus128 = true
 		k.qpQ4_K = &[maxPackInputs]qpKernel{qpQ4KAVX2x1, qpQ4KAVX2x2, qpQ4KAVX2x3, qpQ4KAVX2x4}
 		k.qpQ6_K = &[maxPackInputs]qpKernel{qpQ6KAVX2x1, qpQ6KAVX2x2, qpQ6KAVX2x3, qpQ6KAVX2x4}
 		f.AVXVNNI = f.AVXVNNI && f.AVX2
@@ -451,6 +452,7 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 			// n=8..512; Q6_K 1.3-2.3x; Q4_K 0.9-1.3x, no clear gain.
 			k.qpQ8_0 = &[maxPackInputs]qpKernel{qpQ8_0AVXVNNIx1, qpQ8_0AVXVNNIx2, qpQ8_0AVXVNNIx3,
 				qpQ8_0AVXVNNIx4, qpQ8_0AVXVNNIx5, qpQ8_0AVXVNNIx6}
+			k.qpQ8_0NoMinus128 = false
 			k.qpQ4_K = &[maxPackInputs]qpKernel{qpQ4KAVXVNNIx1, qpQ4KAVXVNNIx2, qpQ4KAVXVNNIx3, qpQ4KAVXVNNIx4}
 			k.qpQ6_K = &[maxPackInputs]qpKernel{qpQ6KAVXVNNIx1, qpQ6KAVXVNNIx2, qpQ6KAVXVNNIx3, qpQ6KAVXVNNIx4}
 			k.name += "-avxvnni"

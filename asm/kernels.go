@@ -68,6 +68,11 @@ type impl struct {
 	// qpQ8_0, qpQ4_K and qpQ6_K are the packed kernels of 1..8 inputs
 	// (nil: none).
 	qpQ8_0, qpQ4_K, qpQ6_K *[maxPackInputs]qpKernel
+	// qpQ8_0NoMinus128 says that the qpQ8_0 kernels need inputs without
+	// the value −128 (the AVX2 ones): MatMulQPacked multiplies an input
+	// holding one on the Go twin (only a block with a NaN quantizes to
+	// it, by QuantizeQ8_0's rule).
+	qpQ8_0NoMinus128 bool
 	// qpGroupsQ4_K and qpGroupsQ6_K are the one-input kernels of two and
 	// four groups at once (nil: none), whose weight streams decode faster
 	// than one.

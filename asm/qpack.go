@@ -59,7 +59,9 @@ import (
 //
 // The inputs of packed products are packed too (PackInputs). Q8_0: per
 // block of 32, the int8 values, d as float32 and −128·Σq as int32, 40
-// bytes. The K-quants (one layout serves both, so one packing of an input
+// bytes. QuantizeQ8_0 gives values in −127..127 but for a block holding a
+// NaN, whose values wrap (ggml's rule); the AVX2 Q8_0 kernels rely on it,
+// and MatMulQPacked gives an input holding −128 to the Go twin. The K-quants (one layout serves both, so one packing of an input
 // feeds Q4_K and Q6_K products): per super-block of 256, the Q8_K int8
 // values, d as float32, −32·Σq per sub-block of 16 as 16 int32 (which starts
 // a Q6_K sub-block's integer sum: the weights stay unsigned) and the 8 sums
@@ -67,9 +69,11 @@ import (
 // 340 bytes.
 //
 // The amd64 kernel sets without AVX512_VNNI multiply the same layouts on
-// AVX2 (VPMADDWD for Q8_0, VPMADDUBSW for the K-quants; see
-// internal/asmgen/qpack_avx2.go), eight rows of a group and up to four
-// inputs at a time, with the same sums. Those with AVX-VNNI (VEX VPDPBUSD
+// AVX2 (VPMADDUBSW for both: Q8_0 the weights' magnitudes by the inputs
+// carrying the weights' signs, both halves of a group and up to four
+// inputs at a time; the K-quants eight rows of a group and up to four
+// inputs at a time; see internal/asmgen/qpack_avx2.go), with the same
+// sums. Those with AVX-VNNI (VEX VPDPBUSD
 // on ymm) run it instead: Q8_0 on both halves of a group at once, up to
 // six inputs, the K-quants in the AVX2 kernels' shapes (see
 // internal/asmgen/qpack_avxvnni.go).
@@ -362,8 +366,43 @@ func (k *Kernels) MatMulQPacked(t quant.Type, dst []float32, ldd int, wp []byte,
 		groups = k.qpGroupsQ6_K
 	}
 	bc, _ := packBlock(t)
-	matMulQPackedTiles(kern, groups, PackedQBytes(t, packRows, cols), xb, cols/bc, k.qpInputBytes, dst, ldd, wp[:wb], rows, xq[:n*xb], n)
+	gb := PackedQBytes(t, packRows, cols)
+	if t != quant.Q8_0 || !k.qpQ8_0NoMinus128 {
+		matMulQPackedTiles(kern, groups, gb, xb, cols/bc, k.qpInputBytes, dst, ldd, wp[:wb], rows, xq[:n*xb], n)
+		return nil
+	}
+	// The kernels take inputs without −128: runs of those go to them, an
+	// input with one to the Go twin (the same sums either way).
+	lo := 0
+	for i := range n + 1 {
+		if i < n && !hasMinus128(xq[i*xb:(i+1)*xb]) {
+			continue
+		}
+		if i > lo {
+			matMulQPackedTiles(kern, groups, gb, xb, cols/bc, k.qpInputBytes, dst[lo*ldd:], ldd, wp[:wb], rows, xq[lo*xb:i*xb], i-lo)
+		}
+		if i < n {
+			matMulQPackedGo(t, dst[i*ldd:], ldd, wp[:wb], rows, cols, xq[i*xb:(i+1)*xb], 1)
+		}
+		lo = i + 1
+	}
 	return nil
+}
+
+// hasMinus128 reports whether a packed Q8_0 input row holds the value
+// −128, eight values at a time: a byte of v^0x80… is zero where v's is
+// 0x80.
+func hasMinus128(row []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for b := 0; b+q8PackInput <= len(row); b += q8PackInput {
+		for i := b; i < b+32; i += 8 {
+			v := binary.LittleEndian.Uint64(row[i:]) ^ highs
+			if (v-ones)&^v&highs != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // matMulQPackedGo is the Go twin of MatMulQPacked: each row unpacked and

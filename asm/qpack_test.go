@@ -169,6 +169,53 @@ func TestPackInputs(t *testing.T) {
 	}
 }
 
+// TestHasMinus128 checks the scan that routes Q8_0 inputs holding −128
+// away from the AVX2 kernels against a plain loop: single 0x80 bytes at
+// every value position, and 0x80 bytes in d and −128·Σq, which are no
+// values.
+func TestHasMinus128(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	const blocks = 5
+	row := make([]byte, blocks*q8PackInput)
+	plain := func() bool {
+		for b := range blocks {
+			for _, v := range row[b*q8PackInput : b*q8PackInput+32] {
+				if v == 0x80 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	fill := func() {
+		for i := range row {
+			row[i] = byte(r.IntN(256))
+			if row[i] == 0x80 {
+				row[i] = 0x7f
+			}
+		}
+	}
+	for pos := range len(row) {
+		fill()
+		row[pos] = 0x80
+		if got, want := hasMinus128(row), plain(); got != want || want != (pos%q8PackInput < 32) {
+			t.Fatalf("0x80 at byte %d: hasMinus128 %v, plain loop %v", pos, got, want)
+		}
+	}
+	fill()
+	if hasMinus128(row) {
+		t.Fatal("a row without 0x80 reported")
+	}
+	for _, b := range []byte{0x00, 0x01, 0x7f, 0x81, 0xff} {
+		for i := range row {
+			row[i] = b
+		}
+		if hasMinus128(row) {
+			t.Fatalf("a row of 0x%02x reported", b)
+		}
+	}
+}
+
 func le32(b []byte) uint32 {
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }

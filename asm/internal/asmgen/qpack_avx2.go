@@ -8,21 +8,14 @@ import "fmt"
 // columns, and its bytes spread to words fill one ymm register.
 //
 // Without VPDPBUSD the products of bytes take VPMADDUBSW (unsigned × signed
-// bytes, adjacent pairs summed to int16 with saturation) or VPMADDWD
-// (words, pairs summed to int32). Q8_0 weights span all of −128..127, as do
-// the inputs, and no pairing of two such bytes keeps VPMADDUBSW exact (two
-// products of −128·−128 saturate; the VPSIGNB trick turns an input −128
-// into +128 only by wrapping), so the Q8_0 kernel spreads the weights
-// (stored +128, unsigned) and the inputs to words and multiplies with
-// VPMADDWD: the same 16 products per multiply as VPMADDUBSW followed by
-// VPMADDWD with ones, exact for every byte, and the −128·Σq stored with
-// each input block takes the 128 back out as for VPDPBUSD.
+// bytes, adjacent pairs summed to int16 with saturation), then VPMADDWD
+// (words, pairs summed to int32). The K-quants' weights are small and
+// unsigned; Q8_0's are signed, and its kernel multiplies their magnitudes
+// by the inputs carrying their signs (x86QPackQ8_0AVX2), exact because its
+// inputs never take −128.
 //
-// The kernels take eight rows at a time (one half of a group), with up to
-// four inputs: per input two int32 accumulators (rows 0..3 and 4..7 of the
-// half, each row's four columns as two pair sums), a float32 running sum,
-// and two spread weight quarters, one broadcast input quad and one product
-// in the 16 ymm registers.
+// The K-quant kernels take eight rows at a time (one half of a group), with
+// up to four inputs; the Q8_0 kernel both halves.
 
 // qp2InputRegs hold the addresses of the inputs of an AVX2 packed kernel.
 var qp2InputRegs = []string{"R13", "R9", "R11", "R14"}
@@ -117,100 +110,87 @@ func qp2S(nb, i, h int) int {
 	return 4 + i
 }
 
-// x86QPackQ8_0AVX2 emits the AVX2 packed Q8_0×Q8_0 kernel for nb inputs.
+// x86QPackQ8_0AVX2 emits the AVX2 packed Q8_0×Q8_0 kernel for nb inputs
+// (up to four), both halves of a group in one pass.
 //
-// Per half h (rows 8h..8h+7) and block: each input's 32 values spread to
-// words in the frame (64 bytes per input); per step s the half's two
-// quarters (bytes 32+64s+32h and +16) spread to words in Y12, Y13, and
-// with input j's words 4s..4s+3 broadcast (Y14) VPMADDWD adds two pair
-// sums per row to Y(4+2j) (rows 0..3) and Y(5+2j) (rows 4..7). VPHADDD then
-// leaves the rows' block sums in the order 0 1 4 5 2 3 6 7, the half's
-// scales (Y12) are put in the same order with VPERMQ, the float epilogue is
-// the Go twin's lane by lane into Yj, and a last VPERMQ restores the row
-// order at the store.
+// Products of signed bytes by signed bytes take VPMADDUBSW with the
+// weight's magnitude as the unsigned operand and the input carrying the
+// weight's sign (VPSIGNB), as ggml's AVX2 code does: |w|·(x·sgn w) = w·x,
+// and an adjacent pair sums to at most 2·128·127 = 32512, which int16
+// holds, because the inputs (PackInputs, quantized as QuantizeQ8_0) never
+// take −128; VPMADDWD with ones then adds a row's two pairs. The packed
+// weights are stored +128 (for VPDPBUSD): one VPXOR with 0x80 per step
+// gives them back, and VPABSB their magnitude (−128 becomes 0x80, which as
+// an unsigned byte is 128), both shared by all inputs. A step's 32 bytes of
+// a half are eight rows × four columns, so after VPMADDWD every int32 lane
+// holds its row's sum of the step's four products, and after eight steps
+// its exact block sum: no horizontal additions, and no −128·Σq, as the
+// weights are signed again.
+//
+// Registers: input j's block sums of rows 0..7 and 8..15 in Y(2j) and
+// Y(2j+1); per step the signed weights of the halves in Y8 and Y9 (the
+// rows' scales in the epilogue), their magnitudes in Y10 and Y11, the
+// ones in Y12, the broadcast input quad in Y13 (d_x in the epilogue), the
+// products in Y14 and Y15. The running float sums live in the frame (64
+// bytes per input); the epilogue is the Go twin's lane by lane:
+// sum += (d_w·d_x)·float(S).
 func x86QPackQ8_0AVX2(g *gen, nb int) {
 	name := fmt.Sprintf("qpQ8_0AVX2x%d", nb)
 	g.text(name, fmt.Sprintf("$%d-48", 64*nb), fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
 		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q8_0×Q8_0 product of packed\n", nb)+
 		"row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx\n"+
-		"bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1.")
-	for p, hs := range qp2Passes(nb) {
-		qp2Head(g, nb)
-		for j := range nb {
-			for _, h := range hs {
-				y := qp2Sum(nb, j, h)
-				g.l("VPXOR Y%d, Y%d, Y%d", y, y, y)
-			}
+		"bytes, blocks of 40, no value −128), block by block as the Go twin sums it.\n"+
+		"Requires blocks >= 1.")
+	qp2Head(g, nb)
+	g.l("VMOVDQU qp2ones<>(SB), Y12")
+	g.l("VPXOR Y15, Y15, Y15")
+	for j := range nb {
+		g.l("VMOVDQU Y15, %d(SP)", 64*j)
+		g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
+	}
+	g.label("block")
+	for s := range 8 {
+		g.l("PREFETCHT0 %d(SI)", 32+64*s+qp2PrefetchQ8_0)
+		for h := range 2 {
+			g.l("VMOVDQU %d(SI), Y%d", 32+64*s+32*h, 8+h)
+			g.l("VPXOR qp2x80<>(SB), Y%d, Y%d", 8+h, 8+h)
+			g.l("VPABSB Y%d, Y%d", 8+h, 10+h)
 		}
-		g.label(fmt.Sprintf("block%d", p))
 		for j, x := range qp2InputRegs[:nb] {
-			g.l("VPMOVSXBW (%s), Y15", x)
-			g.l("VMOVDQU Y15, %d(SP)", 64*j)
-			g.l("VPMOVSXBW 16(%s), Y15", x)
-			g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
-		}
-		for s := range 8 {
-			if p == 0 {
-				g.l("PREFETCHT0 %d(SI)", 32+64*s+qp2PrefetchQ8_0)
-			}
-			for _, h := range hs {
-				g.l("VPMOVZXBW %d(SI), Y12", 32+64*s+32*h)
-				g.l("VPMOVZXBW %d(SI), Y13", 32+64*s+32*h+16)
-				for j := range nb {
-					g.l("VPBROADCASTQ %d(SP), Y14", 64*j+8*s)
-					for q := range 2 {
-						acc := q8Acc(nb, j, h) + q
-						if s == 0 {
-							g.l("VPMADDWD Y14, Y%d, Y%d", 12+q, acc)
-							continue
-						}
-						g.l("VPMADDWD Y14, Y%d, Y15", 12+q)
-						g.l("VPADDD Y15, Y%d, Y%d", acc, acc)
-					}
+			g.l("VPBROADCASTD %d(%s), Y13", 4*s, x)
+			for h := range 2 {
+				t := 14 + h
+				g.l("VPSIGNB Y%d, Y13, Y%d", 8+h, t)
+				g.l("VPMADDUBSW Y%d, Y%d, Y%d", t, 10+h, t)
+				if s == 0 { // the step starts the block's sums
+					g.l("VPMADDWD Y12, Y%d, Y%d", t, 2*j+h)
+					continue
 				}
-			}
-		}
-		for _, h := range hs {
-			g.l("VCVTPH2PS %d(SI), Y12", 16*h)
-			g.l("VPERMQ $0xd8, Y12, Y12")
-			for j, x := range qp2InputRegs[:nb] {
-				a, y := q8Acc(nb, j, h), qp2Sum(nb, j, h)
-				g.l("VPHADDD Y%d, Y%d, Y%d", a+1, a, a)
-				g.l("VPBROADCASTD 36(%s), Y15", x)
-				g.l("VPADDD Y15, Y%d, Y%d", a, a)
-				g.l("VCVTDQ2PS Y%d, Y%d", a, a)
-				g.l("VBROADCASTSS 32(%s), Y14", x)
-				g.l("VMULPS Y12, Y14, Y14")
-				g.l("VMULPS Y14, Y%d, Y%d", a, a)
-				g.l("VADDPS Y%d, Y%d, Y%d", a, y, y)
-			}
-		}
-		g.l("ADDQ $544, SI")
-		for _, x := range qp2InputRegs[:nb] {
-			g.l("ADDQ $40, %s", x)
-		}
-		g.l("DECQ CX")
-		g.l("JNZ block%d", p)
-		g.l("LEAQ (DX)(DX*2), AX")
-		for j := range nb {
-			for _, h := range hs {
-				y := qp2Sum(nb, j, h)
-				g.l("VPERMQ $0xd8, Y%d, Y%d", y, y)
-				g.l("VMOVUPS Y%d, %s", y, qp2Out(j, 32*h))
+				g.l("VPMADDWD Y12, Y%d, Y%d", t, t)
+				g.l("VPADDD Y%d, Y%d, Y%d", t, 2*j+h, 2*j+h)
 			}
 		}
 	}
-	g.l("VZEROUPPER")
-	g.l("RET")
-}
-
-// q8Acc returns the first of the two int32 accumulators of input j and
-// half h in the Q8_0 kernel of nb inputs (rows 0..3 and 4..7 of the half).
-func q8Acc(nb, j, h int) int {
-	if qp2Fused(nb) {
-		return 4 + 4*j + 2*h
+	g.l("VCVTPH2PS (SI), Y8")
+	g.l("VCVTPH2PS 16(SI), Y9")
+	for j, x := range qp2InputRegs[:nb] {
+		g.l("VBROADCASTSS 32(%s), Y13", x)
+		for h := range 2 {
+			a, t := 2*j+h, 14+h
+			g.l("VMULPS Y%d, Y13, Y%d", 8+h, t)
+			g.l("VCVTDQ2PS Y%d, Y%d", a, a)
+			g.l("VMULPS Y%d, Y%d, Y%d", t, a, a)
+			g.l("VADDPS %d(SP), Y%d, Y%d", 64*j+32*h, a, a)
+			g.l("VMOVUPS Y%d, %d(SP)", a, 64*j+32*h)
+		}
 	}
-	return 4 + 2*j
+	g.l("ADDQ $544, SI")
+	for _, x := range qp2InputRegs[:nb] {
+		g.l("ADDQ $40, %s", x)
+	}
+	g.l("DECQ CX")
+	g.l("JNZ block")
+	qvStore(g, nb)
 }
 
 // x86QPackQ4KAVX2 emits the AVX2 packed Q4_K×Q8_K kernel for nb inputs.
@@ -491,6 +471,10 @@ func qp2Consts(g *gen) {
 // x86QPackAVX2 emits the AVX2 packed kernels.
 func x86QPackAVX2(g *gen) {
 	qp2Consts(g)
+	for i := 0; i < 32; i += 8 {
+		fmt.Fprintf(&g.b, "DATA qp2x80<>+%d(SB)/8, $0x8080808080808080\n", i)
+	}
+	fmt.Fprintf(&g.b, "GLOBL qp2x80<>(SB), RODATA|NOPTR, $32\n\n")
 	for nb := 1; nb <= qp2MaxInputs; nb++ {
 		x86QPackQ8_0AVX2(g, nb)
 	}
