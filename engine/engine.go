@@ -561,6 +561,10 @@ type running struct {
 	// fed with it at the next step: the accepted tokens of a speculative
 	// round that was rolled back (see specFollowUp).
 	unfed []int
+	// logits is the largest logits buffer a step gave r, which the next
+	// step receives its logits in (model.Input.LogitsInto): nothing
+	// holds a step's logits past the step.
+	logits []float32
 }
 
 func (e *Engine) loop(ctx context.Context) {
@@ -780,6 +784,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		if r.drafting() {
 			in = verifyInput(r.seq, r.unfed, r.last, r.spec.drafts, in.Logits == model.LastArgmax)
 		}
+		in.LogitsInto = r.logits
 		inputs = append(inputs, in)
 		members = append(members, r)
 		budget -= len(in.Tokens)
@@ -818,7 +823,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 			mode = r.logitsMode()
 		}
 		in := promptInput(&r.s.req, e.m.Config().HiddenSize, r.fed, r.fed+n)
-		in.Seq, in.Logits = r.seq, mode
+		in.Seq, in.Logits, in.LogitsInto = r.seq, mode, r.logits
 		// The head drafts from the prompt's hidden rows.
 		in.Hidden = r.spec != nil && r.spec.ds != nil
 		inputs = append(inputs, in)
@@ -846,6 +851,9 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 	now := time.Now()
 	for i, r := range members {
 		in := inputs[i]
+		if l := outs[i].Logits; cap(l) > cap(r.logits) {
+			r.logits = l
+		}
 		if r.fed < len(r.s.req.Prompt) {
 			lo := r.fed
 			r.fed += len(in.Tokens)

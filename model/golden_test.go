@@ -317,3 +317,45 @@ func TestAllArgmax(t *testing.T) {
 		t.Errorf("LastArgmax beside it: %d (argmaxes %v), want %d", out[0].Argmax, out[0].Argmaxes, want)
 	}
 }
+
+// TestLogitsInto checks that a step writes its logits into
+// Input.LogitsInto when it has room (the same values as a fresh slice,
+// AllLogits and LastLogits) and allocates when it has not.
+func TestLogitsInto(t *testing.T) {
+	gm := loadGolden(t, "small", Options{MaxStepTokens: 7})
+	m := gm.m
+	vocab := m.Config().VocabSize
+	prompt := gm.g.Cases[len(gm.g.Cases)-1].Prompt
+	_, want := prefill(t, m, prompt, 0, true)
+	for _, c := range []struct {
+		mode LogitsMode
+		cap  int
+	}{{AllLogits, len(prompt) * vocab}, {AllLogits, len(prompt)*vocab - 1}, {LastLogits, vocab}, {LastLogits, 3 * vocab}, {LastLogits, vocab - 1}} {
+		seq, _ := m.NewSequence()
+		buf := make([]float32, c.cap)
+		for i := range buf {
+			buf[i] = float32(math.NaN())
+		}
+		out, err := m.Step(context.Background(), []Input{{Seq: seq, Tokens: prompt, Logits: c.mode, LogitsInto: buf[:0]}})
+		seq.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := want
+		if c.mode == LastLogits {
+			w = want[len(want)-vocab:]
+		}
+		got := out[0].Logits
+		if len(got) != len(w) {
+			t.Fatalf("mode %d, room %d: %d logits, want %d", c.mode, c.cap, len(got), len(w))
+		}
+		if inBuf, room := &got[0] == &buf[0], c.cap >= len(w); inBuf != room {
+			t.Errorf("mode %d, room %d for %d logits: written into the buffer: %v", c.mode, c.cap, len(w), inBuf)
+		}
+		for i := range w {
+			if math.Float32bits(got[i]) != math.Float32bits(w[i]) {
+				t.Fatalf("mode %d, room %d: logit %d is %v, want %v", c.mode, c.cap, i, got[i], w[i])
+			}
+		}
+	}
+}

@@ -267,6 +267,13 @@ type Input struct {
 	// them. Nil gives each token at cache index i the position
 	// i + Sequence.RopeDelta in all three rows, the text positions.
 	Positions [][3]int
+	// LogitsInto, when its capacity holds the logits Logits asks for,
+	// receives them: Output.Logits is then LogitsInto[:n], overwritten.
+	// A caller decoding step after step passes the previous step's
+	// Output.Logits, which saves allocating (and on most systems
+	// faulting in) a fresh megabyte or more per row each step. Nil
+	// allocates.
+	LogitsInto []float32
 	// Hidden asks for the model's output after its final norm (what
 	// lm_head reads, and what the MTP head drafts from) of every one of
 	// Tokens, in Output.Hidden; the logits are as Logits says.
@@ -443,11 +450,11 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		in := inputs[i]
 		switch in.Logits {
 		case AllLogits:
-			outs[i].Logits = make([]float32, len(in.Tokens)*vocab)
+			outs[i].Logits = reuseLogits(in.LogitsInto, len(in.Tokens)*vocab)
 		case AllArgmax:
 			outs[i].Argmaxes = make([]int, len(in.Tokens))
 		case LastLogits:
-			outs[i].Logits = make([]float32, vocab)
+			outs[i].Logits = reuseLogits(in.LogitsInto, vocab)
 		}
 		if in.Hidden {
 			outs[i].Hidden = make([]float32, len(in.Tokens)*m.cfg.HiddenSize)
@@ -482,6 +489,15 @@ func (m *Model) runPieces(ctx context.Context, inputs []Input, outs []Output, tr
 		}
 	}
 	return flush()
+}
+
+// reuseLogits returns buf[:n] when buf can hold n logits, else a new
+// slice of n.
+func reuseLogits(buf []float32, n int) []float32 {
+	if cap(buf) >= n {
+		return buf[:n]
+	}
+	return make([]float32, n)
 }
 
 // cutSpans returns the parts of spans that fall in tokens [lo, hi), with
