@@ -171,26 +171,7 @@ func x86QPackQ8_0AVX2(g *gen, nb int) {
 			}
 		}
 	}
-	g.l("VCVTPH2PS (SI), Y8")
-	g.l("VCVTPH2PS 16(SI), Y9")
-	for j, x := range qp2InputRegs[:nb] {
-		g.l("VBROADCASTSS 32(%s), Y13", x)
-		for h := range 2 {
-			a, t := 2*j+h, 14+h
-			g.l("VMULPS Y%d, Y13, Y%d", 8+h, t)
-			g.l("VCVTDQ2PS Y%d, Y%d", a, a)
-			g.l("VMULPS Y%d, Y%d, Y%d", t, a, a)
-			g.l("VADDPS %d(SP), Y%d, Y%d", 64*j+32*h, a, a)
-			g.l("VMOVUPS Y%d, %d(SP)", a, 64*j+32*h)
-		}
-	}
-	g.l("ADDQ $544, SI")
-	for _, x := range qp2InputRegs[:nb] {
-		g.l("ADDQ $40, %s", x)
-	}
-	g.l("DECQ CX")
-	g.l("JNZ block")
-	qvStore(g, nb)
+	q8YmmBlockEnd(g, qp2InputRegs[:nb], 8, 13, func(h int) int { return 14 + h })
 }
 
 // x86QPackQ4KAVX2 emits the AVX2 packed Q4_K×Q8_K kernel for nb inputs.

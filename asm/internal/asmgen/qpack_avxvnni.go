@@ -110,26 +110,37 @@ func x86QPackQ8_0AVXVNNI(g *gen, nb int) {
 			emitVPDPBUSD(g, 2*j+1, 13, 14)
 		}
 	}
-	g.l("VCVTPH2PS (SI), Y12")
-	g.l("VCVTPH2PS 16(SI), Y13")
-	for j, x := range qvInputRegs[:nb] {
-		g.l("VBROADCASTSS 32(%s), Y14", x)
+	q8YmmBlockEnd(g, qvInputRegs[:nb], 12, 14, func(int) int { return 15 })
+}
+
+// q8YmmBlockEnd emits the end of a block of the ymm Q8_0 kernels (AVX2 and
+// AVX-VNNI), whose block sums of input j's rows 0..7 and 8..15 are in
+// Y(2j) and Y(2j+1) and whose running sums live in the frame (64 bytes per
+// input): the rows' scales into Y(scales) and Y(scales+1), each input's d
+// broadcast into Y(dx), and the Go twin's float step lane by lane,
+// sum += (d_w·d_x)·float(S), with d_w·d_x of half h in Y(tmp(h)); then
+// the next block, and the sums stored after the last (qvStore).
+func q8YmmBlockEnd(g *gen, inputs []string, scales, dx int, tmp func(h int) int) {
+	g.l("VCVTPH2PS (SI), Y%d", scales)
+	g.l("VCVTPH2PS 16(SI), Y%d", scales+1)
+	for j, x := range inputs {
+		g.l("VBROADCASTSS 32(%s), Y%d", x, dx)
 		for h := range 2 {
-			a := 2*j + h
-			g.l("VMULPS Y%d, Y14, Y15", 12+h)
+			a, t := 2*j+h, tmp(h)
+			g.l("VMULPS Y%d, Y%d, Y%d", scales+h, dx, t)
 			g.l("VCVTDQ2PS Y%d, Y%d", a, a)
-			g.l("VMULPS Y15, Y%d, Y%d", a, a)
+			g.l("VMULPS Y%d, Y%d, Y%d", t, a, a)
 			g.l("VADDPS %d(SP), Y%d, Y%d", 64*j+32*h, a, a)
 			g.l("VMOVUPS Y%d, %d(SP)", a, 64*j+32*h)
 		}
 	}
 	g.l("ADDQ $544, SI")
-	for _, x := range qvInputRegs[:nb] {
+	for _, x := range inputs {
 		g.l("ADDQ $40, %s", x)
 	}
 	g.l("DECQ CX")
 	g.l("JNZ block")
-	qvStore(g, nb)
+	qvStore(g, len(inputs))
 }
 
 // x86QPackAVXVNNI emits the AVX-VNNI packed kernels.
