@@ -61,7 +61,8 @@ import (
 // block of 32, the int8 values, d as float32 and −128·Σq as int32, 40
 // bytes. QuantizeQ8_0 gives values in −127..127 but for a block holding a
 // NaN, whose values wrap (ggml's rule); the AVX2 Q8_0 kernels rely on it,
-// and MatMulQPacked gives an input holding −128 to the Go twin. The K-quants (one layout serves both, so one packing of an input
+// and MatMulQPacked gives an input holding −128 to the Go twin. The
+// K-quants (one layout serves both, so one packing of an input
 // feeds Q4_K and Q6_K products): per super-block of 256, the Q8_K int8
 // values, d as float32, −32·Σq per sub-block of 16 as 16 int32 (which starts
 // a Q6_K sub-block's integer sum: the weights stay unsigned) and the 8 sums

@@ -887,8 +887,7 @@ func (e *Engine) step(ctx context.Context, run []*running) []*running {
 		var tok Token
 		var err error
 		if in.Logits == model.LastArgmax {
-			tok = Token{ID: outs[i].Argmax}
-			r.sampler.Accept(tok.ID)
+			tok = r.takeArgmax(outs[i].Argmax)
 		} else {
 			tok, err = e.sample(r, outs[i].Logits)
 		}
@@ -1003,6 +1002,13 @@ func (r *running) logitsMode() model.LogitsMode {
 		return model.LastArgmax
 	}
 	return model.LastLogits
+}
+
+// takeArgmax records the backend's argmax id as r's next token, as plain
+// greedy decoding (model.LastArgmax) chooses it.
+func (r *running) takeArgmax(id int) Token {
+	r.sampler.Accept(id)
+	return Token{ID: id}
 }
 
 // sample picks the next token of r from its logits row (owned by the

@@ -578,9 +578,7 @@ func (e *Engine) verify(r *running, in model.Input, out model.Output, now time.T
 	// argmaxes (in.Logits is AllArgmax), else sampled from its logits row.
 	pick := func(i int) (Token, error) {
 		if out.Argmaxes != nil {
-			tok := Token{ID: out.Argmaxes[off+i]}
-			r.sampler.Accept(tok.ID)
-			return tok, nil
+			return r.takeArgmax(out.Argmaxes[off+i]), nil
 		}
 		return e.sample(r, out.Logits[(off+i)*v:(off+i+1)*v])
 	}

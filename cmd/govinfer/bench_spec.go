@@ -239,7 +239,8 @@ const (
 
 // specCosts measures, on one sequence after prefilling ids, the time of a
 // verify step of k+1 positions (the argmax and hidden row of each, as the
-// engine verifies a greedy request) and of one MTP draft step (zero without a head), each over the
+// engine verifies a greedy request) and of one MTP draft step (zero
+// without a head), each over the
 // time of a plain greedy decode step at the same position, medians of n
 // interleaved trials (the sequence is rewound after each). With prof, it
 // adds the operations of the plain, verify and draft steps to profs[0],

@@ -11,8 +11,8 @@ import "fmt"
 // bytes, adjacent pairs summed to int16 with saturation), then VPMADDWD
 // (words, pairs summed to int32). The K-quants' weights are small and
 // unsigned; Q8_0's are signed, and its kernel multiplies their magnitudes
-// by the inputs carrying their signs (x86QPackQ8_0AVX2), exact because its
-// inputs never take −128.
+// by the inputs carrying their signs (x86QPackQ8_0AVX2), exact for inputs
+// without −128 (MatMulQPacked gives the others to the Go twin).
 //
 // The K-quant kernels take eight rows at a time (one half of a group), with
 // up to four inputs; the Q8_0 kernel both halves.
@@ -45,7 +45,7 @@ func qp2Out(j, off int) string {
 	return fmt.Sprintf("%d%s", off, []string{"(DI)", "(DI)(DX*1)", "(DI)(DX*2)", "(DI)(AX*1)"}[j])
 }
 
-// qp2Fused reports whether the AVX2 packed kernels of nb inputs take both
+// qp2Fused reports whether the AVX2 K-quant kernels of nb inputs take both
 // halves of a group in one pass over its blocks: each 64-byte line of
 // weights is then used whole while it is in L1, where two passes (one
 // per half) stream each line from DRAM for half of it and take the other
@@ -117,8 +117,9 @@ func qp2S(nb, i, h int) int {
 // weight's magnitude as the unsigned operand and the input carrying the
 // weight's sign (VPSIGNB), as ggml's AVX2 code does: |w|·(x·sgn w) = w·x,
 // and an adjacent pair sums to at most 2·128·127 = 32512, which int16
-// holds, because the inputs (PackInputs, quantized as QuantizeQ8_0) never
-// take −128; VPMADDWD with ones then adds a row's two pairs. The packed
+// holds for inputs without −128 (QuantizeQ8_0 writes one only in a block
+// holding a NaN, and MatMulQPacked gives such an input to the Go twin);
+// VPMADDWD with ones then adds a row's two pairs. The packed
 // weights are stored +128 (for VPDPBUSD): one VPXOR with 0x80 per step
 // gives them back, and VPABSB their magnitude (−128 becomes 0x80, which as
 // an unsigned byte is 128), both shared by all inputs. A step's 32 bytes of
