@@ -15,7 +15,9 @@ import (
 //	for each layer: h = h + mixer(rmsnorm(h)); h = h + mlp(rmsnorm(h))
 //	logits = lm_head(rmsnorm(h))   for the rows that need them
 //
-// with each residual add fused with the norm that follows it.
+// with each residual add fused with the norm that follows it. The last layer
+// computes what follows its mixer's state updates only for the rows whose
+// results are read (outputRows).
 func (m *Model) forward(ctx context.Context, pass []piece, outs []Output, trace func(int, []float32)) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -37,9 +39,21 @@ func (m *Model) forward(ctx context.Context, pass []piece, outs []Output, trace 
 	if len(m.w.layers) > 0 {
 		be.RMSNorm(sc.xn, sc.x, m.w.layers[0].inputNorm, rows, h, eps) // xn = rmsnorm(x)
 	}
+	// A trace reads every row of every layer.
+	out := outputRows(pass, rows, sc.decodeRows, trace != nil)
 	for l := range m.w.layers {
 		ly := &m.w.layers[l]
-		ly.mixer.forward(m, l, pass, rows, rope)                      // tmp = mixer(xn)
+		if l+1 < len(m.w.layers) || out == nil {
+			ly.mixer.forward(m, l, pass, rows, rope, nil) // tmp = mixer(xn)
+		} else {
+			ly.mixer.forward(m, l, pass, rows, rope, out) // tmp = mixer(xn)[out]
+			m.gatherRows(sc.xn, sc.x, h, out)             // x = x[out]
+			be.Copy(sc.x, 0, sc.xn, 0, out.n*h)
+			rows, sc.decodeRows = out.n, out.decode
+			if rows == 0 {
+				break
+			}
+		}
 		be.AddRMSNorm(sc.x, sc.tmp, sc.xn, ly.postNorm, rows, h, eps) // x += tmp; xn = rmsnorm(x)
 		ly.mlp.forward(m, rows)                                       // tmp = mlp(xn)
 		if l+1 < len(m.w.layers) {
@@ -144,7 +158,7 @@ func (m *Model) logits(ctx context.Context, pass []piece, outs []Output, logitRo
 	// Gather the rows that need logits, then final norm and lm_head.
 	for _, p := range pass {
 		if p.nLogits > 0 {
-			src := p.row + len(p.tokens) - p.nLogits
+			src := p.outRow + p.keep - p.nLogits
 			be.Copy(sc.xn, p.logitRow*h, sc.x, src*h, p.nLogits*h)
 		}
 	}
@@ -186,6 +200,64 @@ func (m *Model) logits(ctx context.Context, pass []piece, outs []Output, logitRo
 		}
 	}
 	return nil
+}
+
+// rowSet is a subset of a pass's rows, in order: spans of consecutive rows
+// that gatherRows packs into rows 0..n-1, of which the first decode are
+// decode rows (scratch.decodeRows).
+type rowSet struct {
+	spans     []rowSpan
+	n, decode int
+}
+
+// rowSpan is n consecutive rows from row from.
+type rowSpan struct{ from, n int }
+
+// outputRows returns the rows of a pass whose final hidden states are read
+// (the rows that need logits, or every row of a piece that asks for its
+// hidden rows; all of them when all is set) and sets each piece's keep and
+// outRow to its share of them. It returns nil when that is every row.
+//
+// Only these rows need the last layer's work after its mixer has updated
+// the sequences' state (caches, recurrent state): its output projection,
+// residual, norm and MLP, a layer's worth of products for a prompt that
+// wants only its last token's logits, as llama.cpp's graphs skip them
+// (inp_out_ids). Every kernel gives a row the same sums alone as inside
+// any block of rows, so the kept rows' results do not change.
+func outputRows(pass []piece, rows, decodeRows int, all bool) *rowSet {
+	out := &rowSet{}
+	for i := range pass {
+		p := &pass[i]
+		p.keep = p.nLogits
+		if all || p.hidden {
+			p.keep = len(p.tokens)
+		}
+		p.outRow = out.n
+		if p.keep > 0 {
+			out.spans = append(out.spans, rowSpan{from: p.row + len(p.tokens) - p.keep, n: p.keep})
+		}
+		out.n += p.keep
+		if p.row < decodeRows {
+			out.decode += p.keep
+		}
+	}
+	if out.n < rows {
+		return out
+	}
+	for i := range pass {
+		pass[i].outRow = pass[i].row
+	}
+	return nil
+}
+
+// gatherRows packs the rows of set from src (rows of width values) into
+// rows 0..set.n-1 of dst, another buffer.
+func (m *Model) gatherRows(dst, src compute.Buffer, width int, set *rowSet) {
+	off := 0
+	for _, s := range set.spans {
+		m.be.Copy(dst, off*width, src, s.from*width, s.n*width)
+		off += s.n
+	}
 }
 
 // traceHidden hands the residual stream after layer-1 (the embeddings for

@@ -37,7 +37,9 @@ func (a *gatedAttention) weights() []compute.Weight {
 //	q, k = rope(rmsnorm(q) * (1+w_q)), rope(rmsnorm(k) * (1+w_k))
 //	o = softmax(q kᵀ / sqrt(head_dim), causal) v       (GQA)
 //	out = o_proj(o * sigmoid(gate))
-func (a *gatedAttention) forward(m *Model, l int, pass []piece, rows int, rope []float32) {
+//
+// With out set, o_proj takes out's rows only.
+func (a *gatedAttention) forward(m *Model, l int, pass []piece, rows int, rope []float32, out *rowSet) {
 	c, sc, be := m.cfg, m.sc, m.be
 	nh, nkv, hd := c.NumHeads, c.NumKVHeads, c.HeadDim
 	eps := float32(c.RMSNormEps)
@@ -83,5 +85,13 @@ func (a *gatedAttention) forward(m *Model, l int, pass []piece, rows int, rope [
 	}
 	be.CausalAttention(sc.attns)
 	be.SigmoidMul(sc.core, compute.DenseHeads(nh, hd), sc.qg, gh, rows)
+	if out != nil {
+		if out.n > 0 {
+			// qg is free now and has room for the rows.
+			m.gatherRows(sc.qg, sc.core, nh*hd, out)
+			m.matMul(sc.tmp, sc.qg, a.oProj, out.n, out.decode)
+		}
+		return
+	}
 	m.matMul(sc.tmp, sc.core, a.oProj, rows, sc.decodeRows)
 }

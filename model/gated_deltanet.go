@@ -52,12 +52,26 @@ func (g *gatedDeltaNet) weights() []compute.Weight {
 //	g = -exp(A_log) * softplus(in_proj_a(x) + dt_bias); beta = sigmoid(in_proj_b(x))
 //	o = delta_rule(q * dk^-0.5, k, v, g, beta)
 //	out = out_proj(rmsnorm(o) * w * silu(in_proj_z(x)))   per value head
-func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []float32) {
+//
+// With out set, in_proj_z, the gated norm and out_proj take out's rows
+// only.
+func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []float32, out *rowSet) {
 	c, sc, be := m.cfg, m.sc, m.be
 	nk, nv, dk, dv := c.LinearNumKeyHeads, c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim
 	convDim := c.ConvDim()
 	m.matMul(sc.qkv, sc.xn, g.inProjQKV, rows, sc.decodeRows)
-	m.matMul(sc.z, sc.xn, g.inProjZ, rows, sc.decodeRows)
+	// n rows of output from here on, the first decode of them decode rows.
+	n, decode := rows, sc.decodeRows
+	if out != nil {
+		n, decode = out.n, out.decode
+		// tmp is free until out_proj and has room for the rows.
+		if n > 0 {
+			m.gatherRows(sc.tmp, sc.xn, c.HiddenSize, out)
+			m.matMul(sc.z, sc.tmp, g.inProjZ, n, decode)
+		}
+	} else {
+		m.matMul(sc.z, sc.xn, g.inProjZ, rows, sc.decodeRows)
+	}
 	m.matMul(sc.b, sc.xn, g.inProjB, rows, sc.decodeRows)
 	m.matMul(sc.a, sc.xn, g.inProjA, rows, sc.decodeRows)
 	sc.convs = sc.convs[:0]
@@ -86,15 +100,22 @@ func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []flo
 		})
 	}
 	be.GatedDeltaRule(sc.deltas)
-	core := sc.core
+	if n == 0 {
+		return
+	}
+	// qkv is free now and has room for the rows: core and it take turns.
+	core, free := sc.core, sc.qkv
+	if out != nil {
+		m.gatherRows(free, core, nv*dv, out)
+		core, free = free, core
+	}
 	if g.tiled != nil {
-		// qkv is free now and has room for the rows.
-		tileHeads(be, sc.qkv, sc.core, rows, *g.tiled)
-		core = sc.qkv
+		tileHeads(be, free, core, n, *g.tiled)
+		core = free
 	}
 	oh := compute.DenseHeads(nv, dv)
-	be.GatedRMSNorm(core, oh, sc.z, oh, rows, g.norm, float32(c.RMSNormEps))
-	m.matMul(sc.tmp, core, g.outProj, rows, sc.decodeRows)
+	be.GatedRMSNorm(core, oh, sc.z, oh, n, g.norm, float32(c.RMSNormEps))
+	m.matMul(sc.tmp, core, g.outProj, n, decode)
 }
 
 // tileHeads copies rows of value heads from the grouped order of src to the

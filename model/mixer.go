@@ -9,9 +9,11 @@ type mixer interface {
 	// bindings lists the mixer's tensors under the layer prefix p.
 	bindings(c *Config, p string) []binding
 	// forward computes the mixer of layer l over the pass's rows: it reads
-	// the normed residual stream sc.xn and writes its output to sc.tmp.
-	// rope holds the rotary [cos | sin] row of every token.
-	forward(m *Model, l int, pass []piece, rows int, rope []float32)
+	// the normed residual stream sc.xn, updates the sequences' state with
+	// every row and writes its output to sc.tmp: of every row when out is
+	// nil, else of the rows of out only, packed (gatherRows). rope holds
+	// the rotary [cos | sin] row of every token.
+	forward(m *Model, l int, pass []piece, rows int, rope []float32, out *rowSet)
 	// weights returns the mixer's tensors.
 	weights() []compute.Weight
 }

@@ -417,6 +417,10 @@ type piece struct {
 	// (Input.Hidden), stored at hidOff in the input's Output.Hidden.
 	hidden bool
 	hidOff int
+	// keep is the number of the piece's last rows whose final hidden
+	// states are read, and outRow where the first of them is after the
+	// last layer (outputRows).
+	keep, outRow int
 }
 
 // runPieces packs the inputs' tokens into passes of at most m.maxTokens

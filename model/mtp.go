@@ -472,7 +472,7 @@ func (m *Model) draftForward(ctx context.Context, pass []piece, hid [][]float32,
 	}
 	ly := &w.layer
 	be.RMSNorm(sc.xn, sc.x, ly.inputNorm, rows, h, eps)
-	ly.mixer.forward(m, 0, pass, rows, rope)
+	ly.mixer.forward(m, 0, pass, rows, rope, nil)
 	be.AddRMSNorm(sc.x, sc.tmp, sc.xn, ly.postNorm, rows, h, eps)
 	ly.mlp.forward(m, rows)
 	be.Add(sc.x, sc.tmp, rows*h)
@@ -544,7 +544,7 @@ func (m *Model) finalHidden(ctx context.Context, pass []piece, outs []Output, ro
 			continue
 		}
 		dst := outs[p.in].Hidden[p.hidOff : p.hidOff+len(p.tokens)*h]
-		if err := m.be.Download(ctx, dst, sc.tmp, p.row*h); err != nil {
+		if err := m.be.Download(ctx, dst, sc.tmp, p.outRow*h); err != nil {
 			return fmt.Errorf("model: reading hidden rows: %w", err)
 		}
 	}

@@ -603,25 +603,30 @@ func backendKernels(be compute.Backend) *asm.Kernels {
 // counts as two) of prefilling a prompt of n tokens in one step: every
 // matrix weight of every layer once per token, the attention products
 // (q·k and p·v, 4 × heads × head_dim per cached position) of the
-// full-attention layers, and the output matrix for the last position only.
-// The Gated DeltaNet recurrence, the convolution, norms and activations
-// are left out (well under 1% at the real widths).
+// full-attention layers, and the output matrix for the last position only,
+// less the last layer's work after its mixer's state updates for all
+// positions but the last (the model computes that for the rows it reads
+// only). The Gated DeltaNet recurrence, the convolution, norms and
+// activations are left out (well under 1% at the real widths).
 func prefillFLOPs(c *model.Config, n int) float64 {
 	h := float64(c.HiddenSize)
-	var perToken, attn float64
+	var perToken, lastOnly, attn float64
 	for _, kind := range c.LayerTypes {
-		perToken += 3 * h * float64(c.IntermediateSize) // gate, up, down
+		mlp := 3 * h * float64(c.IntermediateSize) // gate, up, down
+		perToken += mlp
 		if kind == model.LinearAttention {
-			nv := float64(c.LinearNumValueHeads)
-			perToken += h * (float64(c.ConvDim()) + 2*float64(c.ValueDim()) + 2*nv) // in_proj_qkv, in_proj_z, out_proj, in_proj_a, in_proj_b
+			nv, vd := float64(c.LinearNumValueHeads), float64(c.ValueDim())
+			perToken += h * (float64(c.ConvDim()) + 2*vd + 2*nv) // in_proj_qkv, in_proj_z, out_proj, in_proj_a, in_proj_b
+			lastOnly = mlp + 2*h*vd                              // in_proj_z, out_proj
 			continue
 		}
 		qd, kvd := float64(c.NumHeads*c.HeadDim), float64(c.NumKVHeads*c.HeadDim)
 		perToken += h * (2*qd + 2*kvd + qd) // q_proj (with its gate), k_proj, v_proj, o_proj
+		lastOnly = mlp + h*qd               // o_proj
 		// Token i attends over i+1 positions: sum = n(n+1)/2.
 		attn += 4 * qd * float64(n) * float64(n+1) / 2
 	}
-	return 2*perToken*float64(n) + attn + 2*h*float64(c.VocabSize)
+	return 2*perToken*float64(n) - 2*lastOnly*float64(n-1) + attn + 2*h*float64(c.VocabSize)
 }
 
 // benchPrompt returns n token ids, a different sequence for each seed.
