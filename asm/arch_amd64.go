@@ -169,6 +169,21 @@ func qpQ8_0AVX2x3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 func qpQ8_0AVX2x4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 
 //go:noescape
+func qpQ8_0AVX2Wx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0AVX2Wx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0AVX2Wx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func qpQ8_0AVX2Wx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
+
+//go:noescape
+func widenQ8_0AVX2(dst *byte, src *byte, blocks int)
+
+//go:noescape
 func qpQ8_0AVXVNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 
 //go:noescape
@@ -440,6 +455,10 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 		// internal/asmgen/qpack_avx2.go), up to four inputs at a time.
 		k.qpQ8_0 = &[maxPackInputs]qpKernel{qpQ8_0AVX2x1, qpQ8_0AVX2x2, qpQ8_0AVX2x3, qpQ8_0AVX2x4}
 		k.qpQ8_0NoMinus128 = true
+		// From qpWideMin inputs on, Q8_0 runs on inputs widened to
+		// words (see x86QPackQ8_0AVX2W).
+		k.qpQ8_0Wide = &[maxPackInputs]qpKernel{qpQ8_0AVX2Wx1, qpQ8_0AVX2Wx2, qpQ8_0AVX2Wx3, qpQ8_0AVX2Wx4}
+		k.widenQ8_0 = func(dst, src []byte, blocks int) { widenQ8_0AVX2(&dst[0], &src[0], blocks) }
 		k.qpQ4_K = &[maxPackInputs]qpKernel{qpQ4KAVX2x1, qpQ4KAVX2x2, qpQ4KAVX2x3, qpQ4KAVX2x4}
 		k.qpQ6_K = &[maxPackInputs]qpKernel{qpQ6KAVX2x1, qpQ6KAVX2x2, qpQ6KAVX2x3, qpQ6KAVX2x4}
 		f.AVXVNNI = f.AVXVNNI && f.AVX2
@@ -453,6 +472,7 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 			k.qpQ8_0 = &[maxPackInputs]qpKernel{qpQ8_0AVXVNNIx1, qpQ8_0AVXVNNIx2, qpQ8_0AVXVNNIx3,
 				qpQ8_0AVXVNNIx4, qpQ8_0AVXVNNIx5, qpQ8_0AVXVNNIx6}
 			k.qpQ8_0NoMinus128 = false
+			k.qpQ8_0Wide, k.widenQ8_0 = nil, nil
 			k.qpQ4_K = &[maxPackInputs]qpKernel{qpQ4KAVXVNNIx1, qpQ4KAVXVNNIx2, qpQ4KAVXVNNIx3, qpQ4KAVXVNNIx4}
 			k.qpQ6_K = &[maxPackInputs]qpKernel{qpQ6KAVXVNNIx1, qpQ6KAVXVNNIx2, qpQ6KAVXVNNIx3, qpQ6KAVXVNNIx4}
 			k.name += "-avxvnni"

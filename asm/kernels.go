@@ -73,6 +73,12 @@ type impl struct {
 	// holding one on the Go twin (only a block with a NaN quantizes to
 	// it, by QuantizeQ8_0's rule).
 	qpQ8_0NoMinus128 bool
+	// qpQ8_0Wide are Q8_0 packed kernels of 1..8 inputs widened to words
+	// (WidenQ8_0Inputs; nil: none), which MatMulQPacked runs from
+	// qpWideMin inputs on, each chunk of inputs widened by widenQ8_0
+	// (blocks blocks of one or more rows; nil: the Go twin).
+	qpQ8_0Wide *[maxPackInputs]qpKernel
+	widenQ8_0  func(dst, src []byte, blocks int)
 	// qpGroupsQ4_K and qpGroupsQ6_K are the one-input kernels of two and
 	// four groups at once (nil: none), whose weight streams decode faster
 	// than one.

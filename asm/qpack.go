@@ -368,6 +368,10 @@ func (k *Kernels) MatMulQPacked(t quant.Type, dst []float32, ldd int, wp []byte,
 	}
 	bc, _ := packBlock(t)
 	gb := PackedQBytes(t, packRows, cols)
+	if t == quant.Q8_0 && k.qpQ8_0Wide != nil && n >= qpWideMin {
+		k.matMulQ8_0Wide(dst, ldd, wp[:wb], rows, cols, xq[:n*xb], n)
+		return nil
+	}
 	if t != quant.Q8_0 || !k.qpQ8_0NoMinus128 {
 		matMulQPackedTiles(kern, groups, gb, xb, cols/bc, k.qpInputBytes, dst, ldd, wp[:wb], rows, xq[:n*xb], n)
 		return nil
@@ -389,6 +393,64 @@ func (k *Kernels) MatMulQPacked(t quant.Type, dst []float32, ldd int, wp []byte,
 	}
 	return nil
 }
+
+// qpWideMin is the fewest inputs a Q8_0 product runs on widened inputs
+// (Kernels.qpQ8_0Wide) where a kernel set has them: with one or two the
+// products wait on memory and widening would only add work.
+const qpWideMin = 3
+
+// q8WideInput is the bytes of a widened Q8_0 input block: the packed
+// block's 32 values as int16, then its d and −128·Σq.
+const q8WideInput = 72
+
+// WidenQ8_0Inputs widens packed Q8_0 input rows (src, blocks of 40 bytes,
+// from PackInputs) to the blocks of 72 bytes the word kernels read (dst,
+// len(src)/40·72 bytes at least): each block's 32 values as int16, then
+// its d and −128·Σq as they are.
+func WidenQ8_0Inputs(dst, src []byte) {
+	for b := 0; b+q8PackInput <= len(src); b += q8PackInput {
+		in, out := src[b:b+q8PackInput], dst[b/q8PackInput*q8WideInput:][:q8WideInput]
+		for i := range 32 {
+			binary.LittleEndian.PutUint16(out[2*i:], uint16(int16(int8(in[i]))))
+		}
+		copy(out[64:], in[32:])
+	}
+}
+
+// matMulQ8_0Wide is MatMulQPacked for Q8_0 on the word kernels: the inputs
+// are taken in chunks that fit the product's share of L2 once widened,
+// each chunk widened into scratch and run as matMulQPackedTiles runs a
+// block of inputs. The sums are the other kernels' bit for bit, for any
+// input (−128 included).
+func (k *Kernels) matMulQ8_0Wide(dst []float32, ldd int, wp []byte, rows, cols int, xq []byte, n int) {
+	blocks := cols / 32
+	xb, wb := blocks*q8PackInput, blocks*q8WideInput
+	gb := PackedQBytes(quant.Q8_0, packRows, cols)
+	kern := k.qpQ8_0Wide
+	most := maxPackInputs
+	for kern[most-1] == nil {
+		most--
+	}
+	chunk := max(most, k.qpInputBytes/wb/most*most)
+	buf := wideScratch.Get().(*[]byte)
+	if need := min(chunk, n) * wb; cap(*buf) < need {
+		*buf = make([]byte, need)
+	}
+	wide := (*buf)[:cap(*buf)]
+	for i0 := 0; i0 < n; i0 += chunk {
+		m := min(chunk, n-i0)
+		if k.widenQ8_0 != nil {
+			k.widenQ8_0(wide, xq[i0*xb:], m*blocks)
+		} else {
+			WidenQ8_0Inputs(wide, xq[i0*xb:(i0+m)*xb])
+		}
+		qpGroups(kern, most, gb, wb, blocks, dst[i0*ldd:], ldd, wp, 0, rows, wide, m)
+	}
+	wideScratch.Put(buf)
+}
+
+// wideScratch holds the widened inputs of matMulQ8_0Wide.
+var wideScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // hasMinus128 reports whether a packed Q8_0 input row holds the value
 // −128, eight values at a time: a byte of v^0x80… is zero where v's is

@@ -2,6 +2,7 @@ package asm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -469,5 +470,96 @@ func TestSumInt8x32(t *testing.T) {
 		if got := sumInt8x32(&q); got != want {
 			t.Fatalf("case %d: %d, want %d", c, got, want)
 		}
+	}
+}
+
+// TestWidenQ8_0Inputs checks WidenQ8_0Inputs on rows of random bytes (every
+// value −128..127, d and the correction copied as they are) and each kernel
+// set's widening against it, bit for bit.
+func TestWidenQ8_0Inputs(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, blocks := range []int{1, 2, 7, 128} {
+		src := make([]byte, blocks*q8PackInput)
+		for i := range src {
+			src[i] = byte(r.IntN(256))
+		}
+		want := make([]byte, blocks*q8WideInput)
+		WidenQ8_0Inputs(want, src)
+		for b := range blocks {
+			in, out := src[b*q8PackInput:], want[b*q8WideInput:]
+			for i := range 32 {
+				if got := int16(binary.LittleEndian.Uint16(out[2*i:])); got != int16(int8(in[i])) {
+					t.Fatalf("block %d value %d: %d, want %d", b, i, got, int8(in[i]))
+				}
+			}
+			if !bytes.Equal(out[64:72], in[32:40]) {
+				t.Fatalf("block %d: d and correction %x, want %x", b, out[64:72], in[32:40])
+			}
+		}
+		for _, k := range kernelSets(t) {
+			if k.widenQ8_0 == nil {
+				continue
+			}
+			got := make([]byte, len(want)+8)
+			got[len(want)] = 0xa5
+			k.widenQ8_0(got, src, blocks)
+			if !bytes.Equal(got[:len(want)], want) || got[len(want)] != 0xa5 {
+				t.Fatalf("%s, %d blocks: widened rows differ from WidenQ8_0Inputs or wrote past them", k.Name(), blocks)
+			}
+		}
+	}
+}
+
+// TestMatMulQ8_0Wide checks every word kernel of each kernel set that has
+// them (chunks of 1..most inputs, fewer than MatMulQPacked ever gives
+// them) against the Go twin bit for bit, on inputs full of −128 too,
+// which the sign kernels cannot take.
+func TestMatMulQ8_0Wide(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	const rows, cols = 33, 256
+	rb, xb := quant.Q8_0.RowBytes(cols), PackedInputRowBytes(quant.Q8_0, cols)
+	w := make([]byte, rows*rb)
+	for i := range rows {
+		weightRow(r, quant.Q8_0, w[i*rb:(i+1)*rb], r.IntN(4))
+	}
+	p := make([]byte, PackedQBytes(quant.Q8_0, rows, cols))
+	if err := PackQ(quant.Q8_0, p, w, rows, cols); err != nil {
+		t.Fatal(err)
+	}
+	const maxN = 8
+	xq := InputBuffer(maxN * xb)
+	for i := range maxN {
+		blk := make([]quant.BlockQ8_0, cols/32)
+		for b := range blk {
+			blk[b].D = half.F32ToF16(float32(r.NormFloat64()))
+			for j := range blk[b].Qs {
+				blk[b].Qs[j] = int8(r.IntN(256) - 128)
+				if i%2 == 1 && j%3 == 0 {
+					blk[b].Qs[j] = -128
+				}
+			}
+		}
+		packInputRow(xq[i*xb:(i+1)*xb], blk)
+	}
+	tested := false
+	for _, k := range kernelSets(t) {
+		if k.qpQ8_0Wide == nil {
+			continue
+		}
+		for n := 1; n <= maxN; n++ {
+			want := make([]float32, n*rows)
+			matMulQPackedGo(quant.Q8_0, want, rows, p, rows, cols, xq, n)
+			got := make([]float32, n*rows)
+			k.matMulQ8_0Wide(got, rows, p, rows, cols, xq, n)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s n=%d: element %d (input %d, row %d) is %v, the Go twin's %v", k.Name(), n, i, i/rows, i%rows, got[i], want[i])
+				}
+			}
+		}
+		tested = true
+	}
+	if !tested {
+		t.Skip("no kernel set with word kernels here")
 	}
 }

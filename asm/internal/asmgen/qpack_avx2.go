@@ -172,7 +172,95 @@ func x86QPackQ8_0AVX2(g *gen, nb int) {
 			}
 		}
 	}
-	q8YmmBlockEnd(g, qp2InputRegs[:nb], 8, 13, func(h int) int { return 14 + h })
+	q8YmmBlockEnd(g, qp2InputRegs[:nb], 8, 13, func(h int) int { return 14 + h }, 40, 32)
+}
+
+// x86QPackQ8_0AVX2W emits the AVX2 packed Q8_0×Q8_0 kernel of nb inputs
+// (up to four) widened to words (WidenQ8_0Inputs: per block the 32 values
+// as int16, d at byte 64, −128·Σq at 68, 72 bytes), both halves of a
+// group in one pass.
+//
+// The products run on VPMADDWD alone, the one instruction of the three of
+// the sign kernel (VPSIGNB, VPMADDUBSW, VPMADDWD) that does useful work
+// per 16 products: all three share the same two pipes on the cores
+// measured (Zen 5 class: eight independent of any of them, or four and
+// four of two, take four cycles; VPSHUFB, VPADDD, shifts and broadcast
+// loads do not compete), so the sign kernel spends 1.5 cycles on 32
+// products and this one 1. A step's 32 bytes of a half (eight rows × four
+// columns, +128) become two vectors of words by VPSHUFB, shared by all
+// inputs: A holds each row's columns 0 and 1 zero-extended in its dword,
+// B columns 2 and 3; VPMADDWD with the input's words 0,1 (and 2,3)
+// broadcast adds a row's two products in its dword, so both land in the
+// row's lane: 8 steps later each lane holds Σ(w+128)·x, started at
+// −128·Σq, which is the exact block sum Σw·x for any input (−128
+// included: words do not saturate). The epilogue is the sign kernel's.
+//
+// Registers: input j's block sums of rows 0..7 and 8..15 in Y(2j) and
+// Y(2j+1); per step the halves' word vectors A, B in Y8, Y9 and Y10, Y11
+// (the rows' scales in the epilogue), the broadcast input words in Y12
+// and Y13 (d_x in Y13 in the epilogue), the products in Y14 and Y15 (the
+// raw weights in Y14 before them).
+func x86QPackQ8_0AVX2W(g *gen, nb int) {
+	name := fmt.Sprintf("qpQ8_0AVX2Wx%d", nb)
+	g.text(name, fmt.Sprintf("$%d-48", 64*nb), fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
+		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q8_0×Q8_0 product of packed\n", nb)+
+		"row r (w: blocks packed blocks of 544 bytes) and widened input j (x + j*ldx\n"+
+		"bytes, blocks of 72), block by block as the Go twin sums it.\n"+
+		"Requires blocks >= 1.")
+	qp2Head(g, nb)
+	g.l("VPXOR Y15, Y15, Y15")
+	for j := range nb {
+		g.l("VMOVDQU Y15, %d(SP)", 64*j)
+		g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
+	}
+	g.label("block")
+	for j, x := range qp2InputRegs[:nb] {
+		g.l("VPBROADCASTD 68(%s), Y%d", x, 2*j)
+		g.l("VMOVDQA Y%d, Y%d", 2*j, 2*j+1)
+	}
+	for s := range 8 {
+		g.l("PREFETCHT0 %d(SI)", 32+64*s+qp2PrefetchQ8_0)
+		for h := range 2 {
+			g.l("VMOVDQU %d(SI), Y14", 32+64*s+32*h)
+			g.l("VPSHUFB qpwA<>(SB), Y14, Y%d", 8+2*h)
+			g.l("VPSHUFB qpwB<>(SB), Y14, Y%d", 9+2*h)
+		}
+		for j, x := range qp2InputRegs[:nb] {
+			g.l("VPBROADCASTD %d(%s), Y12", 8*s, x)
+			g.l("VPBROADCASTD %d(%s), Y13", 8*s+4, x)
+			for h := range 2 {
+				g.l("VPMADDWD Y12, Y%d, Y14", 8+2*h)
+				g.l("VPMADDWD Y13, Y%d, Y15", 9+2*h)
+				g.l("VPADDD Y14, Y%d, Y%d", 2*j+h, 2*j+h)
+				g.l("VPADDD Y15, Y%d, Y%d", 2*j+h, 2*j+h)
+			}
+		}
+	}
+	q8YmmBlockEnd(g, qp2InputRegs[:nb], 8, 13, func(h int) int { return 14 + h }, 72, 64)
+}
+
+// x86WidenQ8_0AVX2 emits widenQ8_0AVX2, the AVX2 twin of WidenQ8_0Inputs.
+func x86WidenQ8_0AVX2(g *gen) {
+	g.text("widenQ8_0AVX2", "$0-24", "func widenQ8_0AVX2(dst *byte, src *byte, blocks int)\n"+
+		"Widens blocks packed Q8_0 input blocks (40 bytes) at src to blocks of 72\n"+
+		"at dst: the 32 values as int16, then d and the correction as they are.\n"+
+		"Requires blocks >= 1.")
+	g.l("MOVQ dst+0(FP), DI")
+	g.l("MOVQ src+8(FP), SI")
+	g.l("MOVQ blocks+16(FP), CX")
+	g.label("block")
+	g.l("VPMOVSXBW (SI), Y0")
+	g.l("VPMOVSXBW 16(SI), Y1")
+	g.l("MOVQ 32(SI), AX")
+	g.l("VMOVDQU Y0, (DI)")
+	g.l("VMOVDQU Y1, 32(DI)")
+	g.l("MOVQ AX, 64(DI)")
+	g.l("ADDQ $40, SI")
+	g.l("ADDQ $72, DI")
+	g.l("DECQ CX")
+	g.l("JNZ block")
+	g.l("VZEROUPPER")
+	g.l("RET")
 }
 
 // x86QPackQ4KAVX2 emits the AVX2 packed Q4_K×Q8_K kernel for nb inputs.
@@ -457,9 +545,26 @@ func x86QPackAVX2(g *gen) {
 		fmt.Fprintf(&g.b, "DATA qp2x80<>+%d(SB)/8, $0x8080808080808080\n", i)
 	}
 	fmt.Fprintf(&g.b, "GLOBL qp2x80<>(SB), RODATA|NOPTR, $32\n\n")
+	// Each dword of a step's half (a row's four bytes b0..b3) to the
+	// words b0, b1 (qpwA) or b2, b3 (qpwB), zero-extended.
+	for k, lo := range []uint64{0, 2} {
+		var q uint64
+		for r := range uint64(2) {
+			q |= (4*r + lo | 0x80<<8 | (4*r+lo+1)<<16 | 0x80<<24) << (32 * r)
+		}
+		for i := 0; i < 32; i += 8 {
+			v := q + uint64(i%16/8)*0x0008000800080008 // lane dwords 2, 3
+			fmt.Fprintf(&g.b, "DATA %s<>+%d(SB)/8, $0x%016x\n", []string{"qpwA", "qpwB"}[k], i, v)
+		}
+		fmt.Fprintf(&g.b, "GLOBL %s<>(SB), RODATA|NOPTR, $32\n\n", []string{"qpwA", "qpwB"}[k])
+	}
 	for nb := 1; nb <= qp2MaxInputs; nb++ {
 		x86QPackQ8_0AVX2(g, nb)
 	}
+	for nb := 1; nb <= qp2MaxInputs; nb++ {
+		x86QPackQ8_0AVX2W(g, nb)
+	}
+	x86WidenQ8_0AVX2(g)
 	for nb := 1; nb <= qp2MaxInputs; nb++ {
 		x86QPackQ4KAVX2(g, nb)
 	}

@@ -110,7 +110,7 @@ func x86QPackQ8_0AVXVNNI(g *gen, nb int) {
 			emitVPDPBUSD(g, 2*j+1, 13, 14)
 		}
 	}
-	q8YmmBlockEnd(g, qvInputRegs[:nb], 12, 14, func(int) int { return 15 })
+	q8YmmBlockEnd(g, qvInputRegs[:nb], 12, 14, func(int) int { return 15 }, 40, 32)
 }
 
 // q8YmmBlockEnd emits the end of a block of the ymm Q8_0 kernels (AVX2 and
@@ -119,12 +119,13 @@ func x86QPackQ8_0AVXVNNI(g *gen, nb int) {
 // input): the rows' scales into Y(scales) and Y(scales+1), each input's d
 // broadcast into Y(dx), and the Go twin's float step lane by lane,
 // sum += (d_w·d_x)·float(S), with d_w·d_x of half h in Y(tmp(h)); then
-// the next block, and the sums stored after the last (qvStore).
-func q8YmmBlockEnd(g *gen, inputs []string, scales, dx int, tmp func(h int) int) {
+// the next block, and the sums stored after the last (qvStore). An input
+// block is inBlock bytes with d at byte dOff.
+func q8YmmBlockEnd(g *gen, inputs []string, scales, dx int, tmp func(h int) int, inBlock, dOff int) {
 	g.l("VCVTPH2PS (SI), Y%d", scales)
 	g.l("VCVTPH2PS 16(SI), Y%d", scales+1)
 	for j, x := range inputs {
-		g.l("VBROADCASTSS 32(%s), Y%d", x, dx)
+		g.l("VBROADCASTSS %d(%s), Y%d", dOff, x, dx)
 		for h := range 2 {
 			a, t := 2*j+h, tmp(h)
 			g.l("VMULPS Y%d, Y%d, Y%d", scales+h, dx, t)
@@ -136,7 +137,7 @@ func q8YmmBlockEnd(g *gen, inputs []string, scales, dx int, tmp func(h int) int)
 	}
 	g.l("ADDQ $544, SI")
 	for _, x := range inputs {
-		g.l("ADDQ $40, %s", x)
+		g.l("ADDQ $%d, %s", inBlock, x)
 	}
 	g.l("DECQ CX")
 	g.l("JNZ block")
