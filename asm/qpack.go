@@ -72,9 +72,10 @@ import (
 // The amd64 kernel sets without AVX512_VNNI multiply the same layouts on
 // AVX2 (VPMADDUBSW for both: Q8_0 the weights' magnitudes by the inputs
 // carrying the weights' signs, both halves of a group and up to four
-// inputs at a time; the K-quants eight rows of a group and up to four
-// inputs at a time; see internal/asmgen/qpack_avx2.go), with the same
-// sums. Those with AVX-VNNI (VEX VPDPBUSD
+// inputs at a time, and from qpWideMin inputs on VPMADDWD on inputs
+// widened to words, matMulQ8_0Wide; the K-quants eight rows of a group
+// and up to four inputs at a time; see internal/asmgen/qpack_avx2.go),
+// with the same sums. Those with AVX-VNNI (VEX VPDPBUSD
 // on ymm) run it instead: Q8_0 on both halves of a group at once, up to
 // six inputs, the K-quants in the AVX2 kernels' shapes (see
 // internal/asmgen/qpack_avxvnni.go).
