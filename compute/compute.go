@@ -29,6 +29,7 @@ package compute
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/govinfer/govinfer/quant"
 )
@@ -350,6 +351,16 @@ func (f GELUForm) String() string {
 		return "gelu_pytorch_tanh"
 	}
 	return fmt.Sprintf("GELUForm(%d)", uint8(f))
+}
+
+// PhaseReporter is implemented by backends whose operations can report the
+// time they spend in named phases of their own (the CPU backend: a
+// product's quantizing, packing or rounding of its inputs), for profiles.
+type PhaseReporter interface {
+	// ReportPhases sets the function that receives each such phase's
+	// time, called on the goroutine that called the operation, before the
+	// operation returns (nil: none).
+	ReportPhases(func(phase string, d time.Duration))
 }
 
 // RowDependentAttention is implemented by backends whose attention of a

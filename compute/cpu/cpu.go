@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/govinfer/govinfer/asm"
@@ -51,6 +52,33 @@ type Backend struct {
 	amx        bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
 	op         bool     // the FMA tile products on AVX2's outer-product kernel (asm.Kernels.MatMulBF16TilesOP)
 	noPack     bool     // quantized weights stay in GGML's layout (Options.NoPackedQuant)
+	// phase receives the time of a product's input preparation (nil:
+	// not timed; ReportPhases).
+	phase func(string, time.Duration)
+}
+
+// The phases a CPU product reports (ReportPhases): the preparation of its
+// inputs before the weights are read.
+const (
+	PhaseQuantizeInputs = "quantize inputs"  // to 8-bit blocks (quantized weights)
+	PhaseRoundInputs    = "round inputs"     // to bf16 (Options.BF16Inputs)
+	PhasePackInputs     = "pack tile inputs" // into the tile layout's bf16 parts
+)
+
+// ReportPhases implements compute.PhaseReporter: products with quantized
+// weights report quantizing (and packing) their inputs, those with bf16
+// weights on tiles packing their inputs, those with Options.BF16Inputs
+// rounding them, each under its Phase name.
+func (b *Backend) ReportPhases(f func(phase string, d time.Duration)) { b.phase = f }
+
+// timePhase returns the function that ends a phase started now: it hands
+// its time to b.phase, or does nothing when phases are not reported.
+func (b *Backend) timePhase(name string) func() {
+	if b.phase == nil {
+		return func() {}
+	}
+	start := time.Now()
+	return func() { b.phase(name, time.Since(start)) }
 }
 
 // Options configures a CPU backend.
@@ -491,6 +519,7 @@ func (b *Backend) matMulQ(d, xs []float32, w *weight, n int) {
 		b.xq = asm.InputBuffer(need)
 	}
 	xq := b.xq[:n*xb]
+	end := b.timePhase(PhaseQuantizeInputs)
 	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
 		if packed {
 			mustKernel(b.k.PackInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
@@ -498,6 +527,7 @@ func (b *Backend) matMulQ(d, xs []float32, w *weight, n int) {
 			mustKernel(b.k.QuantizeInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
 		}
 	})
+	end()
 	rb, group := w.dt.RowBytes(cols), asm.PackedQBytes(qt, 16, cols)
 	block := matMulBlock(rows, rb, n, b.pool.workers)
 	b.rowBlocks(rows, block, func(lo, hi int) {
@@ -523,9 +553,11 @@ func (b *Backend) matMulBF16Inputs(d, xs []float32, w *weight, n int) {
 	rows, cols := w.rows, w.cols
 	b.xb = grow(b.xb, n*cols)
 	xb := b.xb
+	end := b.timePhase(PhaseRoundInputs)
 	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
 		asm.F32ToBF16Slice(xb[lo*cols:hi*cols], xs[lo*cols:hi*cols])
 	})
+	end()
 	block := matMulBlock(rows, cols*2, n, b.pool.workers)
 	b.rowBlocks(rows, block, func(lo, hi int) {
 		if err := b.k.GemmBF16(d[lo:], rows, w.u16[lo*cols:hi*cols], hi-lo, cols, xb, n); err != nil {
@@ -548,9 +580,11 @@ func (b *Backend) matMulBF16Tiles(d, xs []float32, w *weight, n int) {
 	}
 	b.xt = grow(b.xt, asm.TileBF16InputLen(n, cols, parts))
 	xt := b.xt
+	end := b.timePhase(PhasePackInputs)
 	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
 		mustKernel(b.k.PackTileBF16(xt, xs, n, cols, parts, lo, hi))
 	})
+	end()
 	block := matMulBlock(rows, cols*2, n, b.pool.workers)
 	b.rowBlocks(rows, block, func(lo, hi int) {
 		if err := b.k.MatMulBF16Tiles(d[lo:], rows, w.tiles[lo*cols:], hi-lo, cols, xt, n, parts); err != nil {

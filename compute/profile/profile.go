@@ -40,12 +40,34 @@ type Backend struct {
 
 	mu     sync.Mutex
 	totals map[string]*Entry
+	// phased is the time of the inner backend's phases (PhaseReporter)
+	// since the current operation began, which done leaves out of the
+	// operation's own.
+	phased time.Duration
 }
 
 // New returns a backend that runs every operation on inner and times it.
 // Closing it closes inner.
+//
+// Where inner reports phases of its operations (compute.PhaseReporter),
+// each phase is an entry of its own ("matmul quantize inputs" for the CPU
+// backend's quantizing of a product's inputs), and the operation's entry
+// holds the rest of its time.
 func New(inner compute.Backend) *Backend {
-	return &Backend{inner: inner, totals: map[string]*Entry{}}
+	b := &Backend{inner: inner, totals: map[string]*Entry{}}
+	if pr, ok := inner.(compute.PhaseReporter); ok {
+		pr.ReportPhases(b.phase)
+	}
+	return b
+}
+
+// phase records an inner backend's phase of d under "matmul " + name and
+// takes it out of the current operation's time.
+func (b *Backend) phase(name string, d time.Duration) {
+	b.mu.Lock()
+	b.add("matmul "+name, d)
+	b.phased += d
+	b.mu.Unlock()
 }
 
 // Inner returns the wrapped backend.
@@ -84,10 +106,18 @@ func (b *Backend) ResetProfile() {
 	b.mu.Unlock()
 }
 
-// done adds the time since start to op.
+// done adds the time since start to op, less the inner backend's phases
+// recorded meanwhile.
 func (b *Backend) done(op string, start time.Time) {
 	d := time.Since(start)
 	b.mu.Lock()
+	b.add(op, d-b.phased)
+	b.phased = 0
+	b.mu.Unlock()
+}
+
+// add counts one call of op taking d. The caller holds b.mu.
+func (b *Backend) add(op string, d time.Duration) {
 	e := b.totals[op]
 	if e == nil {
 		e = &Entry{Op: op}
@@ -95,7 +125,6 @@ func (b *Backend) done(op string, start time.Time) {
 	}
 	e.Count++
 	e.Time += d
-	b.mu.Unlock()
 }
 
 // weight is an inner weight with its name and the op its products are

@@ -5,12 +5,14 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/compute/computetest"
 	"github.com/govinfer/govinfer/compute/cpu"
 	"github.com/govinfer/govinfer/compute/profile"
 	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/quant"
 )
 
 var tinyDir = filepath.Join("..", "..", "testdata", "models", "tiny")
@@ -152,5 +154,47 @@ func TestModel(t *testing.T) {
 	prof.ResetProfile()
 	if p := prof.Profile(); len(p) != 0 {
 		t.Errorf("after ResetProfile: %+v", p)
+	}
+}
+
+// TestPhases checks that a product's quantizing of its inputs on the CPU
+// backend is an entry of its own, taken out of the product's time.
+func TestPhases(t *testing.T) {
+	const rows, cols, n = 64, 256, 4
+	w := make([]byte, rows*quant.Q8_0.RowBytes(cols))
+	src := make([]float32, cols)
+	for r := range rows {
+		for c := range src {
+			src[c] = float32((r*cols+c)%17) - 8
+		}
+		if err := quant.QuantizeRow(quant.Q8_0, w[r*quant.Q8_0.RowBytes(cols):(r+1)*quant.Q8_0.RowBytes(cols)], src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prof := profile.New(cpu.New(cpu.Options{Threads: 2}))
+	defer prof.Close()
+	wt, err := prof.LoadWeight("model.layers.0.mlp.up_proj.weight", compute.Q8_0, rows, cols, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := prof.NewBuffer(n * cols)
+	dst, _ := prof.NewBuffer(n * rows)
+	prof.ResetProfile()
+	start := time.Now()
+	prof.MatMul(dst, x, wt, n)
+	wall := time.Since(start)
+	got := map[string]profile.Entry{}
+	var sum time.Duration
+	for _, e := range prof.Profile() {
+		got[e.Op] = e
+		sum += e.Time
+	}
+	for _, op := range []string{"matmul up_proj", "matmul " + cpu.PhaseQuantizeInputs} {
+		if e := got[op]; e.Count != 1 || e.Time <= 0 {
+			t.Errorf("%s: %+v, want one call of positive time (profile %+v)", op, e, got)
+		}
+	}
+	if len(got) != 2 || sum > wall {
+		t.Errorf("profile %+v sums to %v over a call of %v", got, sum, wall)
 	}
 }
