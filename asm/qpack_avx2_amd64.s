@@ -55,8 +55,8 @@ GLOBL qpwB<>(SB), RODATA|NOPTR, $32
 // func qpQ8_0AVX2x1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 1 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40, no value −128), block by block as the Go twin sums it.
-// Requires blocks >= 1.
+// bytes, blocks of 40, no value −128), block by block as the
+// Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ8_0AVX2x1(SB), NOSPLIT, $64-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -65,10 +65,10 @@ TEXT ·qpQ8_0AVX2x1(SB), NOSPLIT, $64-48
 	MOVQ x+24(FP), R13
 	MOVQ ldx+32(FP), AX
 	MOVQ blocks+40(FP), CX
-	VMOVDQU qp2ones<>(SB), Y12
 	VPXOR Y15, Y15, Y15
 	VMOVDQU Y15, 0(SP)
 	VMOVDQU Y15, 32(SP)
+	VMOVDQU qp2ones<>(SB), Y12
 block:
 	PREFETCHT0 4128(SI)
 	VMOVDQU 32(SI), Y8
@@ -224,8 +224,8 @@ block:
 // func qpQ8_0AVX2x2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 2 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40, no value −128), block by block as the Go twin sums it.
-// Requires blocks >= 1.
+// bytes, blocks of 40, no value −128), block by block as the
+// Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ8_0AVX2x2(SB), NOSPLIT, $128-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -235,12 +235,12 @@ TEXT ·qpQ8_0AVX2x2(SB), NOSPLIT, $128-48
 	MOVQ ldx+32(FP), AX
 	LEAQ (R13)(AX*1), R9
 	MOVQ blocks+40(FP), CX
-	VMOVDQU qp2ones<>(SB), Y12
 	VPXOR Y15, Y15, Y15
 	VMOVDQU Y15, 0(SP)
 	VMOVDQU Y15, 32(SP)
 	VMOVDQU Y15, 64(SP)
 	VMOVDQU Y15, 96(SP)
+	VMOVDQU qp2ones<>(SB), Y12
 block:
 	PREFETCHT0 4128(SI)
 	VMOVDQU 32(SI), Y8
@@ -482,8 +482,8 @@ block:
 // func qpQ8_0AVX2x3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 3 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40, no value −128), block by block as the Go twin sums it.
-// Requires blocks >= 1.
+// bytes, blocks of 40, no value −128), block by block as the
+// Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ8_0AVX2x3(SB), NOSPLIT, $192-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -494,7 +494,6 @@ TEXT ·qpQ8_0AVX2x3(SB), NOSPLIT, $192-48
 	LEAQ (R13)(AX*1), R9
 	LEAQ (R9)(AX*1), R11
 	MOVQ blocks+40(FP), CX
-	VMOVDQU qp2ones<>(SB), Y12
 	VPXOR Y15, Y15, Y15
 	VMOVDQU Y15, 0(SP)
 	VMOVDQU Y15, 32(SP)
@@ -502,6 +501,7 @@ TEXT ·qpQ8_0AVX2x3(SB), NOSPLIT, $192-48
 	VMOVDQU Y15, 96(SP)
 	VMOVDQU Y15, 128(SP)
 	VMOVDQU Y15, 160(SP)
+	VMOVDQU qp2ones<>(SB), Y12
 block:
 	PREFETCHT0 4128(SI)
 	VMOVDQU 32(SI), Y8
@@ -829,8 +829,8 @@ block:
 // func qpQ8_0AVX2x4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 4 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40, no value −128), block by block as the Go twin sums it.
-// Requires blocks >= 1.
+// bytes, blocks of 40, no value −128), block by block as the
+// Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ8_0AVX2x4(SB), NOSPLIT, $256-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -842,7 +842,6 @@ TEXT ·qpQ8_0AVX2x4(SB), NOSPLIT, $256-48
 	LEAQ (R9)(AX*1), R11
 	LEAQ (R11)(AX*1), R14
 	MOVQ blocks+40(FP), CX
-	VMOVDQU qp2ones<>(SB), Y12
 	VPXOR Y15, Y15, Y15
 	VMOVDQU Y15, 0(SP)
 	VMOVDQU Y15, 32(SP)
@@ -852,6 +851,7 @@ TEXT ·qpQ8_0AVX2x4(SB), NOSPLIT, $256-48
 	VMOVDQU Y15, 160(SP)
 	VMOVDQU Y15, 192(SP)
 	VMOVDQU Y15, 224(SP)
+	VMOVDQU qp2ones<>(SB), Y12
 block:
 	PREFETCHT0 4128(SI)
 	VMOVDQU 32(SI), Y8
@@ -1265,8 +1265,8 @@ block:
 // func qpQ8_0AVX2Wx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 1 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and widened input j (x + j*ldx
-// bytes, blocks of 72), block by block as the Go twin sums it.
-// Requires blocks >= 1.
+// bytes, blocks of 72), block by block as the
+// Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ8_0AVX2Wx1(SB), NOSPLIT, $64-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -1445,8 +1445,8 @@ block:
 // func qpQ8_0AVX2Wx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 2 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and widened input j (x + j*ldx
-// bytes, blocks of 72), block by block as the Go twin sums it.
-// Requires blocks >= 1.
+// bytes, blocks of 72), block by block as the
+// Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ8_0AVX2Wx2(SB), NOSPLIT, $128-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -1726,8 +1726,8 @@ block:
 // func qpQ8_0AVX2Wx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 3 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and widened input j (x + j*ldx
-// bytes, blocks of 72), block by block as the Go twin sums it.
-// Requires blocks >= 1.
+// bytes, blocks of 72), block by block as the
+// Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ8_0AVX2Wx3(SB), NOSPLIT, $192-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX
@@ -2108,8 +2108,8 @@ block:
 // func qpQ8_0AVX2Wx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 4 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and widened input j (x + j*ldx
-// bytes, blocks of 72), block by block as the Go twin sums it.
-// Requires blocks >= 1.
+// bytes, blocks of 72), block by block as the
+// Go twin sums it. Requires blocks >= 1.
 TEXT ·qpQ8_0AVX2Wx4(SB), NOSPLIT, $256-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), DX

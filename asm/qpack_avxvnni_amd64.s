@@ -37,7 +37,8 @@ GLOBL qp2ones<>(SB), RODATA|NOPTR, $32
 // func qpQ8_0AVXVNNIx1(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 1 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1
+// bytes, blocks of 40), block by block as the
+// Go twin sums it. Requires blocks >= 1
 // and AVX-VNNI.
 TEXT ·qpQ8_0AVXVNNIx1(SB), NOSPLIT, $64-48
 	MOVQ dst+0(FP), DI
@@ -121,7 +122,8 @@ block:
 // func qpQ8_0AVXVNNIx2(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 2 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1
+// bytes, blocks of 40), block by block as the
+// Go twin sums it. Requires blocks >= 1
 // and AVX-VNNI.
 TEXT ·qpQ8_0AVXVNNIx2(SB), NOSPLIT, $128-48
 	MOVQ dst+0(FP), DI
@@ -250,7 +252,8 @@ block:
 // func qpQ8_0AVXVNNIx3(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 3 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1
+// bytes, blocks of 40), block by block as the
+// Go twin sums it. Requires blocks >= 1
 // and AVX-VNNI.
 TEXT ·qpQ8_0AVXVNNIx3(SB), NOSPLIT, $192-48
 	MOVQ dst+0(FP), DI
@@ -424,7 +427,8 @@ block:
 // func qpQ8_0AVXVNNIx4(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 4 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1
+// bytes, blocks of 40), block by block as the
+// Go twin sums it. Requires blocks >= 1
 // and AVX-VNNI.
 TEXT ·qpQ8_0AVXVNNIx4(SB), NOSPLIT, $256-48
 	MOVQ dst+0(FP), DI
@@ -643,7 +647,8 @@ block:
 // func qpQ8_0AVXVNNIx5(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 5 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1
+// bytes, blocks of 40), block by block as the
+// Go twin sums it. Requires blocks >= 1
 // and AVX-VNNI.
 TEXT ·qpQ8_0AVXVNNIx5(SB), NOSPLIT, $320-48
 	MOVQ dst+0(FP), DI
@@ -907,7 +912,8 @@ block:
 // func qpQ8_0AVXVNNIx6(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)
 // Sets dst[j*ldd+r] for r < 16 and j < 6 to the Q8_0×Q8_0 product of packed
 // row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx
-// bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1
+// bytes, blocks of 40), block by block as the
+// Go twin sums it. Requires blocks >= 1
 // and AVX-VNNI.
 TEXT ·qpQ8_0AVXVNNIx6(SB), NOSPLIT, $384-48
 	MOVQ dst+0(FP), DI

@@ -18,6 +18,12 @@ import (
 // asking for every row's logits. Both kinds of last layer: tiny's (full
 // attention) and its first three layers (Gated DeltaNet last).
 func TestOutputRowsExact(t *testing.T) {
+	runOutputRows(t, func(t *testing.T, o Options) Options { return withCPU(t, o) })
+}
+
+// runOutputRows runs checkOutputRows on both models of TestOutputRowsExact,
+// whole steps and cut into passes, with the options that backend gives.
+func runOutputRows(t *testing.T, backend func(*testing.T, Options) Options) {
 	tiny := filepath.Join("..", "testdata", "models", "tiny")
 	for name, dir := range map[string]string{
 		"attention last": tiny,
@@ -25,7 +31,7 @@ func TestOutputRowsExact(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			for _, opts := range []Options{{}, {MaxStepTokens: 7}} {
-				m, err := Open(dir, withCPU(t, opts))
+				m, err := Open(dir, backend(t, opts))
 				if err != nil {
 					t.Fatal(err)
 				}

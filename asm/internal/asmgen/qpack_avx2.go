@@ -136,19 +136,8 @@ func qp2S(nb, i, h int) int {
 // bytes per input); the epilogue is the Go twin's lane by lane:
 // sum += (d_w·d_x)·float(S).
 func x86QPackQ8_0AVX2(g *gen, nb int) {
-	name := fmt.Sprintf("qpQ8_0AVX2x%d", nb)
-	g.text(name, fmt.Sprintf("$%d-48", 64*nb), fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
-		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q8_0×Q8_0 product of packed\n", nb)+
-		"row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx\n"+
-		"bytes, blocks of 40, no value −128), block by block as the Go twin sums it.\n"+
-		"Requires blocks >= 1.")
-	qp2Head(g, nb)
+	q8YmmPrologue(g, fmt.Sprintf("qpQ8_0AVX2x%d", nb), nb, "packed input j (x + j*ldx\nbytes, blocks of 40, no value −128)", "", qp2Head)
 	g.l("VMOVDQU qp2ones<>(SB), Y12")
-	g.l("VPXOR Y15, Y15, Y15")
-	for j := range nb {
-		g.l("VMOVDQU Y15, %d(SP)", 64*j)
-		g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
-	}
 	g.label("block")
 	for s := range 8 {
 		g.l("PREFETCHT0 %d(SI)", 32+64*s+qp2PrefetchQ8_0)
@@ -201,23 +190,9 @@ func x86QPackQ8_0AVX2(g *gen, nb int) {
 // and Y13 (d_x in Y13 in the epilogue), the products in Y14 and Y15 (the
 // raw weights in Y14 before them).
 func x86QPackQ8_0AVX2W(g *gen, nb int) {
-	name := fmt.Sprintf("qpQ8_0AVX2Wx%d", nb)
-	g.text(name, fmt.Sprintf("$%d-48", 64*nb), fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
-		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q8_0×Q8_0 product of packed\n", nb)+
-		"row r (w: blocks packed blocks of 544 bytes) and widened input j (x + j*ldx\n"+
-		"bytes, blocks of 72), block by block as the Go twin sums it.\n"+
-		"Requires blocks >= 1.")
-	qp2Head(g, nb)
-	g.l("VPXOR Y15, Y15, Y15")
-	for j := range nb {
-		g.l("VMOVDQU Y15, %d(SP)", 64*j)
-		g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
-	}
+	q8YmmPrologue(g, fmt.Sprintf("qpQ8_0AVX2Wx%d", nb), nb, "widened input j (x + j*ldx\nbytes, blocks of 72)", "", qp2Head)
 	g.label("block")
-	for j, x := range qp2InputRegs[:nb] {
-		g.l("VPBROADCASTD 68(%s), Y%d", x, 2*j)
-		g.l("VMOVDQA Y%d, Y%d", 2*j, 2*j+1)
-	}
+	q8YmmStartSums(g, qp2InputRegs[:nb], 68)
 	for s := range 8 {
 		g.l("PREFETCHT0 %d(SI)", 32+64*s+qp2PrefetchQ8_0)
 		for h := range 2 {

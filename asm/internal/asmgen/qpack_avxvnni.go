@@ -84,23 +84,9 @@ func qvStore(g *gen, nb int) {
 // epilogue), the broadcast input quad in Y14 (d_x in the epilogue),
 // d_w·d_x in Y15.
 func x86QPackQ8_0AVXVNNI(g *gen, nb int) {
-	name := fmt.Sprintf("qpQ8_0AVXVNNIx%d", nb)
-	g.text(name, fmt.Sprintf("$%d-48", 64*nb), fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
-		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q8_0×Q8_0 product of packed\n", nb)+
-		"row r (w: blocks packed blocks of 544 bytes) and packed input j (x + j*ldx\n"+
-		"bytes, blocks of 40), block by block as the Go twin sums it. Requires blocks >= 1\n"+
-		"and AVX-VNNI.")
-	qvHead(g, nb)
-	g.l("VPXOR Y15, Y15, Y15")
-	for j := range nb {
-		g.l("VMOVDQU Y15, %d(SP)", 64*j)
-		g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
-	}
+	q8YmmPrologue(g, fmt.Sprintf("qpQ8_0AVXVNNIx%d", nb), nb, "packed input j (x + j*ldx\nbytes, blocks of 40)", "\nand AVX-VNNI", qvHead)
 	g.label("block")
-	for j, x := range qvInputRegs[:nb] {
-		g.l("VPBROADCASTD 36(%s), Y%d", x, 2*j)
-		g.l("VMOVDQA Y%d, Y%d", 2*j, 2*j+1)
-	}
+	q8YmmStartSums(g, qvInputRegs[:nb], 36)
 	for s := range 8 {
 		g.l("VMOVDQU %d(SI), Y12", 32+64*s)
 		g.l("VMOVDQU %d(SI), Y13", 32+64*s+32)
@@ -111,6 +97,32 @@ func x86QPackQ8_0AVXVNNI(g *gen, nb int) {
 		}
 	}
 	q8YmmBlockEnd(g, qvInputRegs[:nb], 12, 14, func(int) int { return 15 }, 40, 32)
+}
+
+// q8YmmPrologue emits the start of a ymm Q8_0 kernel of nb inputs (AVX2
+// and AVX-VNNI): its text with a doc naming its input blocks (input) and
+// requirements beyond blocks >= 1 (extra), its arguments (head) and its
+// running sums in the frame (64 bytes per input) set to zero.
+func q8YmmPrologue(g *gen, name string, nb int, input, extra string, head func(*gen, int)) {
+	g.text(name, fmt.Sprintf("$%d-48", 64*nb), fmt.Sprintf("func %s(dst *float32, ldd int, w *byte, x *byte, ldx int, blocks int)\n", name)+
+		fmt.Sprintf("Sets dst[j*ldd+r] for r < 16 and j < %d to the Q8_0×Q8_0 product of packed\n", nb)+
+		fmt.Sprintf("row r (w: blocks packed blocks of 544 bytes) and %s, block by block as the\n", input)+
+		"Go twin sums it. Requires blocks >= 1"+extra+".")
+	head(g, nb)
+	g.l("VPXOR Y15, Y15, Y15")
+	for j := range nb {
+		g.l("VMOVDQU Y15, %d(SP)", 64*j)
+		g.l("VMOVDQU Y15, %d(SP)", 64*j+32)
+	}
+}
+
+// q8YmmStartSums starts a block's integer sums of both halves of each
+// input (in Y(2j) and Y(2j+1)) at the input block's −128·Σq, at byte off.
+func q8YmmStartSums(g *gen, inputs []string, off int) {
+	for j, x := range inputs {
+		g.l("VPBROADCASTD %d(%s), Y%d", off, x, 2*j)
+		g.l("VMOVDQA Y%d, Y%d", 2*j, 2*j+1)
+	}
 }
 
 // q8YmmBlockEnd emits the end of a block of the ymm Q8_0 kernels (AVX2 and
