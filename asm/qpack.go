@@ -428,11 +428,7 @@ func (k *Kernels) matMulQ8_0Wide(dst []float32, ldd int, wp []byte, rows, cols i
 	xb, wb := blocks*q8PackInput, blocks*q8WideInput
 	gb := PackedQBytes(quant.Q8_0, packRows, cols)
 	kern := k.qpQ8_0Wide
-	most := maxPackInputs
-	for kern[most-1] == nil {
-		most--
-	}
-	chunk := max(most, k.qpInputBytes/wb/most*most)
+	most, chunk := qpInputChunk(kern, k.qpInputBytes, wb)
 	buf := wideScratch.Get().(*[]byte)
 	if need := min(chunk, n) * wb; cap(*buf) < need {
 		*buf = make([]byte, need)
@@ -534,10 +530,7 @@ const maxPackInputs = 8
 // 16.0-17.7, 18.9-20.5, 20.9-22.6 GB/s; Q6_K 16.0-17.1, 19.2-20.4,
 // 20.1-21.1; BenchmarkQPackGroups), with the same sums.
 func matMulQPackedTiles(kern *[maxPackInputs]qpKernel, groups *qpGroupKernels, gb, xb, blocks, inBytes int, dst []float32, ldd int, wp []byte, rows int, xq []byte, n int) {
-	most := maxPackInputs
-	for kern[most-1] == nil {
-		most--
-	}
+	most, nb := qpInputChunk(kern, inBytes, xb)
 	g0 := 0
 	if n == 1 && groups != nil {
 		for ; (g0+4)*packRows <= rows; g0 += 4 {
@@ -547,11 +540,21 @@ func matMulQPackedTiles(kern *[maxPackInputs]qpKernel, groups *qpGroupKernels, g
 			groups[0](&dst[g0*packRows], packRows, &wp[g0*gb], &xq[0], gb, blocks)
 		}
 	}
-	nb := max(most, inBytes/xb/most*most)
 	for i0 := 0; i0 < n; i0 += nb {
 		m := min(nb, n-i0)
 		qpGroups(kern, most, gb, xb, blocks, dst[i0*ldd:], ldd, wp, g0, rows, xq[i0*xb:], m)
 	}
+}
+
+// qpInputChunk returns the most inputs of one of the kernels kern (the
+// last non-nil one) and the inputs of xb bytes a product takes at a time:
+// whole kernels' worth within inBytes, at least one kernel's.
+func qpInputChunk(kern *[maxPackInputs]qpKernel, inBytes, xb int) (most, chunk int) {
+	most = maxPackInputs
+	for kern[most-1] == nil {
+		most--
+	}
+	return most, max(most, inBytes/xb/most*most)
 }
 
 // qpGroups runs the groups from g0 on over n inputs for matMulQPackedTiles,

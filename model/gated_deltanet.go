@@ -60,17 +60,16 @@ func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []flo
 	nk, nv, dk, dv := c.LinearNumKeyHeads, c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim
 	convDim := c.ConvDim()
 	m.matMul(sc.qkv, sc.xn, g.inProjQKV, rows, sc.decodeRows)
-	// n rows of output from here on, the first decode of them decode rows.
-	n, decode := rows, sc.decodeRows
+	// n rows of output from here on, the first decode of them decode rows,
+	// whose inputs zin holds.
+	n, decode, zin := rows, sc.decodeRows, sc.xn
 	if out != nil {
-		n, decode = out.n, out.decode
 		// tmp is free until out_proj and has room for the rows.
-		if n > 0 {
-			m.gatherRows(sc.tmp, sc.xn, c.HiddenSize, out)
-			m.matMul(sc.z, sc.tmp, g.inProjZ, n, decode)
-		}
-	} else {
-		m.matMul(sc.z, sc.xn, g.inProjZ, rows, sc.decodeRows)
+		n, decode, zin = out.n, out.decode, sc.tmp
+		m.gatherRows(zin, sc.xn, c.HiddenSize, out)
+	}
+	if n > 0 {
+		m.matMul(sc.z, zin, g.inProjZ, n, decode)
 	}
 	m.matMul(sc.b, sc.xn, g.inProjB, rows, sc.decodeRows)
 	m.matMul(sc.a, sc.xn, g.inProjA, rows, sc.decodeRows)

@@ -135,6 +135,16 @@ func TestCheckpointErrors(t *testing.T) {
 // manyLayers returns the config with n layers and no layer_types list (so
 // that the defaults fill it).
 func manyLayers(t *testing.T, cfgData []byte, n int) string {
+	return editTextConfig(t, cfgData, func(text map[string]any) {
+		text["num_hidden_layers"] = n
+		delete(text, "layer_types")
+	})
+}
+
+// editTextConfig returns the config cfgData with its text model's part
+// (text_config, or the whole of a flat config) changed by edit.
+func editTextConfig(t *testing.T, cfgData []byte, edit func(text map[string]any)) string {
+	t.Helper()
 	var cfg map[string]any
 	if err := json.Unmarshal(cfgData, &cfg); err != nil {
 		t.Fatal(err)
@@ -143,8 +153,7 @@ func manyLayers(t *testing.T, cfgData []byte, n int) string {
 	if tc, ok := cfg["text_config"].(map[string]any); ok {
 		text = tc
 	}
-	text["num_hidden_layers"] = n
-	delete(text, "layer_types")
+	edit(text)
 	out, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -146,23 +145,13 @@ func truncatedCheckpoint(t *testing.T, src string, n int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg map[string]any
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	text := cfg
-	if tc, ok := cfg["text_config"].(map[string]any); ok {
-		text = tc
-	}
-	text["num_hidden_layers"] = n
-	if lt, ok := text["layer_types"].([]any); ok {
-		text["layer_types"] = lt[:n]
-	}
-	out, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dst, "config.json"), out, 0o644); err != nil {
+	out := editTextConfig(t, data, func(text map[string]any) {
+		text["num_hidden_layers"] = n
+		if lt, ok := text["layer_types"].([]any); ok {
+			text["layer_types"] = lt[:n]
+		}
+	})
+	if err := os.WriteFile(filepath.Join(dst, "config.json"), []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dst
