@@ -219,6 +219,48 @@ type ConvSeq struct {
 	State  Buffer
 }
 
+// RowSums lists the terms of Backend.SumRows: row r of the result sums
+// the terms Start[r] to Start[r+1]-1, term j being row Src[j] of the
+// source times Weight[j]. Start has one entry more than the result has
+// rows; Src and Weight have Start[len(Start)-1] entries.
+type RowSums struct {
+	Start  []int32
+	Src    []int32
+	Weight []float32
+}
+
+// Rows returns the number of result rows.
+func (s RowSums) Rows() int { return max(len(s.Start)-1, 0) }
+
+// Check reports whether s is well formed for a source of srcRows rows:
+// Start non-decreasing from 0 to len(Src) == len(Weight), every Src in
+// range.
+func (s RowSums) Check(srcRows int) error {
+	if len(s.Src) != len(s.Weight) {
+		return fmt.Errorf("RowSums: %d sources for %d weights", len(s.Src), len(s.Weight))
+	}
+	if len(s.Start) == 0 {
+		if len(s.Src) != 0 {
+			return fmt.Errorf("RowSums: %d terms without rows", len(s.Src))
+		}
+		return nil
+	}
+	if s.Start[0] != 0 || int(s.Start[len(s.Start)-1]) != len(s.Src) {
+		return fmt.Errorf("RowSums: starts run from %d to %d for %d terms", s.Start[0], s.Start[len(s.Start)-1], len(s.Src))
+	}
+	for r := 1; r < len(s.Start); r++ {
+		if s.Start[r] < s.Start[r-1] {
+			return fmt.Errorf("RowSums: start %d of row %d before %d of row %d", s.Start[r], r, s.Start[r-1], r-1)
+		}
+	}
+	for j, src := range s.Src {
+		if src < 0 || int(src) >= srcRows {
+			return fmt.Errorf("RowSums: term %d reads row %d of %d", j, src, srcRows)
+		}
+	}
+	return nil
+}
+
 // Backend executes the operations of the Qwen3.5 graph.
 type Backend interface {
 	// Name identifies the backend and its device, for logs.
@@ -304,6 +346,14 @@ type Backend interface {
 	SiLUMul(dst, gate, up Buffer, n int)
 	// Add computes dst += x over n elements.
 	Add(dst, x Buffer, n int)
+	// SumRows writes weighted sums of rows of src into the rows of dst,
+	// rows of dim elements: dst[r] = Σ s.Weight[j]·src[s.Src[j]] over j in
+	// [s.Start[r], s.Start[r+1]), for r < len(s.Start)-1, the terms added
+	// in order of j from the first product (a row without terms is zeros).
+	// With one term of weight 1 a row is a copy: SumRows gathers rows too.
+	// It serves a mixture of experts' gathering of rows by expert and its
+	// weighted sum of the experts' outputs. dst must not be src.
+	SumRows(dst, src Buffer, dim int, s RowSums)
 	// Argmax writes to dst[r] the index of the largest of x[r*dim:(r+1)*dim]
 	// for len(dst) rows (lowest index on ties) and waits for the result.
 	Argmax(ctx context.Context, dst []int32, x Buffer, dim int) error

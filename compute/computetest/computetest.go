@@ -122,6 +122,8 @@ func Cases() []Case {
 		Case{"AddBias", testAddBias},
 		Case{"GELU", testGELU},
 		Case{"SegmentAttention", testSegmentAttention},
+		// A mixture of experts' gathers and sums.
+		Case{"SumRows", testSumRows},
 	)...)
 }
 

@@ -954,6 +954,41 @@ func (b *Backend) Add(dst, x compute.Buffer, n int) {
 	})
 }
 
+// SumRows implements compute.Backend: each result row is its own work, so
+// a row's sum depends only on its terms. A malformed s panics, as an
+// out-of-range buffer access does.
+func (b *Backend) SumRows(dst, src compute.Buffer, dim int, s compute.RowSums) {
+	d, x := Data(dst), Data(src)
+	if err := s.Check(len(x) / max(dim, 1)); err != nil {
+		panic("cpu: SumRows: " + err.Error())
+	}
+	b.eachRow(s.Rows(), dim, func(r int) {
+		SumRow(d[r*dim:(r+1)*dim], x, s.Src[s.Start[r]:s.Start[r+1]], s.Weight[s.Start[r]:s.Start[r+1]])
+	})
+}
+
+// SumRow sets dst = Σ weight[j]·x[src[j]] (rows of len(dst) elements),
+// the terms added in order of j from the first product, each product
+// rounded to float32 before its add; no terms give zeros. It is
+// Backend.SumRows of one row and the reference its tests compare with.
+func SumRow(dst, x []float32, src []int32, weight []float32) {
+	dim := len(dst)
+	if len(src) == 0 {
+		clear(dst)
+		return
+	}
+	w, row := weight[0], x[int(src[0])*dim:][:dim]
+	for i, v := range row {
+		dst[i] = w * v
+	}
+	for j := 1; j < len(src); j++ {
+		w, row := weight[j], x[int(src[j])*dim:][:dim]
+		for i, v := range row {
+			dst[i] += float32(w * v) // the conversion keeps the product's rounding (no fused multiply-add)
+		}
+	}
+}
+
 // Argmax implements compute.Backend: compute.Argmax of each row, the rows
 // split across the workers.
 func (b *Backend) Argmax(ctx context.Context, dst []int32, x compute.Buffer, dim int) error {

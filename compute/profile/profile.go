@@ -351,6 +351,12 @@ func (b *Backend) Add(dst, x compute.Buffer, n int) {
 	b.inner.Add(dst, x, n)
 }
 
+// SumRows implements compute.Backend, timed as "sum_rows".
+func (b *Backend) SumRows(dst, src compute.Buffer, dim int, s compute.RowSums) {
+	defer b.done("sum_rows", time.Now())
+	b.inner.SumRows(dst, src, dim, s)
+}
+
 // Argmax implements compute.Backend.
 func (b *Backend) Argmax(ctx context.Context, dst []int32, x compute.Buffer, dim int) error {
 	defer b.done("argmax", time.Now())

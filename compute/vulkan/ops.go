@@ -5,6 +5,7 @@ package vulkan
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/quant"
@@ -774,6 +775,41 @@ func (b *Backend) Add(dst, x compute.Buffer, n int) {
 		return
 	}
 	b.eltwise(1, 1, 1, n, d, flat(n), d, flat(n), xs, flat(n))
+}
+
+// SumRows implements compute.Backend: one thread per result element sums
+// its row's terms in order; the terms' lists travel in the ring buffer.
+func (b *Backend) SumRows(dst, src compute.Buffer, dim int, s compute.RowSums) {
+	const op = "SumRows"
+	d, ok1 := b.buf(op, dst)
+	xs, ok2 := b.buf(op, src)
+	rows := s.Rows()
+	if !ok1 || !ok2 || rows == 0 || dim <= 0 || !b.span(op, "dst", d, 0, rows*dim) {
+		return
+	}
+	if err := s.Check(xs.n / dim); err != nil {
+		b.failf("SumRows: %v", err)
+		return
+	}
+	if d.raw == xs.raw {
+		b.failf("SumRows: dst is src")
+		return
+	}
+	terms := len(s.Src)
+	words := make([]int32, 0, len(s.Start)+2*terms)
+	words = append(words, s.Start...)
+	words = append(words, s.Src...)
+	for _, w := range s.Weight {
+		words = append(words, int32(math.Float32bits(w)))
+	}
+	off, ok := b.ringData(int32Bytes(words))
+	if !ok {
+		return
+	}
+	n := uint32(len(s.Start))
+	gx, gy := grid((rows*dim + wgElem - 1) / wgElem)
+	b.dispatch("sumrows", []uint32{wgElem}, []*rawBuf{d.raw, xs.raw, b.ring.raw},
+		pushWords(&sumrowsPush{u32(rows), u32(dim), off, off + n, off + n + u32(terms)}), gx, gy, 1)
 }
 
 // Argmax implements compute.Backend: the reduction runs on the device and

@@ -74,6 +74,7 @@ type (
 		D, A, B          headsPush
 	}
 	argmaxPush    struct{ Rows, Dim, DOff uint32 }
+	sumrowsPush   struct{ Rows, Dim, StartOff, SrcOff, WOff uint32 }
 	layernormPush struct {
 		N, Dim uint32
 		Eps    float32
@@ -95,14 +96,14 @@ var pushStructs = map[string]any{
 	"norm": normPush{}, "addnorm": addnormPush{}, "rope": ropePush{}, "conv": convPush{},
 	"gates": gatesPush{}, "deltarule": deltarulePush{}, "deltachunk": deltachunkPush{},
 	"kvstore": kvstorePush{}, "attention": attentionPush{}, "attnmerge": attnmergePush{},
-	"eltwise": eltwisePush{}, "argmax": argmaxPush{},
+	"eltwise": eltwisePush{}, "argmax": argmaxPush{}, "sumrows": sumrowsPush{},
 	"layernorm": layernormPush{}, "bias": biasPush{}, "gelu": geluPush{}, "segattn": segattnPush{},
 }
 
 // pushStruct is the set of push-constant structs.
 type pushStruct interface {
 	embedPush | matvecPush | matmulPush | matmulQPush | matvecQPush | embedQPush | normPush | addnormPush | ropePush | convPush | gatesPush |
-		deltarulePush | deltachunkPush | kvstorePush | attentionPush | attnmergePush | eltwisePush | argmaxPush |
+		deltarulePush | deltachunkPush | kvstorePush | attentionPush | attnmergePush | eltwisePush | argmaxPush | sumrowsPush |
 		layernormPush | biasPush | geluPush | segattnPush
 }
 
