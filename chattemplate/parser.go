@@ -13,26 +13,30 @@ type parser struct {
 	// names referenced in the macro bodies being parsed (innermost last),
 	// to know whether a macro uses varargs, kwargs or caller.
 	macroNames []map[string]bool
-	depth      int
+	// names are all the names the template reads (Template.Reads).
+	names map[string]bool
+	depth int
 }
 
 // maxParseDepth bounds expression and block nesting.
 const maxParseDepth = 200
 
-func parse(src string) ([]node, error) {
+// parse returns the statement tree of src and the names its expressions
+// read.
+func parse(src string) ([]node, map[string]bool, error) {
 	toks, err := tokenize(src)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	p := &parser{toks: toks}
+	p := &parser{toks: toks, names: map[string]bool{}}
 	body, end, err := p.subparse(nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if end != "" {
-		return nil, syntaxErrorf(p.cur().line, "Encountered unknown tag '%s'.", end)
+		return nil, nil, syntaxErrorf(p.cur().line, "Encountered unknown tag '%s'.", end)
 	}
-	return body, nil
+	return body, p.names, nil
 }
 
 func (p *parser) cur() token  { return p.toks[p.pos] }
@@ -775,6 +779,7 @@ func (p *parser) parsePrimary() (expr, error) {
 		if n := len(p.macroNames); n > 0 {
 			p.macroNames[n-1][t.val] = true
 		}
+		p.names[t.val] = true
 		return &nameExpr{name: t.val, line: t.line}, nil
 	case tokString:
 		p.next()

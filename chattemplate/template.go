@@ -15,6 +15,7 @@ import (
 // concurrent use by multiple goroutines.
 type Template struct {
 	body     []node
+	names    map[string]bool  // the names its expressions read
 	now      func() time.Time // clock for strftime_now
 	maxSteps int              // evaluation budget of one render
 }
@@ -23,7 +24,7 @@ type Template struct {
 // TemplateSyntaxError (or TemplateAssertionError for unknown filters and
 // tests) carrying the line number.
 func Parse(source string) (*Template, error) {
-	body, err := parse(source)
+	body, names, err := parse(source)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Line > 0 {
@@ -31,8 +32,16 @@ func Parse(source string) (*Template, error) {
 		}
 		return nil, fmt.Errorf("chattemplate: %w", err)
 	}
-	return &Template{body: body, now: time.Now, maxSteps: maxSteps}, nil
+	return &Template{body: body, names: names, now: time.Now, maxSteps: maxSteps}, nil
 }
+
+// Reads reports whether an expression of the template reads a variable
+// named name (as in {{ name }}, {% if name is defined %} or name|default),
+// not counting attributes and keys (message.name). It answers from the
+// source alone, so a name the template itself sets or loops over counts
+// too; for a chat template variable such as reasoning_effort, which only
+// the caller sets, that is whether the template can see it.
+func (t *Template) Reads(name string) bool { return t.names[name] }
 
 // Load reads the chat template of a checkpoint directory: chat_template.jinja
 // if present, else the "chat_template" of chat_template.json or of
