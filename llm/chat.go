@@ -132,16 +132,20 @@ type ChatRequest struct {
 	// template's default (on for Qwen3.5).
 	Thinking *bool
 	// ReasoningEffort is OpenAI's reasoning_effort: "none" turns thinking
-	// off; "minimal", "low", "medium", "high" and "xhigh" turn it on; ""
-	// leaves it.
+	// off; "minimal", "low", "medium", "high" and "xhigh" turn it on and,
+	// where the chat template reads a reasoning_effort variable (Qwen3.8's
+	// does), reach it as that variable unless TemplateArgs set it; ""
+	// leaves both.
 	ReasoningEffort string
 	// ThinkingBudget bounds the reasoning in tokens (vLLM's
 	// thinking_token_budget): once spent, "</think>" is forced. Zero means
 	// no bound, except before a forced tool call, where it defaults to
 	// outparse.DefaultThinkingBudget (at most half of MaxTokens).
 	ThinkingBudget int
-	// TemplateArgs are further chat template variables; they override
-	// Options.DefaultTemplateArgs.
+	// TemplateArgs are further chat template variables (a request's
+	// chat_template_kwargs, such as Qwen3.6's preserve_thinking, which
+	// keeps the reasoning of earlier assistant turns given as
+	// Message.Reasoning); they override Options.DefaultTemplateArgs.
 	TemplateArgs map[string]any
 	// CacheBreaks are texts of the conversation after whose end a later
 	// request is likely to diverge from this one (Anthropic's cache_control
@@ -666,10 +670,20 @@ func (lm *Model) breakPositions(prompt string, ids []int, texts []string) []int 
 	return out
 }
 
+// ReasoningEffortVar is the chat template variable a request's reasoning
+// effort reaches where the template reads it (Qwen3.8's levels are xhigh,
+// medium and low).
+const ReasoningEffortVar = "reasoning_effort"
+
+// TemplateReads reports whether the model's chat template reads a
+// variable of that name (chattemplate.Template.Reads); false without a
+// template.
+func (lm *Model) TemplateReads(name string) bool { return lm.tmpl != nil && lm.tmpl.Reads(name) }
+
 // templateArgs merges the chat template variables: the server's defaults,
 // then reasoning_effort, then the request's own variables, then Thinking.
 func (lm *Model) templateArgs(req ChatRequest) (map[string]any, error) {
-	kwargs := make(map[string]any, len(lm.defaultArgs)+len(req.TemplateArgs)+1)
+	kwargs := make(map[string]any, len(lm.defaultArgs)+len(req.TemplateArgs)+2)
 	maps.Copy(kwargs, lm.defaultArgs)
 	switch req.ReasoningEffort {
 	case "":
@@ -677,6 +691,9 @@ func (lm *Model) templateArgs(req ChatRequest) (map[string]any, error) {
 		kwargs["enable_thinking"] = false
 	case "minimal", "low", "medium", "high", "xhigh":
 		kwargs["enable_thinking"] = true
+		if lm.TemplateReads(ReasoningEffortVar) {
+			kwargs[ReasoningEffortVar] = req.ReasoningEffort
+		}
 	default:
 		return nil, paramErr("reasoning_effort", "reasoning_effort must be none, minimal, low, medium, high or xhigh, got %q", req.ReasoningEffort)
 	}
