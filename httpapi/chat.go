@@ -104,13 +104,8 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 	if q.ThinkingBudget, _, err = o.integer("thinking_token_budget"); err != nil {
 		return nil, err
 	}
-	if kw, ok, err := o.obj("chat_template_kwargs"); err != nil {
+	if q.TemplateArgs, err = parseTemplateKwargs(o); err != nil {
 		return nil, err
-	} else if ok {
-		q.TemplateArgs = map[string]any{}
-		for _, k := range kw.f.Obj.Keys() {
-			q.TemplateArgs[k], _ = kw.f.Obj.Get(k)
-		}
 	}
 	return r, nil
 }

@@ -239,10 +239,18 @@ func (s *Server) parseMessages(body []byte, counting bool) (*messagesRequest, *a
 	if q.ResponseFormat, err = messagesFormat(o, "output_format"); err != nil {
 		return nil, err
 	}
+	if q.TemplateArgs, err = parseTemplateKwargs(o); err != nil {
+		return nil, err
+	}
 	if oc, ok, err := o.obj("output_config"); err != nil {
 		return nil, err
-	} else if ok && q.ResponseFormat == nil {
-		if q.ResponseFormat, err = messagesFormat(oc, "format"); err != nil {
+	} else if ok {
+		if q.ResponseFormat == nil {
+			if q.ResponseFormat, err = messagesFormat(oc, "format"); err != nil {
+				return nil, err
+			}
+		}
+		if err := s.messagesEffort(oc, q); err != nil {
 			return nil, err
 		}
 	}
@@ -674,6 +682,34 @@ func messagesThinking(o object, q *llm.ChatRequest) *apiError {
 	default:
 		return badRequest("thinking.type", "thinking.type: must be \"enabled\", \"adaptive\" or \"disabled\", got %q", typ)
 	}
+	return nil
+}
+
+// messagesEffort reads output_config.effort (low, medium, high, xhigh or
+// max) into the chat template's reasoning_effort where the template reads
+// one (Qwen3.8's) and the request's chat_template_kwargs do not set it;
+// max is given as xhigh, the highest level reasoning_effort names.
+// Anthropic's effort does not turn thinking on or off (thinking does), so
+// unlike reasoning_effort on the other APIs it leaves enable_thinking.
+func (s *Server) messagesEffort(oc object, q *llm.ChatRequest) *apiError {
+	effort, ok, err := oc.str("effort")
+	if err != nil || !ok {
+		return err
+	}
+	switch effort {
+	case "low", "medium", "high", "xhigh":
+	case "max":
+		effort = "xhigh"
+	default:
+		return badRequest("output_config.effort", "output_config.effort: must be \"low\", \"medium\", \"high\", \"xhigh\" or \"max\", got %q", effort)
+	}
+	if _, set := q.TemplateArgs[llm.ReasoningEffortVar]; set || !s.lm.TemplateReads(llm.ReasoningEffortVar) {
+		return nil
+	}
+	if q.TemplateArgs == nil {
+		q.TemplateArgs = map[string]any{}
+	}
+	q.TemplateArgs[llm.ReasoningEffortVar] = effort
 	return nil
 }
 

@@ -188,6 +188,23 @@ func parseParams(o object) (llm.Params, wireOptions, *apiError) {
 	return p, w, nil
 }
 
+// parseTemplateKwargs reads chat_template_kwargs, the chat template
+// variables of a request (vLLM's extension of chat completions, which the
+// Responses and Messages APIs take as well): enable_thinking, Qwen3.6's
+// preserve_thinking, Qwen3.8's reasoning_effort or any other the template
+// reads. Nil when absent.
+func parseTemplateKwargs(o object) (map[string]any, *apiError) {
+	kw, ok, err := o.obj("chat_template_kwargs")
+	if err != nil || !ok {
+		return nil, err
+	}
+	args := make(map[string]any, kw.f.Obj.Len())
+	for _, k := range kw.f.Obj.Keys() {
+		args[k], _ = kw.f.Obj.Get(k)
+	}
+	return args, nil
+}
+
 // parseLogitBias reads logit_bias: token ids (as the object's keys) to
 // biases; llm checks the ids and clamps the biases.
 func parseLogitBias(o object) (map[int]float64, *apiError) {

@@ -210,6 +210,9 @@ func (s *Server) parseResponses(body []byte) (*responsesRequest, *apiError) {
 	if err := r.parseText(o); err != nil {
 		return nil, err
 	}
+	if q.TemplateArgs, err = parseTemplateKwargs(o); err != nil {
+		return nil, err
+	}
 	if err := s.parseRespTools(o, r); err != nil {
 		return nil, err
 	}
@@ -793,8 +796,16 @@ func (s *Server) inputItem(c *respConversation, field string, item any) *apiErro
 		if err != nil {
 			return err
 		}
-		if _, _, err := f.array("summary"); err != nil {
+		summary, _, err := f.array("summary")
+		if err != nil {
 			return err
+		}
+		if text == "" {
+			// An item without its reasoning text (one of OpenAI's, or
+			// kept by a client that drops content) gives its summary.
+			if text, err = partsText(summary, field+".summary"); err != nil {
+				return err
+			}
 		}
 		if hasEnc && enc != "" {
 			opened, ok := s.sealer.open(sealEncryptedContent, enc)
