@@ -46,6 +46,16 @@ type Config struct {
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
 	// EOSTokenIDs are the end-of-sequence ids of the config (may be empty).
 	EOSTokenIDs []int `json:"-"`
+	// The mixture-of-experts MLP of qwen3_5_moe checkpoints: NumExperts
+	// experts (none: a dense MLP of IntermediateSize) of width
+	// MoEIntermediateSize, of which each token uses NumExpertsPerTok, and a
+	// shared expert of width SharedExpertIntermediateSize. A MoE model does
+	// not use IntermediateSize.
+	NumExperts                   int `json:"num_experts"`
+	NumExpertsPerTok             int `json:"num_experts_per_tok"`
+	MoEIntermediateSize          int `json:"moe_intermediate_size"`
+	SharedExpertIntermediateSize int `json:"shared_expert_intermediate_size"`
+
 	// MRopeSection is rope_parameters.mrope_section: how the rotary pairs
 	// split between the temporal, height and width positions of
 	// multimodal inputs (text positions are the same in all three, so the
@@ -206,6 +216,8 @@ const (
 	MaxLayers = 1 << 12
 	MaxWidth  = 1 << 20
 	MaxVocab  = 1 << 24
+	// MaxExperts bounds num_experts (the largest release has 512).
+	MaxExperts = 1 << 14
 )
 
 // checkSizes refuses absurd sizes before anything is allocated for them.
@@ -219,6 +231,7 @@ func (c *Config) checkSizes() error {
 	bound("num_hidden_layers", c.NumLayers, MaxLayers)
 	bound("layer_types", len(c.LayerTypes), MaxLayers)
 	bound("vocab_size", c.VocabSize, MaxVocab)
+	bound("num_experts", c.NumExperts, MaxExperts)
 	for _, w := range []struct {
 		name string
 		v    int
@@ -227,6 +240,7 @@ func (c *Config) checkSizes() error {
 		{"num_key_value_heads", c.NumKVHeads}, {"head_dim", c.HeadDim}, {"linear_num_key_heads", c.LinearNumKeyHeads},
 		{"linear_num_value_heads", c.LinearNumValueHeads}, {"linear_key_head_dim", c.LinearKeyHeadDim},
 		{"linear_value_head_dim", c.LinearValueHeadDim}, {"linear_conv_kernel_dim", c.LinearConvKernel},
+		{"moe_intermediate_size", c.MoEIntermediateSize}, {"shared_expert_intermediate_size", c.SharedExpertIntermediateSize},
 	} {
 		bound(w.name, w.v, MaxWidth)
 	}
@@ -246,7 +260,19 @@ func (c *Config) Validate() error {
 		return err
 	}
 	positive("hidden_size", c.HiddenSize)
-	positive("intermediate_size", c.IntermediateSize)
+	if c.MoE() {
+		positive("num_experts_per_tok", c.NumExpertsPerTok)
+		positive("moe_intermediate_size", c.MoEIntermediateSize)
+		positive("shared_expert_intermediate_size", c.SharedExpertIntermediateSize)
+		if c.NumExpertsPerTok > c.NumExperts {
+			errs = append(errs, fmt.Errorf("num_experts_per_tok %d is more than num_experts %d", c.NumExpertsPerTok, c.NumExperts))
+		}
+	} else {
+		if c.NumExperts < 0 {
+			errs = append(errs, fmt.Errorf("num_experts must not be negative, got %d", c.NumExperts))
+		}
+		positive("intermediate_size", c.IntermediateSize)
+	}
 	positive("num_hidden_layers", c.NumLayers)
 	positive("vocab_size", c.VocabSize)
 	if len(c.LayerTypes) != c.NumLayers {
@@ -291,6 +317,19 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("rms_norm_eps must be positive, got %g", c.RMSNormEps))
 	}
 	return errors.Join(errs...)
+}
+
+// MoE reports whether every layer's MLP is a mixture of experts
+// (qwen3_5_moe checkpoints).
+func (c *Config) MoE() bool { return c.NumExperts > 0 }
+
+// MLPWidth returns the widest hidden layer of a layer's MLP: the dense
+// MLP's, or the larger of an expert's and the shared expert's.
+func (c *Config) MLPWidth() int {
+	if c.MoE() {
+		return max(c.MoEIntermediateSize, c.SharedExpertIntermediateSize)
+	}
+	return c.IntermediateSize
 }
 
 // RotaryDim returns the number of leading head dimensions that rope rotates.

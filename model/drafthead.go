@@ -111,7 +111,7 @@ func loadDraftHead(src source, c *Config, be compute.Backend, main compute.Weigh
 		return nil, err
 	}
 	w := &weights{}
-	bs := bindings(c, prefix, w)
+	bs := bindings(c, prefix, w, src.expertLayout(prefix+"layers.0."))
 	i := slices.IndexFunc(bs, func(b binding) bool {
 		return b.dst == &w.lmHead || c.TieWordEmbeddings && b.dst == &w.embed
 	})

@@ -55,7 +55,9 @@ func (m *Model) forward(ctx context.Context, pass []piece, outs []Output, trace 
 			}
 		}
 		be.AddRMSNorm(sc.x, sc.tmp, sc.xn, ly.postNorm, rows, h, eps) // x += tmp; xn = rmsnorm(x)
-		ly.mlp.forward(m, rows)                                       // tmp = mlp(xn)
+		if err := ly.mlp.forward(ctx, m, rows); err != nil {          // tmp = mlp(xn)
+			return err
+		}
 		if l+1 < len(m.w.layers) {
 			be.AddRMSNorm(sc.x, sc.tmp, sc.xn, m.w.layers[l+1].inputNorm, rows, h, eps) // x += tmp; xn = next rmsnorm(x)
 		} else {

@@ -18,12 +18,12 @@ func (a *gatedAttention) bindings(c *Config, p string) []binding {
 	h, hd := c.HiddenSize, c.HeadDim
 	p += "self_attn."
 	return []binding{
-		{p + "q_proj.weight", []int{2 * c.NumHeads * hd, h}, &a.qProj},
-		{p + "k_proj.weight", []int{c.NumKVHeads * hd, h}, &a.kProj},
-		{p + "v_proj.weight", []int{c.NumKVHeads * hd, h}, &a.vProj},
-		{p + "o_proj.weight", []int{h, c.NumHeads * hd}, &a.oProj},
-		{p + "q_norm.weight", []int{hd}, &a.qNorm},
-		{p + "k_norm.weight", []int{hd}, &a.kNorm},
+		{name: p + "q_proj.weight", shape: []int{2 * c.NumHeads * hd, h}, dst: &a.qProj},
+		{name: p + "k_proj.weight", shape: []int{c.NumKVHeads * hd, h}, dst: &a.kProj},
+		{name: p + "v_proj.weight", shape: []int{c.NumKVHeads * hd, h}, dst: &a.vProj},
+		{name: p + "o_proj.weight", shape: []int{h, c.NumHeads * hd}, dst: &a.oProj},
+		{name: p + "q_norm.weight", shape: []int{hd}, dst: &a.qNorm},
+		{name: p + "k_norm.weight", shape: []int{hd}, dst: &a.kNorm},
 	}
 }
 

@@ -30,15 +30,15 @@ func (g *gatedDeltaNet) bindings(c *Config, p string) []binding {
 	h, nv := c.HiddenSize, c.LinearNumValueHeads
 	p += "linear_attn."
 	return []binding{
-		{p + "in_proj_qkv.weight", []int{c.ConvDim(), h}, &g.inProjQKV},
-		{p + "in_proj_z.weight", []int{c.ValueDim(), h}, &g.inProjZ},
-		{p + "in_proj_b.weight", []int{nv, h}, &g.inProjB},
-		{p + "in_proj_a.weight", []int{nv, h}, &g.inProjA},
-		{p + "conv1d.weight", []int{c.ConvDim(), 1, c.LinearConvKernel}, &g.conv1d},
-		{p + "A_log", []int{nv}, &g.aLog},
-		{p + "dt_bias", []int{nv}, &g.dtBias},
-		{p + "norm.weight", []int{c.LinearValueHeadDim}, &g.norm},
-		{p + "out_proj.weight", []int{h, c.ValueDim()}, &g.outProj},
+		{name: p + "in_proj_qkv.weight", shape: []int{c.ConvDim(), h}, dst: &g.inProjQKV},
+		{name: p + "in_proj_z.weight", shape: []int{c.ValueDim(), h}, dst: &g.inProjZ},
+		{name: p + "in_proj_b.weight", shape: []int{nv, h}, dst: &g.inProjB},
+		{name: p + "in_proj_a.weight", shape: []int{nv, h}, dst: &g.inProjA},
+		{name: p + "conv1d.weight", shape: []int{c.ConvDim(), 1, c.LinearConvKernel}, dst: &g.conv1d},
+		{name: p + "A_log", shape: []int{nv}, dst: &g.aLog},
+		{name: p + "dt_bias", shape: []int{nv}, dst: &g.dtBias},
+		{name: p + "norm.weight", shape: []int{c.LinearValueHeadDim}, dst: &g.norm},
+		{name: p + "out_proj.weight", shape: []int{h, c.ValueDim()}, dst: &g.outProj},
 	}
 }
 

@@ -82,6 +82,10 @@ const ggufPrefix = "model."
 
 func (s *ggufSource) prefix() (string, error) { return ggufPrefix, nil }
 
+// expertLayout implements source: a GGUF file stacks each projection's
+// experts in one tensor (ffn_gate_exps, ffn_up_exps, ffn_down_exps).
+func (s *ggufSource) expertLayout(string) expertLayout { return expertsStacked }
+
 // lookup finds the file's tensor for a binding and checks its shape and
 // type.
 func (s *ggufSource) lookup(b binding) (qwen35.Tensor, gguf.TensorInfo, compute.DType, error) {

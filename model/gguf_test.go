@@ -443,7 +443,7 @@ func TestGGUFQ5K(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dt := m.w.layers[0].mlp.gateProj.DType(); dt != compute.Q5_K {
+	if dt := m.w.layers[0].mlp.(*denseMLP).gateProj.DType(); dt != compute.Q5_K {
 		t.Errorf("ffn_gate loaded as %v, want Q5_K", dt)
 	}
 	m.Close()

@@ -1,6 +1,10 @@
 package model
 
-import "github.com/govinfer/govinfer/compute"
+import (
+	"context"
+
+	"github.com/govinfer/govinfer/compute"
+)
 
 // mixer is a layer's token mixer: Gated DeltaNet (gated_deltanet.go) or
 // gated attention (gated_attention.go). A new kind of mixer is a new type
@@ -18,29 +22,38 @@ type mixer interface {
 	weights() []compute.Weight
 }
 
-// mlp is a layer's SwiGLU feed-forward block (mlp.*).
-type mlp struct {
+// denseMLP is a SwiGLU feed-forward block: a dense layer's MLP (mlp.*), a
+// MoE layer's shared expert or one of its experts.
+type denseMLP struct {
 	gateProj, upProj, downProj compute.Weight
+	width                      int // the hidden layer's
 }
 
-func (f *mlp) bindings(c *Config, p string) []binding {
-	h := c.HiddenSize
+func (f *denseMLP) bindings(c *Config, p string, _ expertLayout) []binding {
+	return f.bind(p+"mlp.", c.HiddenSize, c.IntermediateSize)
+}
+
+// bind lists the block's three projections under p for a hidden size h
+// and a hidden layer of width.
+func (f *denseMLP) bind(p string, h, width int) []binding {
+	f.width = width
 	return []binding{
-		{p + "mlp.gate_proj.weight", []int{c.IntermediateSize, h}, &f.gateProj},
-		{p + "mlp.up_proj.weight", []int{c.IntermediateSize, h}, &f.upProj},
-		{p + "mlp.down_proj.weight", []int{h, c.IntermediateSize}, &f.downProj},
+		{name: p + "gate_proj.weight", shape: []int{width, h}, dst: &f.gateProj},
+		{name: p + "up_proj.weight", shape: []int{width, h}, dst: &f.upProj},
+		{name: p + "down_proj.weight", shape: []int{h, width}, dst: &f.downProj},
 	}
 }
 
 // forward computes sc.tmp = down(silu(gate(xn)) * up(xn)).
-func (f *mlp) forward(m *Model, rows int) {
+func (f *denseMLP) forward(_ context.Context, m *Model, rows int) error {
 	sc, be := m.sc, m.be
 	m.matMul(sc.gate, sc.xn, f.gateProj, rows, sc.decodeRows)
 	m.matMul(sc.up, sc.xn, f.upProj, rows, sc.decodeRows)
-	be.SiLUMul(sc.gate, sc.gate, sc.up, rows*m.cfg.IntermediateSize)
+	be.SiLUMul(sc.gate, sc.gate, sc.up, rows*f.width)
 	m.matMul(sc.tmp, sc.gate, f.downProj, rows, sc.decodeRows)
+	return nil
 }
 
-func (f *mlp) weights() []compute.Weight {
+func (f *denseMLP) weights() []compute.Weight {
 	return []compute.Weight{f.gateProj, f.upProj, f.downProj}
 }

@@ -551,11 +551,18 @@ func (m *Model) BlockFormatBytes() int64 {
 
 // DecodeBytes returns the weight bytes one decode step reads: every weight
 // except the embedding table, of which it gathers single rows (unless the
-// table is also the output matrix).
+// table is also the output matrix), and of a mixture of experts' experts
+// only the k a token chooses (their average size).
 func (m *Model) DecodeBytes() int64 {
 	n := m.WeightBytes()
+	for i := range m.w.layers {
+		n -= unreadExpertBytes(m.w.layers[i].mlp, m.cfg.NumExpertsPerTok)
+	}
 	for _, x := range m.mtp.all() { // the head is read by draft steps only
 		n -= weightBytes(x)
+	}
+	if m.mtp != nil {
+		n += unreadExpertBytes(m.mtp.layer.mlp, m.cfg.NumExpertsPerTok)
 	}
 	if m.draftHead != nil && m.draftHead != m.w.lmHead {
 		n -= weightBytes(m.draftHead)

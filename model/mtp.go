@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/govinfer/govinfer/compute"
@@ -38,21 +37,22 @@ type mtpWeights struct {
 // mtpPrefix is the prefix of the head's tensor names in a checkpoint.
 const mtpPrefix = "mtp."
 
-func (w *mtpWeights) bindings(c *Config) []binding {
+func (w *mtpWeights) bindings(c *Config, layout expertLayout) []binding {
 	h := c.HiddenSize
 	att := &gatedAttention{}
 	w.layer.mixer = att
 	p := mtpPrefix + "layers.0."
 	bs := []binding{
-		{mtpPrefix + "fc.weight", []int{h, 2 * h}, &w.fc},
-		{mtpPrefix + "pre_fc_norm_embedding.weight", []int{h}, &w.preEmbed},
-		{mtpPrefix + "pre_fc_norm_hidden.weight", []int{h}, &w.preHidden},
-		{mtpPrefix + "norm.weight", []int{h}, &w.norm},
-		{p + "input_layernorm.weight", []int{h}, &w.layer.inputNorm},
-		{p + "post_attention_layernorm.weight", []int{h}, &w.layer.postNorm},
+		{name: mtpPrefix + "fc.weight", shape: []int{h, 2 * h}, dst: &w.fc},
+		{name: mtpPrefix + "pre_fc_norm_embedding.weight", shape: []int{h}, dst: &w.preEmbed},
+		{name: mtpPrefix + "pre_fc_norm_hidden.weight", shape: []int{h}, dst: &w.preHidden},
+		{name: mtpPrefix + "norm.weight", shape: []int{h}, dst: &w.norm},
+		{name: p + "input_layernorm.weight", shape: []int{h}, dst: &w.layer.inputNorm},
+		{name: p + "post_attention_layernorm.weight", shape: []int{h}, dst: &w.layer.postNorm},
 	}
 	bs = append(bs, att.bindings(c, p)...)
-	return append(bs, w.layer.mlp.bindings(c, p)...)
+	w.layer.mlp = newMLP(c)
+	return append(bs, w.layer.mlp.bindings(c, p, layout)...)
 }
 
 // all returns the head's weights; none for a nil head.
@@ -67,12 +67,7 @@ func (w *mtpWeights) all() []compute.Weight {
 
 // MTPTensors lists the tensors of the MTP head for config c, in load order.
 func MTPTensors(c *Config) []TensorSpec {
-	bs := (&mtpWeights{}).bindings(c)
-	out := make([]TensorSpec, len(bs))
-	for i, b := range bs {
-		out[i] = TensorSpec{Name: b.name, Shape: slices.Clone(b.shape)}
-	}
-	return out
+	return tensorSpecs((&mtpWeights{}).bindings(c, expertsFused))
 }
 
 // MTPPlanName is the text-model tensor whose quantization an MTP tensor
@@ -104,10 +99,10 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.
 		return nil, errors.New("only safetensors checkpoints and GGUF files with nextn tensors carry an MTP head")
 	}
 	w := &mtpWeights{}
-	bs := w.bindings(c)
+	bs := w.bindings(c, src.expertLayout(mtpPrefix+"layers.0."))
 	var errs []error
 	for _, b := range bs {
-		if _, err := src.check(b); err != nil {
+		if _, err := src.check(b); err != nil && (len(errs) == 0 || errs[len(errs)-1].Error() != err.Error()) {
 			errs = append(errs, err)
 		}
 	}
@@ -119,10 +114,7 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}
-		rows, cols := 1, b.shape[len(b.shape)-1]
-		for _, d := range b.shape[:len(b.shape)-1] {
-			rows *= d
-		}
+		rows, cols, data := b.matrix(data)
 		if mix != "" && dt.Quant() == quant.Keep {
 			qt, _, err := quant.Plan(mix, MTPPlanName(c, b.name), rows, cols, c.NumLayers)
 			if err != nil {
@@ -147,7 +139,7 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}
-		if o, ok := wt.(compute.DataOwner); !inPlace || ok && o.OwnsData() {
+		if o, ok := wt.(compute.DataOwner); b.evictable() && (!inPlace || ok && o.OwnsData()) {
 			src.evict(b)
 		}
 		*b.dst = wt
@@ -171,6 +163,7 @@ func (m *Model) DraftBytes() int64 {
 	for _, x := range m.mtp.all() {
 		n += weightBytes(x)
 	}
+	n -= unreadExpertBytes(m.mtp.layer.mlp, m.cfg.NumExpertsPerTok)
 	return n
 }
 
@@ -474,7 +467,9 @@ func (m *Model) draftForward(ctx context.Context, pass []piece, hid [][]float32,
 	be.RMSNorm(sc.xn, sc.x, ly.inputNorm, rows, h, eps)
 	ly.mixer.forward(m, 0, pass, rows, rope, nil)
 	be.AddRMSNorm(sc.x, sc.tmp, sc.xn, ly.postNorm, rows, h, eps)
-	ly.mlp.forward(m, rows)
+	if err := ly.mlp.forward(ctx, m, rows); err != nil {
+		return err
+	}
 	be.Add(sc.x, sc.tmp, rows*h)
 	if err := m.traceHidden(ctx, trace, DraftTraceLayer, rows); err != nil {
 		return err

@@ -55,10 +55,15 @@ type specRun struct {
 	} `json:"trace"`
 }
 
-// loadMTPGolden opens vl-tiny with its MTP head and reads the mtp goldens.
-func loadMTPGolden(t *testing.T, o Options) (*mtpGolden, *goldenModel, float64) {
+// loadMTPGolden opens vl-tiny (or the checkpoint in dir, when given) with
+// its MTP head and reads the mtp goldens.
+func loadMTPGolden(t *testing.T, o Options, dir ...string) (*mtpGolden, *goldenModel, float64) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(vlTiny, "golden.json"))
+	path := vlTiny
+	if len(dir) > 0 {
+		path = dir[0]
+	}
+	raw, err := os.ReadFile(filepath.Join(path, "golden.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,19 +80,19 @@ func loadMTPGolden(t *testing.T, o Options) (*mtpGolden, *goldenModel, float64) 
 		t.Fatal("golden.json lacks the mtp goldens or their tolerance")
 	}
 	o.MTP = true
-	m, err := Open(vlTiny, withCPU(t, o))
+	m, err := Open(path, withCPU(t, o))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	gm := &goldenModel{dir: vlTiny, m: m, tensors: openGoldenTensors(t, vlTiny)}
+	gm := &goldenModel{dir: path, m: m, tensors: openGoldenTensors(t, path)}
 	return &top.MTP, gm, top.Tolerances.MTP
 }
 
 func TestMTPGoldens(t *testing.T) { runMTPGoldens(t, Options{}) }
 
-func runMTPGoldens(t *testing.T, o Options) {
-	g, gm, tol := loadMTPGolden(t, o)
+func runMTPGoldens(t *testing.T, o Options, dir ...string) {
+	g, gm, tol := loadMTPGolden(t, o, dir...)
 	m := gm.m
 	h := m.Config().HiddenSize
 	ctx := context.Background()

@@ -16,7 +16,7 @@ type scratch struct {
 	decodeRows int
 
 	x, xn, tmp compute.Buffer // [rows, hidden]: residual stream, normed, mixer/MLP output
-	gate, up   compute.Buffer // [rows, intermediate]; gate also holds silu(gate)*up
+	gate, up   compute.Buffer // [rows, Config.MLPWidth]; gate also holds silu(gate)*up
 	core       compute.Buffer // [rows, max(value_dim, heads*head_dim)]: mixer core output
 
 	// Gated DeltaNet.
@@ -25,6 +25,13 @@ type scratch struct {
 
 	// Gated attention.
 	qg, k, v compute.Buffer // [rows, 2*heads*head_dim], [rows, kv*head_dim] x2
+
+	// A mixture of experts (moe.go): router logits [rows, experts], shared
+	// expert gates [rows], an expert's gathered rows and its outputs
+	// [rows, hidden], every term of the rows' sums [rows*(k+1), hidden],
+	// and the host's side of the routing.
+	route, sgate, ex, ed, eo compute.Buffer
+	moe                      moeScratch
 
 	// Final norm and lm_head, for the rows that need logits.
 	logitRows      int
@@ -49,8 +56,16 @@ func (m *Model) newScratch(rows int) (*scratch, error) {
 	alloc(&sc.x, rows*h)
 	alloc(&sc.xn, rows*h)
 	alloc(&sc.tmp, rows*h)
-	alloc(&sc.gate, rows*c.IntermediateSize)
-	alloc(&sc.up, rows*c.IntermediateSize)
+	alloc(&sc.gate, rows*c.MLPWidth())
+	alloc(&sc.up, rows*c.MLPWidth())
+	if c.MoE() {
+		alloc(&sc.route, rows*c.NumExperts)
+		alloc(&sc.sgate, rows)
+		alloc(&sc.ex, rows*h)
+		alloc(&sc.ed, rows*h)
+		alloc(&sc.eo, rows*(c.NumExpertsPerTok+1)*h)
+		sc.moe = newMoEScratch(c, rows)
+	}
 	alloc(&sc.core, rows*max(c.ValueDim(), c.NumHeads*c.HeadDim))
 	alloc(&sc.qkv, rows*c.ConvDim())
 	alloc(&sc.z, rows*c.ValueDim())
@@ -90,7 +105,7 @@ func (sc *scratch) ensureLogits(be compute.Backend, c *Config, n int) error {
 
 func (sc *scratch) free(be compute.Backend) {
 	for _, b := range []compute.Buffer{sc.x, sc.xn, sc.tmp, sc.gate, sc.up, sc.core, sc.qkv, sc.z,
-		sc.a, sc.b, sc.g, sc.beta, sc.qg, sc.k, sc.v, sc.normed, sc.logits} {
+		sc.a, sc.b, sc.g, sc.beta, sc.qg, sc.k, sc.v, sc.normed, sc.logits, sc.route, sc.sgate, sc.ex, sc.ed, sc.eo} {
 		if b != nil {
 			be.Free(b)
 		}

@@ -23,6 +23,9 @@ type source interface {
 	load(b binding) (dt compute.DType, data []byte, inPlace bool, err error)
 	// evict releases the resident pages of the tensor's stored bytes.
 	evict(b binding)
+	// expertLayout returns how the MoE layer whose tensors are named
+	// under p stores its experts.
+	expertLayout(p string) expertLayout
 }
 
 // ckSource reads a safetensors checkpoint, whose tensors are used as
@@ -76,6 +79,8 @@ func (s ckSource) load(b binding) (compute.DType, []byte, bool, error) {
 }
 
 func (s ckSource) evict(b binding) { s.ck.Evict(b.name) }
+
+func (s ckSource) expertLayout(p string) expertLayout { return detectExpertLayout(s.ck.Has, p) }
 
 // computeDType maps a safetensors dtype to a weight dtype.
 func computeDType(d safetensors.DType) (compute.DType, bool) {

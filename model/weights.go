@@ -22,7 +22,7 @@ import (
 type layer struct {
 	inputNorm, postNorm compute.Weight
 	mixer               mixer
-	mlp                 mlp
+	mlp                 mlp // dense or a mixture of experts
 }
 
 // weights holds every tensor the text model uses.
@@ -39,17 +39,59 @@ type binding struct {
 	name  string
 	shape []int
 	dst   *compute.Weight
+	// part, when set, binds only some rows of the tensor (one expert of a
+	// tensor holding them all); shape is then the whole tensor's.
+	part *rowPart
 }
 
-// bindings lists every tensor of the text model for config c.
-func bindings(c *Config, prefix string, w *weights) []binding {
+// rowPart is rows [lo, lo+n) of a tensor seen as a matrix of its last
+// dimension's columns; last marks the tensor's last part to load, after
+// which its pages may be released.
+type rowPart struct {
+	lo, n int
+	last  bool
+}
+
+// matrix returns the rows and columns of the weight b binds and its bytes
+// within data, the tensor's bytes as the source loaded them (b.shape).
+func (b binding) matrix(data []byte) (rows, cols int, out []byte) {
+	rows, cols = 1, b.shape[len(b.shape)-1]
+	for _, d := range b.shape[:len(b.shape)-1] {
+		rows *= d
+	}
+	if b.part == nil || rows == 0 {
+		return rows, cols, data
+	}
+	rb := len(data) / rows
+	return b.part.n, cols, data[b.part.lo*rb : (b.part.lo+b.part.n)*rb]
+}
+
+// evictable reports whether the tensor's pages may be released once b is
+// loaded: its last (or only) part is.
+func (b binding) evictable() bool { return b.part == nil || b.part.last }
+
+// size returns the bytes b binds of a tensor of total bytes.
+func (b binding) size(total int64) int64 {
+	if b.part == nil {
+		return total
+	}
+	rows := int64(1)
+	for _, d := range b.shape[:len(b.shape)-1] {
+		rows *= int64(d)
+	}
+	return total / max(rows, 1) * int64(b.part.n)
+}
+
+// bindings lists every tensor of the text model for config c, a MoE
+// model's experts as layout stores them.
+func bindings(c *Config, prefix string, w *weights, layout expertLayout) []binding {
 	h := c.HiddenSize
 	bs := []binding{
-		{prefix + "embed_tokens.weight", []int{c.VocabSize, h}, &w.embed},
-		{prefix + "norm.weight", []int{h}, &w.norm},
+		{name: prefix + "embed_tokens.weight", shape: []int{c.VocabSize, h}, dst: &w.embed},
+		{name: prefix + "norm.weight", shape: []int{h}, dst: &w.norm},
 	}
 	if !c.TieWordEmbeddings {
-		bs = append(bs, binding{"lm_head.weight", []int{c.VocabSize, h}, &w.lmHead})
+		bs = append(bs, binding{name: "lm_head.weight", shape: []int{c.VocabSize, h}, dst: &w.lmHead})
 	}
 	w.layers = make([]layer, c.NumLayers)
 	for i := range w.layers {
@@ -61,10 +103,11 @@ func bindings(c *Config, prefix string, w *weights) []binding {
 			l.mixer = &gatedAttention{}
 		}
 		bs = append(bs,
-			binding{p + "input_layernorm.weight", []int{h}, &l.inputNorm},
-			binding{p + "post_attention_layernorm.weight", []int{h}, &l.postNorm},
+			binding{name: p + "input_layernorm.weight", shape: []int{h}, dst: &l.inputNorm},
+			binding{name: p + "post_attention_layernorm.weight", shape: []int{h}, dst: &l.postNorm},
 		)
-		bs = append(bs, l.mlp.bindings(c, p)...)
+		l.mlp = newMLP(c)
+		bs = append(bs, l.mlp.bindings(c, p, layout)...)
 		bs = append(bs, l.mixer.bindings(c, p)...)
 	}
 	return bs
@@ -116,16 +159,19 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 		}
 	}
 	w := &weights{}
-	bs := bindings(c, prefix, w)
+	bs := bindings(c, prefix, w, src.expertLayout(prefix+"layers.0."))
 	var total int64
 	var errs []error
 	sizes := make([]int64, len(bs))
 	for i, b := range bs {
 		n, err := src.check(b)
 		if err != nil {
-			errs = append(errs, err)
+			if len(errs) == 0 || errs[len(errs)-1].Error() != err.Error() { // the parts of one tensor
+				errs = append(errs, err)
+			}
 			continue
 		}
+		n = b.size(n)
 		sizes[i] = n
 		total += n
 	}
@@ -142,10 +188,7 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}
-		rows, cols := 1, b.shape[len(b.shape)-1]
-		for _, d := range b.shape[:len(b.shape)-1] {
-			rows *= d
-		}
+		rows, cols, data := b.matrix(data)
 		var note string
 		if mix != "" && dt.Quant() == quant.Keep {
 			qt, reason, err := quant.Plan(mix, b.name, rows, cols, c.NumLayers)
@@ -176,7 +219,7 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}
-		if o, ok := wt.(compute.DataOwner); !inPlace || ok && o.OwnsData() {
+		if o, ok := wt.(compute.DataOwner); b.evictable() && (!inPlace || ok && o.OwnsData()) {
 			// Only the converted (or the backend's own) copy stays resident.
 			src.evict(b)
 		}
@@ -275,11 +318,22 @@ type TensorSpec struct {
 // TextTensors lists every tensor the text model binds for config c, named
 // under prefix ("model.language_model." or "model."; see TextPrefix), in
 // the order the model loads them. Tied models have no lm_head.weight.
+// A MoE model's experts are listed as the BF16 releases store them
+// (experts.gate_up_proj and experts.down_proj), each tensor once.
 func TextTensors(c *Config, prefix string) []TensorSpec {
-	bs := bindings(c, prefix, &weights{})
-	out := make([]TensorSpec, len(bs))
-	for i, b := range bs {
-		out[i] = TensorSpec{Name: b.name, Shape: slices.Clone(b.shape)}
+	return tensorSpecs(bindings(c, prefix, &weights{}, expertsFused))
+}
+
+// tensorSpecs lists the tensors of bs, each once (a tensor of several
+// parts is bound several times).
+func tensorSpecs(bs []binding) []TensorSpec {
+	var out []TensorSpec
+	seen := map[string]bool{}
+	for _, b := range bs {
+		if !seen[b.name] {
+			seen[b.name] = true
+			out = append(out, TensorSpec{Name: b.name, Shape: slices.Clone(b.shape)})
+		}
 	}
 	return out
 }

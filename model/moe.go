@@ -1,0 +1,314 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/govinfer/govinfer/compute"
+)
+
+// The MLP of a qwen3_5_moe layer is a mixture of experts (HF's
+// Qwen3_5MoeSparseMoeBlock). For a row x of the normed residual stream:
+//
+//	p = softmax(router · x)                    over all E experts, in float64
+//	T = the k experts of largest p             ties to the lower index
+//	w_e = p_e / Σ_{t∈T} p_t                    always renormalised
+//	y = Σ_{e∈T, ascending} w_e · down_e(silu(gate_e · x) * (up_e · x))
+//	  + sigmoid(shared_gate · x) · down_s(silu(gate_s · x) * (up_s · x))
+//
+// The router's logits come back to the host, which picks the experts.
+// Each chosen expert then runs once over all the rows that chose it,
+// gathered into one block (llama.cpp's mul_mat_id), so a step reads only
+// the experts some row chose, each once, and a prompt's rows share their
+// experts' products. A row's sum is its own (compute.Backend.SumRows), in
+// the order above, and every product gives a row the bits it gets in any
+// block of rows, so a row's result does not depend on the other rows of
+// its step.
+
+// expertLayout says how a checkpoint stores a MoE layer's experts.
+type expertLayout uint8
+
+const (
+	// expertsFused is the BF16 releases': experts.gate_up_proj [E, 2F, H]
+	// (gate in rows 0..F-1 of each expert, up in F..2F-1) and
+	// experts.down_proj [E, H, F], neither with a .weight suffix.
+	expertsFused expertLayout = iota
+	// expertsModules is one module per expert (the FP8 releases, older
+	// exports): experts.{e}.{gate,up,down}_proj.weight.
+	expertsModules
+	// expertsStacked is GGUF's: gate and up apart, experts.gate_proj and
+	// experts.up_proj [E, F, H], experts.down_proj [E, H, F] (ffn_*_exps).
+	expertsStacked
+)
+
+// detectExpertLayout returns the layout of the experts of the layer whose
+// tensors are named under p (ending in "."), fused when none is present
+// (the loader then reports the fused tensors missing).
+func detectExpertLayout(has func(string) bool, p string) expertLayout {
+	switch {
+	case has(p + "mlp.experts.gate_up_proj"):
+		return expertsFused
+	case has(p + "mlp.experts.0.gate_proj.weight"):
+		return expertsModules
+	case has(p + "mlp.experts.gate_proj"):
+		return expertsStacked
+	}
+	return expertsFused
+}
+
+// mlp is a layer's feed-forward block: a dense SwiGLU MLP (denseMLP) or
+// a mixture of experts (moeMLP), as the config says.
+type mlp interface {
+	// bindings lists the block's tensors under the layer prefix p.
+	bindings(c *Config, p string, layout expertLayout) []binding
+	// forward computes sc.tmp = mlp(sc.xn) for the pass's rows.
+	forward(ctx context.Context, m *Model, rows int) error
+	// weights returns the block's tensors.
+	weights() []compute.Weight
+}
+
+// newMLP returns the empty feed-forward block of a layer of config c.
+func newMLP(c *Config) mlp {
+	if c.MoE() {
+		return &moeMLP{}
+	}
+	return &denseMLP{}
+}
+
+// moeMLP is a layer's mixture of experts (mlp.*).
+type moeMLP struct {
+	router     compute.Weight // mlp.gate.weight [E, H]
+	sharedGate compute.Weight // mlp.shared_expert_gate.weight [1, H]
+	shared     denseMLP       // mlp.shared_expert.*
+	experts    []denseMLP     // mlp.experts.*, one each
+}
+
+func (f *moeMLP) bindings(c *Config, p string, layout expertLayout) []binding {
+	h, e, fw := c.HiddenSize, c.NumExperts, c.MoEIntermediateSize
+	bs := []binding{
+		{name: p + "mlp.gate.weight", shape: []int{e, h}, dst: &f.router},
+		{name: p + "mlp.shared_expert_gate.weight", shape: []int{1, h}, dst: &f.sharedGate},
+	}
+	bs = append(bs, f.shared.bind(p+"mlp.shared_expert.", h, c.SharedExpertIntermediateSize)...)
+	f.experts = make([]denseMLP, e)
+	for i := range f.experts {
+		x := &f.experts[i]
+		x.width = fw
+		last := i == e-1
+		switch layout {
+		case expertsModules:
+			bs = append(bs, x.bind(fmt.Sprintf("%smlp.experts.%d.", p, i), h, fw)...)
+		case expertsStacked:
+			bs = append(bs,
+				binding{name: p + "mlp.experts.gate_proj", shape: []int{e, fw, h}, dst: &x.gateProj, part: &rowPart{i * fw, fw, last}},
+				binding{name: p + "mlp.experts.up_proj", shape: []int{e, fw, h}, dst: &x.upProj, part: &rowPart{i * fw, fw, last}},
+				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}},
+			)
+		default:
+			bs = append(bs,
+				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.gateProj, part: &rowPart{2 * i * fw, fw, false}},
+				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.upProj, part: &rowPart{(2*i + 1) * fw, fw, last}},
+				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}},
+			)
+		}
+	}
+	return bs
+}
+
+func (f *moeMLP) weights() []compute.Weight {
+	ws := append([]compute.Weight{f.router, f.sharedGate}, f.shared.weights()...)
+	for i := range f.experts {
+		ws = append(ws, f.experts[i].weights()...)
+	}
+	return ws
+}
+
+// unreadExpertBytes returns the bytes of the experts of f that one token,
+// choosing k of them, does not read (at their average size); 0 for a
+// dense MLP.
+func unreadExpertBytes(f mlp, k int) int64 {
+	moe, ok := f.(*moeMLP)
+	if !ok || len(moe.experts) == 0 {
+		return 0
+	}
+	var all int64
+	for i := range moe.experts {
+		for _, w := range moe.experts[i].weights() {
+			all += weightBytes(w)
+		}
+	}
+	return all - all*int64(k)/int64(len(moe.experts))
+}
+
+// forward computes sc.tmp = moe(sc.xn): the router's logits and the shared
+// expert's gate come back to the host, which routes the rows; each chosen
+// expert runs over its rows gathered into sc.ex, its outputs stacked in
+// sc.eo after the shared expert's, and one SumRows adds every row's terms.
+func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
+	sc, be, c := m.sc, m.be, m.cfg
+	h, ne, k := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok
+	m.matMul(sc.route, sc.xn, f.router, rows, sc.decodeRows)
+	m.matMul(sc.sgate, sc.xn, f.sharedGate, rows, sc.decodeRows)
+	// The shared expert over every row: rows 0..rows-1 of sc.eo.
+	if err := f.shared.forward(ctx, m, rows); err != nil {
+		return err
+	}
+	be.Copy(sc.eo, 0, sc.tmp, 0, rows*h)
+	mo := &sc.moe
+	if err := be.Download(ctx, mo.logits[:rows*ne], sc.route, 0); err != nil {
+		return fmt.Errorf("model: reading router logits: %w", err)
+	}
+	if err := be.Download(ctx, mo.gates[:rows], sc.sgate, 0); err != nil {
+		return fmt.Errorf("model: reading shared expert gates: %w", err)
+	}
+	mo.route(rows, ne, k)
+	// Each chosen expert over its rows, in expert order; rows keep their
+	// order, so a group's decode rows come first.
+	next := rows // the next free row of sc.eo
+	for e := range ne {
+		group := mo.byExpert[e]
+		if len(group) == 0 {
+			continue
+		}
+		n, decode := len(group), 0
+		for decode < n && int(group[decode]) < sc.decodeRows {
+			decode++
+		}
+		for i := range group {
+			mo.ones[i] = 1
+			mo.idx[i] = int32(i)
+		}
+		mo.idx[n] = int32(n)
+		be.SumRows(sc.ex, sc.xn, h, compute.RowSums{Start: mo.idx[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
+		x := &f.experts[e]
+		fw := x.width
+		m.matMul(sc.gate, sc.ex, x.gateProj, n, decode)
+		m.matMul(sc.up, sc.ex, x.upProj, n, decode)
+		be.SiLUMul(sc.gate, sc.gate, sc.up, n*fw)
+		m.matMul(sc.ed, sc.gate, x.downProj, n, decode)
+		be.Copy(sc.eo, next*h, sc.ed, 0, n*h)
+		mo.at[e] = int32(next)
+		next += n
+	}
+	be.SumRows(sc.tmp, sc.eo, h, mo.sums(rows, k))
+	return nil
+}
+
+// moeScratch is the host side of a pass's routing, reused between layers.
+type moeScratch struct {
+	logits []float32 // [rows, E] router logits
+	gates  []float32 // [rows] shared expert gate logits
+	probs  []float64 // one row's softmax
+	topP   []float64 // its chosen probabilities
+
+	chosen  []int32   // [rows, k] each row's experts, ascending
+	weights []float32 // [rows, k] their weights
+	// byExpert[e] lists the rows that chose expert e, ascending; at[e] is
+	// the row of sc.eo where the outputs of its first row start.
+	byExpert [][]int32
+	at, pos  []int32
+
+	idx  []int32   // 0, 1, 2, ... and the sums' starts
+	ones []float32 // weights of the gathers
+	src  []int32   // the sums' terms
+	wts  []float32
+}
+
+func newMoEScratch(c *Config, rows int) moeScratch {
+	ne, k := c.NumExperts, c.NumExpertsPerTok
+	return moeScratch{
+		logits:   make([]float32, rows*ne),
+		gates:    make([]float32, rows),
+		probs:    make([]float64, ne),
+		topP:     make([]float64, k),
+		chosen:   make([]int32, rows*k),
+		weights:  make([]float32, rows*k),
+		byExpert: make([][]int32, ne),
+		at:       make([]int32, ne),
+		pos:      make([]int32, ne),
+		idx:      make([]int32, rows+1),
+		ones:     make([]float32, rows),
+		src:      make([]int32, rows*(k+1)),
+		wts:      make([]float32, rows*(k+1)),
+	}
+}
+
+// route picks each row's k experts and their weights from the router
+// logits, and lists each expert's rows.
+func (mo *moeScratch) route(rows, ne, k int) {
+	for e := range mo.byExpert {
+		mo.byExpert[e] = mo.byExpert[e][:0]
+	}
+	for r := range rows {
+		chosen, w := mo.chosen[r*k:(r+1)*k], mo.weights[r*k:(r+1)*k]
+		routeRow(chosen, w, mo.logits[r*ne:(r+1)*ne], mo.probs, mo.topP)
+		for _, e := range chosen {
+			mo.byExpert[e] = append(mo.byExpert[e], int32(r))
+		}
+	}
+}
+
+// routeRow sets chosen to the indices of the len(chosen) largest of
+// softmax(logits), ascending (ties to the lower index), and w to their
+// probabilities divided by their sum, in float64; probs is scratch of
+// len(logits), topP of len(chosen).
+func routeRow(chosen []int32, w []float32, logits []float32, probs, topP []float64) {
+	top := math.Inf(-1)
+	for _, v := range logits {
+		top = max(top, float64(v))
+	}
+	for i, v := range logits {
+		probs[i] = math.Exp(float64(v) - top) // softmax's numerators: its denominator cancels below
+	}
+	// Selection by repeated maximum (k is small: 8 or 10); a taken
+	// expert's entry becomes -1.
+	var sum float64
+	for j := range chosen {
+		best := -1
+		for i, p := range probs {
+			if p >= 0 && (best < 0 || p > probs[best]) {
+				best = i
+			}
+		}
+		chosen[j], topP[j] = int32(best), probs[best]
+		sum += probs[best]
+		probs[best] = -1
+	}
+	// Ascending expert order, each weight with its expert.
+	for i := 1; i < len(chosen); i++ {
+		for j := i; j > 0 && chosen[j] < chosen[j-1]; j-- {
+			chosen[j], chosen[j-1] = chosen[j-1], chosen[j]
+			topP[j], topP[j-1] = topP[j-1], topP[j]
+		}
+	}
+	for j, p := range topP {
+		w[j] = float32(p / sum)
+	}
+}
+
+// sums returns the terms of every row's result: its experts' outputs in
+// ascending expert order with their weights, then the shared expert's
+// (row r of sc.eo) with sigmoid of its gate.
+func (mo *moeScratch) sums(rows, k int) compute.RowSums {
+	// Each expert's rows are in ascending order, so a row's place in its
+	// expert's group is counted as the rows are visited in order.
+	pos := mo.pos
+	clear(pos)
+	n := 0
+	for r := range rows {
+		mo.idx[r] = int32(n)
+		for j := range k {
+			e := mo.chosen[r*k+j]
+			mo.src[n] = mo.at[e] + pos[e]
+			mo.wts[n] = mo.weights[r*k+j]
+			pos[e]++
+			n++
+		}
+		mo.src[n] = int32(r)
+		mo.wts[n] = float32(1 / (1 + math.Exp(-float64(mo.gates[r]))))
+		n++
+	}
+	mo.idx[rows] = int32(n)
+	return compute.RowSums{Start: mo.idx[:rows+1], Src: mo.src[:n], Weight: mo.wts[:n]}
+}
