@@ -131,6 +131,13 @@ type Options struct {
 	// DraftQuantize loads the head for drafting in that block format
 	// (model.Options.DraftQuantize).
 	Speculative engine.Speculative
+	// CPUMoE keeps the experts of a mixture-of-experts model in host
+	// memory, run by a CPU backend on all cores that the Model owns, while
+	// Backend (a GPU) runs everything else (llama.cpp's --cpu-moe and
+	// --n-cpu-moe): the experts of the first CPUMoE layers, or of every
+	// layer and the MTP head's when negative. Zero, a dense model or a CPU
+	// Backend leave everything on Backend.
+	CPUMoE int
 }
 
 // Progress reports weight loading (model.Progress).
@@ -148,6 +155,7 @@ var ErrQueueFull = engine.ErrQueueFull
 type Model struct {
 	m           *model.Model
 	be          compute.Backend // owned, or nil
+	experts     compute.Backend // the CPU backend of Options.CPUMoE, owned, or nil
 	eng         *engine.Engine
 	tok         *tokenizer.Tokenizer
 	tmpl        *chattemplate.Template
@@ -221,11 +229,17 @@ func Open(dir string, o Options) (*Model, error) {
 		be = cpu.New(cpu.Options{})
 		lm.be = be
 	}
+	var experts compute.Backend
+	if _, onCPU := be.(*cpu.Backend); o.CPUMoE != 0 && !onCPU {
+		experts = cpu.New(cpu.Options{})
+		lm.experts = experts
+	}
 	// Every step is one pass over the weights (see engine.Config); a step
 	// that only prefills fills it (prefillPassTokens).
 	maxSeqs := cmp.Or(o.MaxNumSeqs, engine.DefaultMaxNumSeqs)
 	m, err := model.Open(dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize, KVCacheType: kvType,
-		MTP: o.Speculative.Method == "mtp", DraftQuantize: o.Speculative.DraftQuantize, MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens)})
+		MTP: o.Speculative.Method == "mtp", DraftQuantize: o.Speculative.DraftQuantize, MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens),
+		ExpertBackend: experts, CPUMoELayers: o.CPUMoE})
 	if err != nil {
 		lm.closeBackend()
 		if o.Speculative.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {
@@ -283,6 +297,9 @@ func (lm *Model) closeBackend() {
 	if lm.be != nil {
 		lm.be.Close()
 	}
+	if lm.experts != nil {
+		lm.experts.Close()
+	}
 }
 
 // Close cancels the requests in flight, stops the engine and frees the
@@ -290,6 +307,9 @@ func (lm *Model) closeBackend() {
 func (lm *Model) Close() error {
 	lm.eng.Close()
 	err := errors.Join(lm.m.Close(), lm.vision.close())
+	if lm.experts != nil {
+		err = errors.Join(err, lm.experts.Close())
+	}
 	if lm.be != nil {
 		err = errors.Join(err, lm.be.Close())
 	}

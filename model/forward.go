@@ -292,9 +292,14 @@ func (m *Model) ropeRow(dst []float32, pos [3]int) {
 // tokens being decoded, on the backend's decode kernels where it has them
 // (compute.DecodeMatMuler).
 func (m *Model) matMul(dst, x compute.Buffer, w compute.Weight, n, decode int) {
-	if dm, ok := m.be.(compute.DecodeMatMuler); ok && decode > 0 {
+	matMulOn(m.be, dst, x, w, n, decode)
+}
+
+// matMulOn is Model.matMul on backend be.
+func matMulOn(be compute.Backend, dst, x compute.Buffer, w compute.Weight, n, decode int) {
+	if dm, ok := be.(compute.DecodeMatMuler); ok && decode > 0 {
 		dm.MatMulDecode(dst, x, w, n, decode)
 		return
 	}
-	m.be.MatMul(dst, x, w, n)
+	be.MatMul(dst, x, w, n)
 }

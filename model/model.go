@@ -65,6 +65,16 @@ type Options struct {
 	// copy; a row no block of the format divides falls back to Q8_0, or
 	// stays. Empty means exact drafts. It needs MTP.
 	DraftQuantize string
+	// ExpertBackend, when set, holds and runs the experts of the mixture
+	// of experts of the first CPUMoELayers layers (every layer's and the
+	// MTP head's when CPUMoELayers is negative): llama.cpp's --cpu-moe and
+	// --n-cpu-moe, a CPU backend keeping the experts in host memory while
+	// Backend (a GPU) runs everything else, routers and shared experts
+	// included. It stays the caller's. A dense model ignores it.
+	ExpertBackend compute.Backend
+	// CPUMoELayers is the number of leading layers whose experts
+	// ExpertBackend runs; negative means all.
+	CPUMoELayers int
 }
 
 // Model is a loaded Qwen3.5 text model. Its methods are safe for concurrent
@@ -155,13 +165,17 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if draft != quant.Keep && !o.MTP {
 		return nil, errors.New("model: a draft quantization (Options.DraftQuantize) needs the MTP head (Options.MTP)")
 	}
-	w, err := loadWeights(src, cfg, m.be, o.Quantize, o.Progress)
+	w, err := loadWeights(src, cfg, m.be, o.Quantize, o.Progress, expertPlace{o.ExpertBackend, o.CPUMoELayers})
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	m.w = w
 	if o.MTP {
-		if m.mtp, err = loadMTP(src, cfg, m.be, o.Quantize, draft); err != nil {
+		var host compute.Backend
+		if o.CPUMoELayers < 0 {
+			host = o.ExpertBackend
+		}
+		if m.mtp, err = loadMTP(src, cfg, m.be, o.Quantize, draft, host); err != nil {
 			return nil, fmt.Errorf("model: MTP head: %w", err)
 		}
 		if m.draftHead, err = loadDraftHead(src, cfg, m.be, w.lmHead, draft); err != nil {

@@ -82,6 +82,29 @@ type moeMLP struct {
 	sharedGate compute.Weight // mlp.shared_expert_gate.weight [1, H]
 	shared     denseMLP       // mlp.shared_expert.*
 	experts    []denseMLP     // mlp.experts.*, one each
+	// host, when set, holds and runs the experts (Options.ExpertBackend);
+	// the router and the shared expert stay on the model's backend.
+	host compute.Backend
+}
+
+// expertPlace says which layers' experts live on another backend than
+// the model's (Options.ExpertBackend, Options.CPUMoELayers).
+type expertPlace struct {
+	be     compute.Backend
+	layers int // leading layers; negative: all
+}
+
+// apply sets the host of the MoE layers it covers, before their weights
+// load (the bindings point at it).
+func (p expertPlace) apply(w *weights) {
+	if p.be == nil {
+		return
+	}
+	for i := range w.layers {
+		if moe, ok := w.layers[i].mlp.(*moeMLP); ok && (p.layers < 0 || i < p.layers) {
+			moe.host = p.be
+		}
+	}
 }
 
 func (f *moeMLP) bindings(c *Config, p string, layout expertLayout) []binding {
@@ -98,18 +121,21 @@ func (f *moeMLP) bindings(c *Config, p string, layout expertLayout) []binding {
 		last := i == e-1
 		switch layout {
 		case expertsModules:
-			bs = append(bs, x.bind(fmt.Sprintf("%smlp.experts.%d.", p, i), h, fw)...)
+			for _, b := range x.bind(fmt.Sprintf("%smlp.experts.%d.", p, i), h, fw) {
+				b.on = &f.host
+				bs = append(bs, b)
+			}
 		case expertsStacked:
 			bs = append(bs,
-				binding{name: p + "mlp.experts.gate_proj", shape: []int{e, fw, h}, dst: &x.gateProj, part: &rowPart{i * fw, fw, last}},
-				binding{name: p + "mlp.experts.up_proj", shape: []int{e, fw, h}, dst: &x.upProj, part: &rowPart{i * fw, fw, last}},
-				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}},
+				binding{name: p + "mlp.experts.gate_proj", shape: []int{e, fw, h}, dst: &x.gateProj, part: &rowPart{i * fw, fw, last}, on: &f.host},
+				binding{name: p + "mlp.experts.up_proj", shape: []int{e, fw, h}, dst: &x.upProj, part: &rowPart{i * fw, fw, last}, on: &f.host},
+				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}, on: &f.host},
 			)
 		default:
 			bs = append(bs,
-				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.gateProj, part: &rowPart{2 * i * fw, fw, false}},
-				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.upProj, part: &rowPart{(2*i + 1) * fw, fw, last}},
-				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}},
+				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.gateProj, part: &rowPart{2 * i * fw, fw, false}, on: &f.host},
+				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.upProj, part: &rowPart{(2*i + 1) * fw, fw, last}, on: &f.host},
+				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}, on: &f.host},
 			)
 		}
 	}
@@ -143,8 +169,10 @@ func unreadExpertBytes(f mlp, k int) int64 {
 
 // forward computes sc.tmp = moe(sc.xn): the router's logits and the shared
 // expert's gate come back to the host, which routes the rows; each chosen
-// expert runs over its rows gathered into sc.ex, its outputs stacked in
+// expert runs over its rows gathered into ex, its outputs stacked in
 // sc.eo after the shared expert's, and one SumRows adds every row's terms.
+// With the experts on a host backend (f.host), the normed rows go there
+// and the experts' outputs come back into sc.eo.
 func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 	sc, be, c := m.sc, m.be, m.cfg
 	h, ne, k := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok
@@ -163,9 +191,25 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 		return fmt.Errorf("model: reading shared expert gates: %w", err)
 	}
 	mo.route(rows, ne, k)
+	// Where the experts run: on the model's backend, reading sc.xn and
+	// writing sc.eo after the shared expert's rows, or on the host's.
+	xbe, xs, base := be, expertBuffers{xn: sc.xn, ex: sc.ex, gate: sc.gate, up: sc.up, ed: sc.ed, eo: sc.eo}, rows
+	if f.host != nil {
+		hs, err := sc.hostExperts(f.host, c)
+		if err != nil {
+			return err
+		}
+		if err := be.Download(ctx, hs.rows[:rows*h], sc.xn, 0); err != nil {
+			return fmt.Errorf("model: reading the experts' inputs: %w", err)
+		}
+		if err := f.host.Upload(hs.xn, 0, hs.rows[:rows*h]); err != nil {
+			return fmt.Errorf("model: handing the experts their inputs: %w", err)
+		}
+		xbe, xs, base = f.host, hs.expertBuffers, 0
+	}
 	// Each chosen expert over its rows, in expert order; rows keep their
 	// order, so a group's decode rows come first.
-	next := rows // the next free row of sc.eo
+	next := 0 // expert rows written
 	for e := range ne {
 		group := mo.byExpert[e]
 		if len(group) == 0 {
@@ -180,19 +224,78 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 			mo.idx[i] = int32(i)
 		}
 		mo.idx[n] = int32(n)
-		be.SumRows(sc.ex, sc.xn, h, compute.RowSums{Start: mo.idx[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
+		xbe.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.idx[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
 		x := &f.experts[e]
-		fw := x.width
-		m.matMul(sc.gate, sc.ex, x.gateProj, n, decode)
-		m.matMul(sc.up, sc.ex, x.upProj, n, decode)
-		be.SiLUMul(sc.gate, sc.gate, sc.up, n*fw)
-		m.matMul(sc.ed, sc.gate, x.downProj, n, decode)
-		be.Copy(sc.eo, next*h, sc.ed, 0, n*h)
-		mo.at[e] = int32(next)
+		matMulOn(xbe, xs.gate, xs.ex, x.gateProj, n, decode)
+		matMulOn(xbe, xs.up, xs.ex, x.upProj, n, decode)
+		xbe.SiLUMul(xs.gate, xs.gate, xs.up, n*x.width)
+		matMulOn(xbe, xs.ed, xs.gate, x.downProj, n, decode)
+		xbe.Copy(xs.eo, (base+next)*h, xs.ed, 0, n*h)
+		mo.at[e] = int32(rows + next)
 		next += n
+	}
+	if f.host != nil && next > 0 {
+		hs := sc.host
+		if err := f.host.Download(ctx, hs.rows[:next*h], hs.eo, 0); err != nil {
+			return fmt.Errorf("model: reading the experts' outputs: %w", err)
+		}
+		if err := be.Upload(sc.eo, rows*h, hs.rows[:next*h]); err != nil {
+			return fmt.Errorf("model: returning the experts' outputs: %w", err)
+		}
 	}
 	be.SumRows(sc.tmp, sc.eo, h, mo.sums(rows, k))
 	return nil
+}
+
+// expertBuffers are the activations the experts run on: the normed rows,
+// an expert's gathered rows, its hidden layer and output, and every
+// expert's stacked outputs.
+type expertBuffers struct {
+	xn, ex, gate, up, ed, eo compute.Buffer
+}
+
+// hostScratch is the experts' activations on a host backend
+// (moeMLP.host), and the slice their rows travel through.
+type hostScratch struct {
+	expertBuffers
+	be   compute.Backend
+	rows []float32
+}
+
+// hostExperts returns the activations on the host backend be, made by the
+// first step that needs them.
+func (sc *scratch) hostExperts(be compute.Backend, c *Config) (*hostScratch, error) {
+	if sc.host != nil {
+		return sc.host, nil
+	}
+	h, rows, k := c.HiddenSize, sc.rows, c.NumExpertsPerTok
+	hs := &hostScratch{be: be, rows: make([]float32, rows*k*h)}
+	var err error
+	alloc := func(dst *compute.Buffer, n int) {
+		if err == nil {
+			*dst, err = be.NewBuffer(n)
+		}
+	}
+	alloc(&hs.xn, rows*h)
+	alloc(&hs.ex, rows*h)
+	alloc(&hs.gate, rows*c.MoEIntermediateSize)
+	alloc(&hs.up, rows*c.MoEIntermediateSize)
+	alloc(&hs.ed, rows*h)
+	alloc(&hs.eo, rows*k*h)
+	if err != nil {
+		hs.free()
+		return nil, fmt.Errorf("model: allocating the host experts' activations: %w", err)
+	}
+	sc.host = hs
+	return hs, nil
+}
+
+func (hs *hostScratch) free() {
+	for _, b := range []compute.Buffer{hs.xn, hs.ex, hs.gate, hs.up, hs.ed, hs.eo} {
+		if b != nil {
+			hs.be.Free(b)
+		}
+	}
 }
 
 // moeScratch is the host side of a pass's routing, reused between layers.

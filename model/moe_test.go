@@ -231,3 +231,26 @@ func TestRouteRow(t *testing.T) {
 		t.Errorf("tie: chosen %v, want [0 1]", chosen[:2])
 	}
 }
+
+// TestMoEExpertBackend checks experts kept on another backend
+// (Options.ExpertBackend, llama.cpp's --cpu-moe and --n-cpu-moe): with a
+// second CPU backend every layer's logits, and the MTP head's drafts, are
+// the single backend's bit for bit, for all layers and for the first two.
+func TestMoEExpertBackend(t *testing.T) {
+	gm := loadGolden(t, "moe-tiny", Options{})
+	prompt := gm.g.Cases[len(gm.g.Cases)-2].Prompt
+	_, want := prefill(t, gm.m, prompt, 0, true)
+	for _, layers := range []int{-1, 2} {
+		host := cpu.New(cpu.Options{})
+		defer host.Close()
+		m, err := Open(moeTiny, withCPU(t, Options{ExpertBackend: host, CPUMoELayers: layers}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, got := prefill(t, m, prompt, 0, true)
+		m.Close()
+		if !slices.Equal(got, want) {
+			t.Errorf("experts of %d layers on another backend: logits differ (rel %.3g)", layers, relErr(got, want))
+		}
+	}
+}

@@ -88,18 +88,21 @@ func MTPPlanName(c *Config, name string) string {
 // loadMTP binds and loads the head's tensors (quantized as the mix plans
 // the matching text tensors, when mix is not empty, and its matrices then
 // to the draft format draft, where that is smaller: see draftType).
-func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.Type) (*mtpWeights, error) {
+func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.Type, experts compute.Backend) (*mtpWeights, error) {
 	switch s := src.(type) {
 	case ckSource:
 	case *ggufSource:
-		if n, err := s.f.Metadata().Int(qwen35.KeyNextNLayers); err != nil || n < 1 {
-			return nil, fmt.Errorf("the GGUF file has no MTP head (%s is 0 or absent)", qwen35.KeyNextNLayers)
+		if n, err := s.nextNLayers(); err != nil || n < 1 {
+			return nil, fmt.Errorf("the GGUF file has no MTP head (%s is 0 or absent)", qwen35.ArchKey(s.arch, qwen35.KeyNextNLayers))
 		}
 	default:
 		return nil, errors.New("only safetensors checkpoints and GGUF files with nextn tensors carry an MTP head")
 	}
 	w := &mtpWeights{}
 	bs := w.bindings(c, src.expertLayout(mtpPrefix+"layers.0."))
+	if moe, ok := w.layer.mlp.(*moeMLP); ok {
+		moe.host = experts
+	}
 	var errs []error
 	for _, b := range bs {
 		if _, err := src.check(b); err != nil && (len(errs) == 0 || errs[len(errs)-1].Error() != err.Error()) {
@@ -135,7 +138,7 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.
 			}
 			inPlace = inPlace && !copied
 		}
-		wt, err := be.LoadWeight(b.name, dt, rows, cols, data)
+		wt, err := b.backend(be).LoadWeight(b.name, dt, rows, cols, data)
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}

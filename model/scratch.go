@@ -32,6 +32,7 @@ type scratch struct {
 	// and the host's side of the routing.
 	route, sgate, ex, ed, eo compute.Buffer
 	moe                      moeScratch
+	host                     *hostScratch // experts on a host backend, made when first used
 
 	// Final norm and lm_head, for the rows that need logits.
 	logitRows      int
@@ -104,6 +105,10 @@ func (sc *scratch) ensureLogits(be compute.Backend, c *Config, n int) error {
 }
 
 func (sc *scratch) free(be compute.Backend) {
+	if sc.host != nil {
+		sc.host.free()
+		sc.host = nil
+	}
 	for _, b := range []compute.Buffer{sc.x, sc.xn, sc.tmp, sc.gate, sc.up, sc.core, sc.qkv, sc.z,
 		sc.a, sc.b, sc.g, sc.beta, sc.qg, sc.k, sc.v, sc.normed, sc.logits, sc.route, sc.sgate, sc.ex, sc.ed, sc.eo} {
 		if b != nil {

@@ -42,6 +42,19 @@ type binding struct {
 	// part, when set, binds only some rows of the tensor (one expert of a
 	// tensor holding them all); shape is then the whole tensor's.
 	part *rowPart
+	// on, when set, points at the backend the weight is loaded on where
+	// that is not the model's (a MoE layer's experts kept on the CPU:
+	// moeMLP.host); nil there means the model's.
+	on *compute.Backend
+}
+
+// backend returns the backend b's weight is loaded on: the model's (be)
+// unless b.on says another.
+func (b binding) backend(be compute.Backend) compute.Backend {
+	if b.on != nil && *b.on != nil {
+		return *b.on
+	}
+	return be
 }
 
 // rowPart is rows [lo, lo+n) of a tensor seen as a matrix of its last
@@ -145,7 +158,7 @@ func checkAgainstWeights(ck *safetensors.Checkpoint, c *Config, prefix string) e
 // backend, quantized to the mix named by mix (quant.Plan) unless mix is
 // empty or the tensor is stored quantized already. progress, when not nil,
 // is called after each tensor.
-func loadWeights(src source, c *Config, be compute.Backend, mix string, progress func(Progress)) (*weights, error) {
+func loadWeights(src source, c *Config, be compute.Backend, mix string, progress func(Progress), place expertPlace) (*weights, error) {
 	if mix != "" && !slices.Contains(quant.Mixes(), mix) {
 		return nil, fmt.Errorf("unknown quantization %q (want one of %v)", mix, quant.Mixes())
 	}
@@ -160,6 +173,7 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 	}
 	w := &weights{}
 	bs := bindings(c, prefix, w, src.expertLayout(prefix+"layers.0."))
+	place.apply(w)
 	var total int64
 	var errs []error
 	sizes := make([]int64, len(bs))
@@ -214,7 +228,7 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 		if tl, ok := be.(compute.TableLoader); ok && b.dst == &w.embed && !c.TieWordEmbeddings {
 			wt, err = tl.LoadTable(b.name, dt, rows, cols, data)
 		} else {
-			wt, err = be.LoadWeight(b.name, dt, rows, cols, data)
+			wt, err = b.backend(be).LoadWeight(b.name, dt, rows, cols, data)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)

@@ -149,3 +149,34 @@ func fmaTilesFlag(fs *flag.FlagSet) *bool {
 
 // runtimeThreads is the default number of CPU worker threads.
 func runtimeThreads() int { return runtime.NumCPU() }
+
+// cpuMoEFlags adds llama.cpp's --cpu-moe and --n-cpu-moe to fs. The
+// function it returns gives llm.Options.CPUMoE (model.Options.CPUMoELayers):
+// -1 for --cpu-moe, N for --n-cpu-moe N, 0 for neither; an error for a
+// negative N or both.
+func cpuMoEFlags(fs *flag.FlagSet) func() (int, error) {
+	all := fs.Bool("cpu-moe", false, "mixture-of-experts models on --backend vulkan: keep every layer's experts in host memory and run them on the CPU (routers, shared experts and everything else on the device), as llama.cpp's --cpu-moe; no effect on the CPU backend or a dense model")
+	n := fs.Int("n-cpu-moe", 0, "as --cpu-moe for the experts of the first `N` layers only")
+	return func() (int, error) {
+		switch {
+		case *n < 0:
+			return 0, fmt.Errorf("--n-cpu-moe must not be negative, got %d", *n)
+		case *all && *n > 0:
+			return 0, fmt.Errorf("--cpu-moe and --n-cpu-moe %d: give one", *n)
+		case *all:
+			return -1, nil
+		}
+		return *n, nil
+	}
+}
+
+// expertBackend returns the CPU backend that holds and runs the experts
+// of --cpu-moe or --n-cpu-moe (layers, as cpuMoEFlags gives it) beside
+// the backend be, or nil when the experts stay on be: layers is 0 or be
+// is a CPU backend already.
+func expertBackend(layers int, be compute.Backend, threads int) compute.Backend {
+	if _, onCPU := be.(*cpu.Backend); layers == 0 || onCPU {
+		return nil
+	}
+	return cpu.New(cpu.Options{Threads: threads})
+}

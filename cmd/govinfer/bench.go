@@ -229,6 +229,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	gen := fs.Int("gen", 128, "tokens to decode after the prompt")
 	batch := fs.Int("batch", 1, "also decode `N` sequences together (each after prefilling its own prompt) and report the total tokens/s and the speedup over one sequence")
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
+	cpuMoE := cpuMoEFlags(fs.FlagSet)
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	bf16In := bf16InputsFlag(fs.FlagSet)
@@ -334,7 +335,15 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			prof, backend = hostProfiler{pb}, pb
 		}
 	}
-	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: max(*prompt, *imageTokens+2),
+	moeLayers, err := cpuMoE()
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	experts := expertBackend(moeLayers, inner, *threads)
+	if experts != nil {
+		defer experts.Close()
+	}
+	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: max(*prompt, *imageTokens+2), ExpertBackend: experts, CPUMoELayers: moeLayers,
 		Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize)})
 	if err != nil {
 		if spec.Method == "mtp" {

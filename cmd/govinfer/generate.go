@@ -49,6 +49,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	quantize := quantizeFlag(fs.FlagSet)
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
+	cpuMoE := cpuMoEFlags(fs.FlagSet)
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	bf16In := bf16InputsFlag(fs.FlagSet)
@@ -123,7 +124,16 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer backend.Close()
-	m, err := model.Open(*dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize)})
+	moeLayers, err := cpuMoE()
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	experts := expertBackend(moeLayers, backend, *threads)
+	if experts != nil {
+		defer experts.Close()
+	}
+	m, err := model.Open(*dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize),
+		ExpertBackend: experts, CPUMoELayers: moeLayers})
 	if err != nil {
 		if spec.Method == "mtp" {
 			return fail(exitUsage, "--speculative-config: method mtp needs the checkpoint's MTP head (mtp.* tensors): %s", firstLine(err))
