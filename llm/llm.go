@@ -60,7 +60,10 @@ type Options struct {
 	// MaxModelLen bounds prompt plus completion tokens of a choice. Zero
 	// means the smaller of the model's context and DefaultMaxModelLen.
 	MaxModelLen int
-	// MaxNumSeqs, MaxQueue: see engine.Config.
+	// MaxNumSeqs is the most requests (choices) generating at once, the
+	// batch; zero means DefaultMaxNumSeqs. MaxQueue is the most waiting
+	// behind it, past which requests fail with ErrQueueFull; zero means
+	// DefaultMaxQueue.
 	MaxNumSeqs, MaxQueue int
 	// Progress, when set, is called as weights load.
 	Progress func(Progress)
@@ -76,8 +79,9 @@ type Options struct {
 	// are bit for bit those of a cold run) and prefills only the rest.
 	NoPrefixCache bool
 	// PrefixObserver, when set, is told what the prefix cache stores and
-	// evicts (engine.Config.PrefixObserver), e.g. to publish KV events.
-	PrefixObserver engine.PrefixObserver
+	// evicts, e.g. to publish KV events; Model.ObservePrefixCache adds
+	// observers to an open model.
+	PrefixObserver PrefixObserver
 	// StateMemory bounds, in bytes, all sequence state: KV caches,
 	// recurrent states and cached prefixes (engine.Config.StateMemory).
 	// Zero means StateMemoryFraction of the memory free once the weights
@@ -153,8 +157,10 @@ var ErrQueueFull = engine.ErrQueueFull
 
 // Model is an open checkpoint with its engine.
 type Model struct {
+	name        string // the base name of Open's path
 	m           *model.Model
 	be          compute.Backend // owned, or nil
+	backendName string
 	experts     compute.Backend // the CPU backend of Options.CPUMoE, owned, or nil
 	eng         *engine.Engine
 	tok         *tokenizer.Tokenizer
@@ -174,6 +180,10 @@ type Model struct {
 	// which is never fed); 0 when only the context bounds it.
 	seqTokens int
 	vision    *vl // nil without a vision tower
+	// usageBudget is the state memory Stats.KVCacheUsage and CacheBlocks
+	// count (usageBudgetBytes).
+	usageBudget int64
+	observers   prefixRelay // the engine's PrefixObserver
 }
 
 // Defaults are the sampling defaults of generation_config.json; nil fields
@@ -203,7 +213,7 @@ func Open(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	lm := &Model{tok: tok, defaultArgs: maps.Clone(o.DefaultTemplateArgs)}
+	lm := &Model{name: filepath.Base(filepath.Clean(dir)), tok: tok, defaultArgs: maps.Clone(o.DefaultTemplateArgs)}
 	lm.tmpl, lm.tmplErr = chattemplate.Load(dir)
 	if lm.special, err = chattemplate.LoadSpecialTokens(dir); err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
@@ -229,6 +239,7 @@ func Open(dir string, o Options) (*Model, error) {
 		be = cpu.New(cpu.Options{})
 		lm.be = be
 	}
+	lm.backendName = be.Name()
 	var experts compute.Backend
 	if _, onCPU := be.(*cpu.Backend); o.CPUMoE != 0 && !onCPU {
 		experts = cpu.New(cpu.Options{})
@@ -278,8 +289,10 @@ func Open(dir string, o Options) (*Model, error) {
 	lm.prefixCache = !o.NoPrefixCache
 	lm.maxTokens = o.MaxTokens
 	lm.seqTokens = sequenceTokens(m, lm.stateMemory)
+	lm.usageBudget = lm.usageBudgetBytes(maxSeqs)
+	lm.observers.add(o.PrefixObserver)
 	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos,
-		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache, PrefixObserver: o.PrefixObserver,
+		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache, PrefixObserver: &lm.observers,
 		Speculative: o.Speculative})
 	if err != nil {
 		return fail(fmt.Errorf("llm: %w", err))
@@ -326,8 +339,16 @@ func (lm *Model) Template() (*chattemplate.Template, error) { return lm.tmpl, lm
 // SpecialTokens returns the special-token strings the chat template sees.
 func (lm *Model) SpecialTokens() chattemplate.SpecialTokens { return lm.special }
 
-// Engine returns the model's engine (for its statistics).
+// Engine returns the model's engine; Stats, CacheBlocks and
+// ObservePrefixCache say what a server reads of it.
 func (lm *Model) Engine() *engine.Engine { return lm.eng }
+
+// Name returns the base name of the checkpoint directory or GGUF file the
+// model was opened from: the id a server gives it by default.
+func (lm *Model) Name() string { return lm.name }
+
+// BackendName returns the name of the backend the model runs on.
+func (lm *Model) BackendName() string { return lm.backendName }
 
 // Config returns the model's configuration.
 func (lm *Model) Config() *model.Config { return lm.m.Config() }
@@ -337,6 +358,20 @@ func (lm *Model) VocabSize() int { return lm.m.Config().VocabSize }
 
 // MaxModelLen returns the most prompt plus completion tokens of a choice.
 func (lm *Model) MaxModelLen() int { return lm.maxModelLen }
+
+// MaxModelLenOf returns the MaxModelLen that Open(dir, o) gives, reading
+// only the checkpoint's configuration (config.json, or a GGUF file's
+// metadata), not its weights: what a server states while the model loads.
+func MaxModelLenOf(dir string, o Options) (int, error) {
+	if o.MaxModelLen > 0 {
+		return o.MaxModelLen, nil
+	}
+	c, err := model.LoadConfig(dir)
+	if err != nil {
+		return 0, fmt.Errorf("llm: %w", err)
+	}
+	return min(c.MaxContext(), DefaultMaxModelLen), nil
+}
 
 // MaxTokens returns Options.MaxTokens: the cap on every answer, 0 for none.
 func (lm *Model) MaxTokens() int { return lm.maxTokens }

@@ -234,13 +234,13 @@ func TestEarlyCloseFreesSequences(t *testing.T) {
 		break
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for m.Engine().Stats().OpenSequences != 0 {
+	for m.Stats().OpenSequences != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the sequence was not freed")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if n := m.Engine().Stats().GenerationTokens; n >= 1000 {
+	if n := m.Stats().GenerationTokens; n >= 1000 {
 		t.Errorf("%d tokens generated after the close", n)
 	}
 }
