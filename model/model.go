@@ -99,9 +99,10 @@ type Model struct {
 	// rotates by: 0 (t), 1 (h) or 2 (w) (interleaved M-RoPE).
 	mrope []uint8
 
-	mu  sync.Mutex // guards everything below and serialises steps
-	sc  *scratch
-	msc *mtpScratch // the MTP head's activations, made by its first step
+	mu       sync.Mutex // guards everything below and serialises steps
+	moeStats MoEStats
+	sc       *scratch
+	msc      *mtpScratch // the MTP head's activations, made by its first step
 }
 
 // Open loads the checkpoint at path: a directory of config.json and
@@ -562,6 +563,10 @@ func (m *Model) BlockFormatBytes() int64 {
 	}
 	return n
 }
+
+// OutputBytes returns the bytes of the weights a decode step reads outside
+// the decoder layers: the final norm and the output matrix.
+func (m *Model) OutputBytes() int64 { return weightBytes(m.w.lmHead) + weightBytes(m.w.norm) }
 
 // DecodeBytes returns the weight bytes one decode step reads: every weight
 // except the embedding table, of which it gathers single rows (unless the

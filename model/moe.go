@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/govinfer/govinfer/compute"
 )
@@ -174,6 +175,9 @@ func unreadExpertBytes(f mlp, k int) int64 {
 // With the experts on a host backend (f.host), the normed rows go there
 // and the experts' outputs come back into sc.eo.
 func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
+	start := time.Now()
+	defer func() { m.moeStats.Time += time.Since(start) }()
+	m.moeStats.Blocks++
 	sc, be, c := m.sc, m.be, m.cfg
 	h, ne, k := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok
 	m.matMul(sc.route, sc.xn, f.router, rows, sc.decodeRows)
@@ -231,6 +235,8 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 		xbe.SiLUMul(xs.gate, xs.gate, xs.up, n*x.width)
 		matMulOn(xbe, xs.ed, xs.gate, x.downProj, n, decode)
 		xbe.Copy(xs.eo, (base+next)*h, xs.ed, 0, n*h)
+		m.moeStats.ExpertRuns++
+		m.moeStats.ExpertBytes += x.bytes()
 		mo.at[e] = int32(rows + next)
 		next += n
 	}
@@ -245,6 +251,34 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 	}
 	be.SumRows(sc.tmp, sc.eo, h, mo.sums(rows, k))
 	return nil
+}
+
+// MoEStats counts the work of a model's mixture-of-experts blocks since it
+// was opened (Model.MoEStats): what a benchmark reads to tell the bytes a
+// step reads and the time the blocks take.
+type MoEStats struct {
+	// Blocks is the number of MoE blocks computed (one per layer per pass).
+	Blocks int64
+	// ExpertRuns counts the experts run, each once per block for all the
+	// rows that chose it; ExpertBytes adds up their weights' bytes.
+	ExpertRuns, ExpertBytes int64
+	// Time is the wall time spent in the blocks, routing and the products
+	// included; on a backend that defers its work (Vulkan) it includes
+	// waiting for the work before the router's logits.
+	Time time.Duration
+}
+
+// MoEStats returns the counts of the model's mixture-of-experts blocks so
+// far; zero for a dense model.
+func (m *Model) MoEStats() MoEStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.moeStats
+}
+
+// bytes returns the bytes of the block's weights.
+func (f *denseMLP) bytes() int64 {
+	return weightBytes(f.gateProj) + weightBytes(f.upProj) + weightBytes(f.downProj)
 }
 
 // expertBuffers are the activations the experts run on: the normed rows,

@@ -114,6 +114,7 @@ type benchResult struct {
 	Batch                      int     `json:"batch"`
 	BatchDecodeTokensPerSecond float64 `json:"batch_decode_tokens_per_second,omitempty"`
 	BatchDecodeSpeedup         float64 `json:"batch_decode_speedup,omitempty"`
+	moeResult
 	specResult
 }
 
@@ -126,7 +127,7 @@ const benchJSONKeys = "print one JSON object instead of a table. Keys: model, ba
 	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32, dot_bf16, amx_bf16 or dot_int8), prefill_peak_fraction, decode_read_fraction, " +
 	"batch, batch_decode_tokens_per_second, batch_decode_speedup (--batch > 1), " +
 	"prefill_profile, decode_profile, batch_decode_profile (--profile: rows of op, count and ms per prompt, token or batch step), " +
-	"decode_dispatches_per_token, decode_barriers_per_token, decode_submissions_per_token (Vulkan)" + specJSONKeys + "; " + imageBenchKeys
+	"decode_dispatches_per_token, decode_barriers_per_token, decode_submissions_per_token (Vulkan), " + moeJSONKeys + specJSONKeys + "; " + imageBenchKeys
 
 // recordStats is a backend that counts what it records (Vulkan).
 type recordStats interface{ Stats() vulkan.Stats }
@@ -380,23 +381,24 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	var prefill, decode, batched []float64
 	var prefillProf, decodeProf, batchProf []opTime
 	var decodeStats vulkan.Stats
+	var decodeMoE, batchMoE moeWork
 	// Warm up, so that the first timed run does not pay for paging the
 	// weights in, starting the workers or the first touch of the
 	// activations sized for the whole prompt: after a warm-up of 32 tokens
 	// the first prefill of 512 ran about 6 % below the next ones (4-layer
 	// 9B-width Q8_0, 2 threads: 170 against 180-182 tok/s).
-	if _, _, err := benchOnce(ctx, m, ids, 1, nil, new([]opTime), new([]opTime), new(vulkan.Stats)); err != nil {
+	if _, _, err := benchOnce(ctx, m, ids, 1, nil, new([]opTime), new([]opTime), new(vulkan.Stats), new(moeWork)); err != nil {
 		return fail(exitError, "warm-up: %v", err)
 	}
 	for r := 0; r < *repeat; r++ {
-		p, d, err := benchOnce(ctx, m, ids, *gen, prof, &prefillProf, &decodeProf, &decodeStats)
+		p, d, err := benchOnce(ctx, m, ids, *gen, prof, &prefillProf, &decodeProf, &decodeStats, &decodeMoE)
 		if err != nil {
 			return fail(exitError, "%v", err)
 		}
 		prefill, decode = append(prefill, p), append(decode, d)
 		line := fmt.Sprintf("run %d/%d: prefill %.2f tokens/s, decode %.2f tokens/s", r+1, *repeat, p, d)
 		if *batch > 1 {
-			b, err := benchBatch(ctx, m, *batch, *prompt, *gen, prof, &batchProf)
+			b, err := benchBatch(ctx, m, *batch, *prompt, *gen, prof, &batchProf, &batchMoE)
 			if err != nil {
 				return fail(exitError, "batch of %d: %v", *batch, err)
 			}
@@ -431,6 +433,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		res.BatchDecodeTokensPerSecond = median(batched)
 		res.BatchDecodeSpeedup = res.BatchDecodeTokensPerSecond / res.DecodeTokensPerSecond
 	}
+	res.setMoE(m, decodeMoE, batchMoE)
 	res.PrefillFLOPs = prefillFLOPs(m.Config(), *prompt)
 	res.PrefillGFLOPS = res.PrefillFLOPs * res.PrefillTokensPerSecond / float64(*prompt) / 1e9
 	cpuInfo := machine.DetectCPU()
@@ -579,6 +582,7 @@ func (res *benchResult) print(w goio.Writer) {
 		fmt.Fprintf(w, "batch      %8.2f tokens/s  (%d sequences decoding together, %.2fx one sequence)\n",
 			res.BatchDecodeTokensPerSecond, res.Batch, res.BatchDecodeSpeedup)
 	}
+	res.moeResult.print(w)
 	if res.SpecMethod != "" {
 		fmt.Fprintf(w, "spec       %8.2f tokens/s  (%s, %d drafts per round, %.2fx the engine's plain %.2f tokens/s; %.2f accepted per round)\n",
 			res.SpecDecodeTokensPerSecond, res.SpecMethod, res.SpecK, res.SpecSpeedup, res.SpecPlainTokensPerSecond, res.SpecAcceptedPerRound)
@@ -625,6 +629,11 @@ func prefillFLOPs(c *model.Config, n int) float64 {
 	var perToken, lastOnly, attn float64
 	for _, kind := range c.LayerTypes {
 		mlp := 3 * h * float64(c.IntermediateSize) // gate, up, down
+		if c.MoE() {
+			// The router and the shared expert's gate, the k experts a
+			// token chooses and the shared expert.
+			mlp = h*float64(c.NumExperts+1) + 3*h*float64(c.NumExpertsPerTok*c.MoEIntermediateSize+c.SharedExpertIntermediateSize)
+		}
 		perToken += mlp
 		if kind == model.LinearAttention {
 			nv, vd := float64(c.LinearNumValueHeads), float64(c.ValueDim())
@@ -654,7 +663,7 @@ func benchPrompt(c *model.Config, n, seed int) []int {
 // tokens greedily one step each, and returns both rates. With prof, it
 // adds the profiles of the prefill and of the decode steps to prefillProf
 // and decodeProf.
-func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opProfiler, prefillProf, decodeProf *[]opTime, decodeStats *vulkan.Stats) (prefill, decode float64, err error) {
+func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opProfiler, prefillProf, decodeProf *[]opTime, decodeStats *vulkan.Stats, moe *moeWork) (prefill, decode float64, err error) {
 	seq, err := m.NewSequence()
 	if err != nil {
 		return 0, 0, err
@@ -684,6 +693,7 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opP
 	if counter != nil {
 		s0 = counter.Stats()
 	}
+	moe0 := m.MoEStats()
 	start = time.Now()
 	for i := 0; i < gen; i++ {
 		// Greedy decode: the backend returns the argmax, not the logits.
@@ -693,7 +703,9 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opP
 		}
 		tok = out[0].Argmax
 	}
-	decode = float64(gen) / time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	decode = float64(gen) / elapsed.Seconds()
+	moe.add(moe0, m.MoEStats(), gen, elapsed)
 	if counter != nil {
 		s1 := counter.Stats()
 		decodeStats.Dispatches += s1.Dispatches - s0.Dispatches
@@ -711,7 +723,7 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opP
 // all of them together, one step per token, and returns the decode rate in
 // tokens of all sequences per second. With prof, it adds the decode steps'
 // operations to batchProf.
-func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int, prof opProfiler, batchProf *[]opTime) (float64, error) {
+func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int, prof opProfiler, batchProf *[]opTime, moe *moeWork) (float64, error) {
 	seqs := make([]*model.Sequence, n)
 	for i := range seqs {
 		s, err := m.NewSequence()
@@ -735,6 +747,7 @@ func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int, prof op
 	if prof != nil {
 		prof.take()
 	}
+	moe0 := m.MoEStats()
 	start := time.Now()
 	for range gen {
 		out, err := m.Step(ctx, in)
@@ -745,7 +758,9 @@ func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int, prof op
 			in[i].Tokens = []int{out[i].Argmax}
 		}
 	}
-	rate := float64(n*gen) / time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	rate := float64(n*gen) / elapsed.Seconds()
+	moe.add(moe0, m.MoEStats(), gen, elapsed)
 	if prof != nil {
 		*batchProf = addProfile(*batchProf, prof.take())
 	}

@@ -241,3 +241,39 @@ func TestBenchBatchProfile(t *testing.T) {
 		t.Errorf("batch_decode_profile has no matmul rows: %+v", res.BatchDecodeProfile)
 	}
 }
+
+// TestBenchMoE checks bench's mixture-of-experts figures on moe-tiny: a
+// decoded token runs k experts in every layer, a batch step runs each
+// chosen expert once (so no more than the batch's tokens would alone, and
+// no more than every expert), and the step's bytes count those experts
+// beside the dense weights.
+func TestBenchMoE(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "models", "moe-tiny")
+	code, out, errOut := run(t, "", "bench", "--model", dir, "--prompt", "16", "--gen", "4", "--repeat", "1", "--batch", "8",
+		"--threads", "2", "--mem-mib", "16", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res benchResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, layers := float64(cfg.NumExpertsPerTok), float64(cfg.NumLayers)
+	if res.DecodeExpertsPerToken != k*layers {
+		t.Errorf("decode_experts_per_token %v, want %v", res.DecodeExpertsPerToken, k*layers)
+	}
+	if res.BatchExpertsPerStep < k*layers || res.BatchExpertsPerStep > float64(cfg.NumExperts)*layers {
+		t.Errorf("batch_experts_per_step %v, want from %v to %v", res.BatchExpertsPerStep, k*layers, float64(cfg.NumExperts)*layers)
+	}
+	if !(res.BatchDecodeBytesStep > float64(res.DecodeBytesPerToken)) || !(res.DecodeMoEFraction > 0 && res.DecodeMoEFraction < 1) {
+		t.Errorf("batch_decode_bytes_per_step %v (one token %d), decode_moe_fraction %v", res.BatchDecodeBytesStep, res.DecodeBytesPerToken, res.DecodeMoEFraction)
+	}
+	// moe-tiny's experts are BF16: 3 matrices of width × hidden, 2 bytes each.
+	if want := k * layers * float64(3*cfg.MoEIntermediateSize*cfg.HiddenSize*2); res.DecodeExpertBytesPerToken != want {
+		t.Errorf("decode_expert_bytes_per_token %v, want %v", res.DecodeExpertBytesPerToken, want)
+	}
+}
