@@ -3,8 +3,8 @@ package httpapi
 import (
 	"encoding/hex"
 
-	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/kvevents"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // prefixEvents publishes the prefix cache's changes as KV events: each
@@ -26,14 +26,14 @@ type blockRef struct {
 
 // newPrefixEvents returns the observer publishing on pub, or nil (no
 // observer) when events are off.
-func newPrefixEvents(pub *kvevents.Publisher) engine.PrefixObserver {
+func newPrefixEvents(pub *kvevents.Publisher) llm.PrefixObserver {
 	if pub == nil {
 		return nil
 	}
 	return &prefixEvents{pub: pub, blocks: map[uint64]blockRef{}}
 }
 
-func (p *prefixEvents) PrefixStored(sp engine.PrefixSpan) {
+func (p *prefixEvents) PrefixStored(sp llm.PrefixSpan) {
 	if len(sp.BlockHashes) == 0 {
 		return
 	}
@@ -58,7 +58,7 @@ func (p *prefixEvents) PrefixStored(sp engine.PrefixSpan) {
 // carries them: for each block, the (image hash in hex, offset of the
 // image's first token from the block's) of each image whose tokens fall
 // in it; nil for a text-only span.
-func extraKeys(sp engine.PrefixSpan, blockSize int) [][]kvevents.MMKey {
+func extraKeys(sp llm.PrefixSpan, blockSize int) [][]kvevents.MMKey {
 	if len(sp.Images) == 0 {
 		return nil
 	}
@@ -69,7 +69,7 @@ func extraKeys(sp engine.PrefixSpan, blockSize int) [][]kvevents.MMKey {
 	return kvevents.MMExtraKeys(items, sp.Start, sp.Start+len(sp.Tokens), blockSize)
 }
 
-func (p *prefixEvents) PrefixRemoved(sp engine.PrefixSpan) {
+func (p *prefixEvents) PrefixRemoved(sp llm.PrefixSpan) {
 	for _, h := range sp.BlockHashes {
 		ref, ok := p.blocks[h]
 		if !ok {

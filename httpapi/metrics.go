@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/llm"
 	"github.com/valyala/fasthttp"
 )
 
@@ -76,7 +76,7 @@ func (w *promWriter) counter(name, help string, v float64) {
 	w.value(v)
 }
 
-func (w *promWriter) histogram(name, help string, h engine.HistogramSnapshot) {
+func (w *promWriter) histogram(name, help string, h llm.Histogram) {
 	w.header(name, help, "histogram")
 	bucket := name + "_bucket"
 	for i, ub := range h.Bounds {
@@ -120,27 +120,23 @@ func (s *Server) writeMetrics(w *promWriter) {
 	ev := s.events.Stats()
 	w.counter("govinfer:kv_events_batches_total", "KV-cache event batches published.", float64(ev.Batches))
 	w.counter("govinfer:kv_events_dropped_batches_total", "KV-cache event batches dropped because the socket could not keep up.", float64(ev.DroppedBatches))
-	eng := s.Engine()
-	if eng == nil {
+	if !s.loaded.Load() {
 		return
 	}
-	st := eng.Stats()
+	st := s.lm.Stats()
 	w.gauge("vllm:num_requests_running", "Requests in the running batch.", float64(st.Running))
 	w.gauge("vllm:num_requests_waiting", "Requests waiting to start.", float64(st.Waiting))
-	if cu := s.cacheUsage(); cu != nil {
-		usage := cu.KVCacheUsage()
-		w.gauge("vllm:kv_cache_usage_perc", "Fraction of the state-memory budget held by running sequences (0 to 1).", usage)
-		w.gauge("vllm:gpu_cache_usage_perc", "Fraction of the state-memory budget held by running sequences (0 to 1; vLLM's older name).", usage)
-		bs, blocks := cu.CacheConfig()
-		w.header("vllm:cache_config_info", "Prefix-cache block size in tokens and the state-memory budget in blocks.", "gauge")
-		w.labels("vllm:cache_config_info")
-		w.b = append(w.b, `,block_size="`...)
-		w.b = strconv.AppendInt(w.b, int64(bs), 10)
-		w.b = append(w.b, `",num_gpu_blocks="`...)
-		w.b = strconv.AppendInt(w.b, int64(blocks), 10)
-		w.b = append(w.b, `"}`...)
-		w.value(1)
-	}
+	w.gauge("vllm:kv_cache_usage_perc", "Fraction of the state-memory budget held by running sequences (0 to 1).", st.KVCacheUsage)
+	w.gauge("vllm:gpu_cache_usage_perc", "Fraction of the state-memory budget held by running sequences (0 to 1; vLLM's older name).", st.KVCacheUsage)
+	bs, blocks := s.lm.CacheBlocks()
+	w.header("vllm:cache_config_info", "Prefix-cache block size in tokens and the state-memory budget in blocks.", "gauge")
+	w.labels("vllm:cache_config_info")
+	w.b = append(w.b, `,block_size="`...)
+	w.b = strconv.AppendInt(w.b, int64(bs), 10)
+	w.b = append(w.b, `",num_gpu_blocks="`...)
+	w.b = strconv.AppendInt(w.b, int64(blocks), 10)
+	w.b = append(w.b, `"}`...)
+	w.value(1)
 	w.gauge("govinfer:open_sequences", "Model sequences held by requests.", float64(st.OpenSequences))
 	w.gauge("govinfer:state_bytes", "Memory of the running sequences' KV caches and recurrent states.", float64(st.StateBytes))
 	w.counter("vllm:prompt_tokens_total", "Prompt tokens prefilled.", float64(st.PromptTokens))
@@ -159,12 +155,15 @@ func (s *Server) writeMetrics(w *promWriter) {
 	w.counter("govinfer:step_seconds_total", "Time spent in model steps.", st.StepSeconds)
 	w.counter("govinfer:requests_rejected_total", "Requests refused because the queue was full.", float64(st.Rejected))
 	w.header("vllm:request_success_total", "Finished requests by reason.", "counter")
-	for _, f := range []engine.FinishReason{engine.FinishStop, engine.FinishLength, engine.FinishCancelled, engine.FinishError} {
+	for _, f := range []struct {
+		reason string
+		n      uint64
+	}{{"stop", st.Finished.Stop}, {"length", st.Finished.Length}, {"cancelled", st.Finished.Cancelled}, {"error", st.Finished.Error}} {
 		w.labels("vllm:request_success_total")
 		w.b = append(w.b, `,finished_reason="`...)
-		w.b = append(w.b, f.String()...)
+		w.b = append(w.b, f.reason...)
 		w.b = append(w.b, `"}`...)
-		w.uint(st.Finished[f])
+		w.uint(f.n)
 	}
 	w.histogram("vllm:time_to_first_token_seconds", "Time to first token.", st.TimeToFirstToken)
 	w.histogram("vllm:inter_token_latency_seconds", "Time between consecutive tokens of a request.", st.InterToken)
