@@ -56,6 +56,11 @@ type Config struct {
 	MoEIntermediateSize          int `json:"moe_intermediate_size"`
 	SharedExpertIntermediateSize int `json:"shared_expert_intermediate_size"`
 
+	// FP8Block is the [rows, columns] block of an FP8 checkpoint's weight
+	// scales (quantization_config.weight_block_size of quant_method
+	// "fp8"); nil for other checkpoints.
+	FP8Block []int `json:"-"`
+
 	// MRopeSection is rope_parameters.mrope_section: how the rotary pairs
 	// split between the temporal, height and width positions of
 	// multimodal inputs (text positions are the same in all three, so the
@@ -109,8 +114,13 @@ func LoadConfig(path string) (*Config, error) {
 // export), fills HF's defaults and validates the result.
 func ParseConfig(data []byte) (*Config, error) {
 	var top struct {
-		TextConfig        json.RawMessage `json:"text_config"`
-		TieWordEmbeddings *bool           `json:"tie_word_embeddings"`
+		TextConfig         json.RawMessage `json:"text_config"`
+		TieWordEmbeddings  *bool           `json:"tie_word_embeddings"`
+		QuantizationConfig *struct {
+			QuantMethod     string `json:"quant_method"`
+			Fmt             string `json:"fmt"`
+			WeightBlockSize []int  `json:"weight_block_size"`
+		} `json:"quantization_config"`
 	}
 	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, fmt.Errorf("config is not valid JSON: %w", err)
@@ -154,6 +164,20 @@ func ParseConfig(data []byte) (*Config, error) {
 			return nil, fmt.Errorf("eos_token_id: %w", err)
 		}
 		c.EOSTokenIDs = ids
+	}
+	if q := top.QuantizationConfig; q != nil {
+		switch {
+		case q.QuantMethod != "fp8":
+			return nil, fmt.Errorf("quantization_config: quant_method %q is not supported (govinfer reads BF16, F16, F32 and block-scaled FP8 checkpoints, and GGUF files)", q.QuantMethod)
+		case q.Fmt != "" && q.Fmt != "e4m3":
+			return nil, fmt.Errorf("quantization_config: FP8 format %q is not supported (want e4m3)", q.Fmt)
+		case q.WeightBlockSize == nil:
+			c.FP8Block = []int{128, 128}
+		case len(q.WeightBlockSize) != 2 || q.WeightBlockSize[0] <= 0 || q.WeightBlockSize[1] <= 0 || q.WeightBlockSize[0] > MaxWidth || q.WeightBlockSize[1] > MaxWidth:
+			return nil, fmt.Errorf("quantization_config: weight_block_size %v is not two positive sizes", q.WeightBlockSize)
+		default:
+			c.FP8Block = q.WeightBlockSize
+		}
 	}
 	if c.RMSNormEps == 0 {
 		c.RMSNormEps = 1e-6

@@ -136,7 +136,7 @@ func Open(path string, o Options) (*Model, error) {
 // must stay open until the model is closed (the CPU backend reads weights
 // from its memory map); Close does not close it.
 func New(cfg *Config, ck *safetensors.Checkpoint, o Options) (*Model, error) {
-	return newModel(cfg, ckSource{ck}, o)
+	return newModel(cfg, ckSource{ck: ck, fp8Block: cfg.FP8Block}, o)
 }
 
 // newModel builds a model from a config and the source of its weights.

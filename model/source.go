@@ -29,8 +29,14 @@ type source interface {
 }
 
 // ckSource reads a safetensors checkpoint, whose tensors are used as
-// stored.
-type ckSource struct{ ck *safetensors.Checkpoint }
+// stored, except the F8_E4M3 matrices of an FP8 checkpoint, which load as
+// BF16 (fp8.go).
+type ckSource struct {
+	ck *safetensors.Checkpoint
+	// fp8Block is the block of the FP8 weights' scales (Config.FP8Block);
+	// nil when the checkpoint is not FP8.
+	fp8Block []int
+}
 
 // textPrefixes are the tensor-name prefixes of the text model, in the order
 // they are tried: the multimodal checkpoint's, then a text-only export's.
@@ -58,6 +64,9 @@ func (s ckSource) check(b binding) (int64, error) {
 	if !slices.Equal(info.Shape, b.shape) {
 		return 0, fmt.Errorf("tensor %s has shape %v, config.json implies %v", b.name, info.Shape, b.shape)
 	}
+	if info.DType == safetensors.F8E4M3 {
+		return s.checkFP8(b, info)
+	}
 	dt, ok := computeDType(info.DType)
 	if !ok {
 		return 0, fmt.Errorf("tensor %s has dtype %s; want F32, F16 or BF16", b.name, info.DType)
@@ -73,6 +82,10 @@ func (s ckSource) load(b binding) (compute.DType, []byte, bool, error) {
 	t, err := s.ck.Tensor(b.name)
 	if err != nil {
 		return 0, nil, false, err
+	}
+	if t.DType == safetensors.F8E4M3 {
+		data, err := s.loadFP8(b, t)
+		return compute.BF16, data, false, err
 	}
 	dt, _ := computeDType(t.DType)
 	return dt, t.Data, true, nil
