@@ -19,7 +19,9 @@ import (
 // release, and what --quantize then quantizes.
 
 // fp8ScaleName returns the name of the scales of the FP8 weight name.
-func fp8ScaleName(name string) string { return strings.TrimSuffix(name, ".weight") + ".weight_scale_inv" }
+func fp8ScaleName(name string) string {
+	return strings.TrimSuffix(name, ".weight") + ".weight_scale_inv"
+}
 
 // checkFP8 validates an F8_E4M3 tensor and its scales and returns the
 // size it loads as (BF16).
