@@ -14,6 +14,7 @@ import (
 
 	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute/cpu"
+	"github.com/govinfer/govinfer/model/vision"
 	"github.com/govinfer/govinfer/safetensors"
 )
 
@@ -251,6 +252,38 @@ func TestMoEExpertBackend(t *testing.T) {
 		m.Close()
 		if !slices.Equal(got, want) {
 			t.Errorf("experts of %d layers on another backend: logits differ (rel %.3g)", layers, relErr(got, want))
+		}
+	}
+}
+
+// TestMoEVisionTower checks that the mixture-of-experts checkpoint's
+// vision tower (the dense models' tower) opens and encodes an image to
+// rows of the text model's width.
+func TestMoEVisionTower(t *testing.T) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	tw, err := vision.Open(moeTiny, vision.Options{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tw.Close()
+	c := tw.Config()
+	grid := [3]int{1, 2 * c.SpatialMergeSize, 2 * c.SpatialMergeSize}
+	pix := make([]float32, grid[0]*grid[1]*grid[2]*c.InChannels*c.TemporalPatchSize*c.PatchSize*c.PatchSize)
+	for i := range pix {
+		pix[i] = float32(i%17)/17 - 0.5
+	}
+	emb, err := tw.Encode(context.Background(), pix, grid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := grid[1] * grid[2] / (c.SpatialMergeSize * c.SpatialMergeSize)
+	if want := tokens * 64; len(emb) != want {
+		t.Fatalf("%d values, want %d (%d tokens of the text model's 64)", len(emb), want, tokens)
+	}
+	for i, v := range emb {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatalf("value %d is %v", i, v)
 		}
 	}
 }
