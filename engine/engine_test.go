@@ -29,11 +29,12 @@ var (
 	modelsErr  error
 )
 
-// openModel returns a test checkpoint, loaded once per test binary.
+// openModel returns a test checkpoint (tiny, small or the mixture of
+// experts moe-tiny), loaded once per test binary.
 func openModel(tb testing.TB, name string) *model.Model {
 	tb.Helper()
 	modelsOnce.Do(func() {
-		for _, n := range []string{"tiny", "small"} {
+		for _, n := range []string{"tiny", "small", "moe-tiny"} {
 			m, err := model.Open("../testdata/models/"+n, model.Options{Backend: testBackend})
 			if err != nil {
 				modelsErr = err
@@ -238,7 +239,7 @@ func TestPromptLogits(t *testing.T) {
 }
 
 func TestBatchedMatchesSolo(t *testing.T) {
-	for _, name := range []string{"tiny", "small"} {
+	for _, name := range []string{"tiny", "small", "moe-tiny"} {
 		t.Run(name, func(t *testing.T) {
 			m := openModel(t, name)
 			e := newEngine(t, m, Config{MaxNumSeqs: 16, ChunkTokens: 32, StepTokens: 96})

@@ -21,12 +21,13 @@ var (
 	mtpErr    error
 )
 
-// openMTPModel returns a test checkpoint with its MTP head loaded (tiny and
-// vl-tiny carry mtp.* tensors), loaded once per test binary.
+// openMTPModel returns a test checkpoint with its MTP head loaded (tiny,
+// vl-tiny and the mixture of experts moe-tiny carry mtp.* tensors), loaded
+// once per test binary.
 func openMTPModel(tb testing.TB, name string) *model.Model {
 	tb.Helper()
 	mtpOnce.Do(func() {
-		for _, n := range []string{"tiny", "vl-tiny"} {
+		for _, n := range []string{"tiny", "vl-tiny", "moe-tiny"} {
 			m, err := model.Open("../testdata/models/"+n, model.Options{Backend: testBackend, MTP: true})
 			if err != nil {
 				mtpErr = err
@@ -235,7 +236,7 @@ func argmax(row []float32) int {
 // numbers than plain sampling, so its tokens differ from plain's; the
 // distribution is the same: TestSpeculativeSamplingDistribution).
 func TestSpeculativeBatchedMatchesPlain(t *testing.T) {
-	for _, name := range []string{"tiny", "vl-tiny"} {
+	for _, name := range []string{"tiny", "vl-tiny", "moe-tiny"} {
 		m := openMTPModel(t, name)
 		r := rand.New(rand.NewPCG(11, 12))
 		vocab := m.Config().VocabSize
