@@ -27,18 +27,21 @@ func Mixes() []string { return []string{MixQ8_0, MixQ4KM, MixQ5KM} }
 type role int
 
 const (
-	roleUnknown   role = iota
-	roleEmbed          // embed_tokens
-	roleLMHead         // lm_head
-	roleNorm           // every *norm.weight (RMSNorm and the gated norm)
-	roleVector         // A_log, dt_bias
-	roleConv           // linear_attn.conv1d
-	roleGDNInProj      // linear_attn.in_proj_qkv, in_proj_z
-	roleGDNGates       // linear_attn.in_proj_a, in_proj_b
-	roleGDNOut         // linear_attn.out_proj
-	roleAttn           // self_attn.q_proj, k_proj, v_proj, o_proj
-	roleGateUp         // mlp.gate_proj, mlp.up_proj
-	roleDown           // mlp.down_proj
+	roleUnknown      role = iota
+	roleEmbed             // embed_tokens
+	roleLMHead            // lm_head
+	roleNorm              // every *norm.weight (RMSNorm and the gated norm)
+	roleVector            // A_log, dt_bias
+	roleConv              // linear_attn.conv1d
+	roleGDNInProj         // linear_attn.in_proj_qkv, in_proj_z
+	roleGDNGates          // linear_attn.in_proj_a, in_proj_b
+	roleGDNOut            // linear_attn.out_proj
+	roleAttn              // self_attn.q_proj, k_proj, v_proj, o_proj
+	roleGateUp            // mlp.gate_proj, mlp.up_proj; a MoE's shared expert's
+	roleDown              // mlp.down_proj; a MoE's shared expert's
+	roleRouter            // a MoE's mlp.gate (router) and mlp.shared_expert_gate
+	roleExpertGateUp      // a MoE's experts' gate and up projections
+	roleExpertDown        // a MoE's experts' down projections
 )
 
 var layerRoles = map[string]role{
@@ -62,6 +65,27 @@ var layerRoles = map[string]role{
 	"mlp.gate_proj.weight":            roleGateUp,
 	"mlp.up_proj.weight":              roleGateUp,
 	"mlp.down_proj.weight":            roleDown,
+	// The mixture of experts (qwen3_5_moe). The experts are named as the
+	// model binds them: fused (experts.gate_up_proj [E, 2F, H],
+	// experts.down_proj [E, H, F]: the BF16 releases), stacked (GGUF's
+	// layout: experts.gate_proj and experts.up_proj [E, F, H]) or one module
+	// per expert (experts.{e}.gate_proj.weight: parseName).
+	"mlp.gate.weight":                    roleRouter,
+	"mlp.shared_expert_gate.weight":      roleRouter,
+	"mlp.shared_expert.gate_proj.weight": roleGateUp,
+	"mlp.shared_expert.up_proj.weight":   roleGateUp,
+	"mlp.shared_expert.down_proj.weight": roleDown,
+	"mlp.experts.gate_up_proj":           roleExpertGateUp,
+	"mlp.experts.gate_proj":              roleExpertGateUp,
+	"mlp.experts.up_proj":                roleExpertGateUp,
+	"mlp.experts.down_proj":              roleExpertDown,
+}
+
+// expertRoles are the tensors of one expert module (experts.{e}.*).
+var expertRoles = map[string]role{
+	"gate_proj.weight": roleExpertGateUp,
+	"up_proj.weight":   roleExpertGateUp,
+	"down_proj.weight": roleExpertDown,
 }
 
 // parseName finds a Hugging Face Qwen3.5 text tensor's role and layer (−1
@@ -97,6 +121,13 @@ func parseName(name string) (role, int) {
 	if r, ok := layerRoles[sub]; ok {
 		return r, layer
 	}
+	if rest, ok := strings.CutPrefix(sub, "mlp.experts."); ok {
+		num, tensor, ok := strings.Cut(rest, ".")
+		e, err := strconv.Atoi(num)
+		if r, known := expertRoles[tensor]; ok && known && err == nil && e >= 0 && num == strconv.Itoa(e) {
+			return r, layer
+		}
+	}
 	return roleUnknown, -1
 }
 
@@ -122,8 +153,9 @@ const FallbackNote = ", but rows of"
 // layer is not below layers.
 //
 // Mix "q8_0" (MixQ8_0) is llama.cpp's Q8_0: every weight matrix in Q8_0,
-// embed_tokens, lm_head and in_proj_a/in_proj_b included; conv1d, the norms,
-// A_log and dt_bias kept.
+// embed_tokens, lm_head and in_proj_a/in_proj_b included, and a mixture of
+// experts' experts and shared expert; conv1d, the norms, A_log, dt_bias,
+// and a mixture of experts' router (mlp.gate) and shared expert gate kept.
 //
 // Mix "q4_k_m" (MixQ4KM) is govinfer's:
 //
@@ -150,6 +182,24 @@ const FallbackNote = ", but rows of"
 // MLP gate/up projections and the down projections outside the
 // use_more_bits layers): 176 bytes per 256 values instead of 144.
 //
+// A mixture of experts (qwen3_5_moe) gets, in the same mixes (at least as
+// careful as llama.cpp's Q4_K_M and Q5_K_M, whose rules for ffn_*_exps and
+// ffn_*_shexp are these):
+//
+//   - mlp.gate (the router) and mlp.shared_expert_gate: kept (llama.cpp's
+//     ffn_gate_inp and ffn_gate_inp_shexp stay F32): a small error there
+//     picks other experts.
+//   - the experts' gate and up projections: Q4_K (Q5_K in q5_k_m), under
+//     every name the model binds them by: the fused experts.gate_up_proj,
+//     the stacked experts.gate_proj and experts.up_proj of a GGUF file, and
+//     experts.{e}.gate_proj.weight, experts.{e}.up_proj.weight of one
+//     module per expert.
+//   - the experts' down projections (experts.down_proj,
+//     experts.{e}.down_proj.weight): as a dense layer's mlp.down_proj, Q6_K
+//     in the use_more_bits layers, else Q4_K (Q5_K), as llama.cpp treats
+//     ffn_down_exps (the layer read from the name, not a count of tensors).
+//   - the shared expert (mlp.shared_expert.*): as the dense MLP.
+//
 // When a row (cols) is not a whole number of blocks of the chosen format,
 // the plan falls back to the next format that fits, a K-quant to Q8_0 to
 // kept, and the reason says so. Names Plan does not know (the vision tower,
@@ -170,6 +220,8 @@ func Plan(mix, tensorName string, rows, cols, layers int) (Type, string, error) 
 		return Keep, "per-head vector (A_log, dt_bias): kept", nil
 	case roleConv:
 		return Keep, "linear-attention conv1d: kept", nil
+	case roleRouter:
+		return Keep, "mixture-of-experts router or shared expert gate: kept, as llama.cpp keeps ffn_gate_inp in F32", nil
 	}
 	if mix == MixQ8_0 {
 		t, why = Q8_0, "weight matrix: Q8_0"
@@ -189,14 +241,20 @@ func Plan(mix, tensorName string, rows, cols, layers int) (Type, string, error) 
 			t, why = Q6_K, "attention projection: Q6_K"
 		case roleGateUp:
 			t, why = Q4_K, "MLP gate/up projection: Q4_K"
-		case roleDown:
+		case roleExpertGateUp:
+			t, why = Q4_K, "experts' gate/up projections: Q4_K"
+		case roleDown, roleExpertDown:
+			what := "MLP down projection"
+			if r == roleExpertDown {
+				what = "experts' down projections"
+			}
 			if layer >= layers {
 				return Keep, "", fmt.Errorf("quant: Plan %s: %s is layer %d of a model of %d layers", mix, tensorName, layer, layers)
 			}
 			if useMoreBits(layer, layers) {
-				t, why = Q6_K, fmt.Sprintf("MLP down projection of layer %d of %d, one of llama.cpp's use_more_bits layers: Q6_K", layer, layers)
+				t, why = Q6_K, fmt.Sprintf("%s of layer %d of %d, one of llama.cpp's use_more_bits layers: Q6_K", what, layer, layers)
 			} else {
-				t, why = Q4_K, fmt.Sprintf("MLP down projection of layer %d of %d: Q4_K", layer, layers)
+				t, why = Q4_K, fmt.Sprintf("%s of layer %d of %d: Q4_K", what, layer, layers)
 			}
 		}
 	}

@@ -7,7 +7,6 @@ import (
 )
 
 func TestPlan(t *testing.T) {
-	const L = 32 // Qwen3.5-9B's layers
 	lm := "model.language_model."
 	cases := []struct {
 		name       string
@@ -58,6 +57,29 @@ func TestPlan(t *testing.T) {
 		{"lm_head.weight", 248320, 4128, Q8_0, Q8_0, true},
 		{lm + "layers.5.mlp.up_proj.weight", 12288, 100, Keep, Keep, true},
 		{lm + "layers.3.linear_attn.out_proj.weight", 4096, 100, Keep, Keep, true},
+		// A mixture of experts (qwen3_5_moe, 40 layers as the 35B-A3B;
+		// use_more_bits layers 0-4, 7, 10, ..., 34, 35-39), its
+		// experts under each name the model binds them by.
+		{lm + "layers.5.mlp.gate.weight", 256, 2048, Keep, Keep, false},
+		{lm + "layers.5.mlp.shared_expert_gate.weight", 1, 2048, Keep, Keep, false},
+		{lm + "layers.5.mlp.shared_expert.gate_proj.weight", 512, 2048, Q8_0, Q4_K, false},
+		{lm + "layers.5.mlp.shared_expert.up_proj.weight", 512, 2048, Q8_0, Q4_K, false},
+		{lm + "layers.5.mlp.shared_expert.down_proj.weight", 2048, 512, Q8_0, Q4_K, false},
+		{lm + "layers.4.mlp.shared_expert.down_proj.weight", 2048, 512, Q8_0, Q6_K, false},
+		{lm + "layers.5.mlp.experts.gate_up_proj", 512, 2048, Q8_0, Q4_K, false},
+		{lm + "layers.5.mlp.experts.gate_proj", 512, 2048, Q8_0, Q4_K, false},
+		{lm + "layers.5.mlp.experts.up_proj", 512, 2048, Q8_0, Q4_K, false},
+		{lm + "layers.5.mlp.experts.17.gate_proj.weight", 512, 2048, Q8_0, Q4_K, false},
+		{lm + "layers.5.mlp.experts.255.up_proj.weight", 512, 2048, Q8_0, Q4_K, false},
+		{lm + "layers.5.mlp.experts.down_proj", 2048, 512, Q8_0, Q4_K, false},
+		{lm + "layers.7.mlp.experts.down_proj", 2048, 512, Q8_0, Q6_K, false},
+		{lm + "layers.39.mlp.experts.0.down_proj.weight", 2048, 512, Q8_0, Q6_K, false},
+		{lm + "layers.6.mlp.experts.3.down_proj.weight", 2048, 512, Q8_0, Q4_K, false},
+		{"model.layers.0.mlp.experts.down_proj", 2048, 512, Q8_0, Q6_K, false},
+		{"model.layers.5.mlp.experts.gate_proj", 512, 2048, Q8_0, Q4_K, false},
+		// An expert width no K-quant block divides (moe-tiny's 32).
+		{lm + "layers.5.mlp.experts.down_proj", 64, 32, Q8_0, Q8_0, true},
+		{lm + "layers.5.mlp.experts.1.down_proj.weight", 64, 48, Keep, Keep, true},
 		// Not text-model tensors.
 		{"model.visual.blocks.0.attn.qkv.weight", 3456, 1152, Keep, Keep, false},
 		{"mtp.fc.weight", 4096, 8192, Keep, Keep, false},
@@ -65,6 +87,11 @@ func TestPlan(t *testing.T) {
 		{lm + "layers.x.mlp.up_proj.weight", 12288, 4096, Keep, Keep, false},
 		{lm + "layers.01.mlp.up_proj.weight", 12288, 4096, Keep, Keep, false},
 		{lm + "layers.1.mlp.experts.weight", 12288, 4096, Keep, Keep, false},
+		{lm + "layers.1.mlp.experts.01.gate_proj.weight", 512, 2048, Keep, Keep, false},
+		{lm + "layers.1.mlp.experts.x.gate_proj.weight", 512, 2048, Keep, Keep, false},
+		{lm + "layers.1.mlp.experts.1.gate_up_proj", 512, 2048, Keep, Keep, false},
+		{lm + "layers.1.mlp.experts.gate_up_proj.weight", 512, 2048, Keep, Keep, false},
+		{lm + "layers.1.mlp.gate_inp.weight", 256, 2048, Keep, Keep, false},
 		{"model.language_model.language_model.norm.weight", 1, 4096, Keep, Keep, false},
 	}
 	for _, c := range cases {
@@ -77,7 +104,11 @@ func TestPlan(t *testing.T) {
 			want Type
 		}{{MixQ8_0, c.q80}, {MixQ4KM, c.q4km}, {MixQ5KM, q5km}} {
 			t.Run(m.mix+"/"+c.name, func(t *testing.T) {
-				got, why, err := Plan(m.mix, c.name, c.rows, c.cols, L)
+				layers := 32 // Qwen3.5-9B's
+				if strings.Contains(c.name, "mlp.experts") || strings.Contains(c.name, "mlp.shared_expert") {
+					layers = 40 // Qwen3.5-35B-A3B's
+				}
+				got, why, err := Plan(m.mix, c.name, c.rows, c.cols, layers)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -174,43 +205,94 @@ func ggufToHF(name string) (string, bool) {
 		"attn_output.weight":         "self_attn.o_proj.weight",
 		"attn_q_norm.weight":         "self_attn.q_norm.weight",
 		"attn_k_norm.weight":         "self_attn.k_norm.weight",
+		"ffn_gate_inp.weight":        "mlp.gate.weight",
+		"ffn_gate_inp_shexp.weight":  "mlp.shared_expert_gate.weight",
+		"ffn_gate_shexp.weight":      "mlp.shared_expert.gate_proj.weight",
+		"ffn_up_shexp.weight":        "mlp.shared_expert.up_proj.weight",
+		"ffn_down_shexp.weight":      "mlp.shared_expert.down_proj.weight",
+		"ffn_gate_exps.weight":       "mlp.experts.gate_proj",
+		"ffn_up_exps.weight":         "mlp.experts.up_proj",
+		"ffn_down_exps.weight":       "mlp.experts.down_proj",
 	}[sub]
 	return "model.language_model.layers." + n + "." + hf, ok
 }
 
 // TestPlanQ8_0MatchesLlamaCpp checks the q8_0 mix against the tensor types
-// of llama.cpp's own Q8_0 file: Q8_0 where llama-quantize wrote Q8_0, kept
-// where it kept the converter's type. It logs the q4_k_m mix beside
-// llama.cpp's Q4_K_M for comparison (they differ by design).
+// of llama.cpp's own Q8_0 files, dense and mixture of experts: Q8_0 where
+// llama-quantize wrote Q8_0, kept where it kept the converter's type. It
+// logs the q4_k_m mix beside llama.cpp's Q4_K_M for comparison (they
+// differ by design, but for the MoE tensors: TestPlanMoEMatchesLlamaCpp).
 func TestPlanQ8_0MatchesLlamaCpp(t *testing.T) {
-	q8 := openGGUF(t, "ksmall-q8_0.gguf")
-	q4 := openGGUF(t, "ksmall-q4_k_m.gguf")
+	for _, model := range []string{"ksmall", "kmoe"} {
+		q8 := openGGUF(t, model+"-q8_0.gguf")
+		q4 := openGGUF(t, model+"-q4_k_m.gguf")
+		const layers = 4
+		for _, ten := range q8.tensors {
+			hf, ok := ggufToHF(ten.name)
+			if !ok {
+				t.Errorf("GGUF tensor %s: no Hugging Face name known", ten.name)
+				continue
+			}
+			want, quantized := TypeFromGGML(ten.typ)
+			if !quantized {
+				want = Keep
+			}
+			got, why, err := Plan(MixQ8_0, hf, ten.rows(), ten.cols(), layers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("%s %s (%s): Plan q8_0 = %v (%s), llama.cpp wrote %v", model, ten.name, hf, got, why, want)
+			}
+			ours, _, err := Plan(MixQ4KM, hf, ten.rows(), ten.cols(), layers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs, ok := TypeFromGGML(q4.byName[ten.name].typ)
+			if !ok {
+				theirs = Keep
+			}
+			t.Logf("%s %-28s q8_0 %-4v | q4_k_m: govinfer %-4v llama.cpp %v", model, ten.name, got, ours, theirs)
+		}
+	}
+}
+
+// TestPlanMoEMatchesLlamaCpp checks the q4_k_m mix of a mixture of
+// experts' tensors (router, shared expert gate, experts, shared expert)
+// against llama-quantize's Q4_K_M of kmoe: the same type for each (Q6_K
+// down projections in the use_more_bits layers 2 and 3 of 4, the router
+// and gate kept), and q5_k_m with Q5_K for Q4_K as llama.cpp's Q5_K_M.
+func TestPlanMoEMatchesLlamaCpp(t *testing.T) {
+	q4 := openGGUF(t, "kmoe-q4_k_m.gguf")
 	const layers = 4
-	for _, ten := range q8.tensors {
+	n := 0
+	for _, ten := range q4.tensors {
+		if !strings.Contains(ten.name, "ffn_") {
+			continue
+		}
 		hf, ok := ggufToHF(ten.name)
 		if !ok {
-			t.Errorf("GGUF tensor %s: no Hugging Face name known", ten.name)
-			continue
+			t.Fatalf("GGUF tensor %s: no Hugging Face name known", ten.name)
 		}
 		want, quantized := TypeFromGGML(ten.typ)
 		if !quantized {
 			want = Keep
 		}
-		got, why, err := Plan(MixQ8_0, hf, ten.rows(), ten.cols(), layers)
-		if err != nil {
-			t.Fatal(err)
+		n++
+		for _, mix := range []string{MixQ4KM, MixQ5KM} {
+			if mix == MixQ5KM && want == Q4_K {
+				want = Q5_K
+			}
+			got, why, err := Plan(mix, hf, ten.rows(), ten.cols(), layers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("%s (%s): Plan %s = %v (%s), llama.cpp's Q4_K_M %v", ten.name, hf, mix, got, why, want)
+			}
 		}
-		if got != want {
-			t.Errorf("%s (%s): Plan q8_0 = %v (%s), llama.cpp wrote %v", ten.name, hf, got, why, want)
-		}
-		ours, _, err := Plan(MixQ4KM, hf, ten.rows(), ten.cols(), layers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		theirs, ok := TypeFromGGML(q4.byName[ten.name].typ)
-		if !ok {
-			theirs = Keep
-		}
-		t.Logf("%-28s q8_0 %-4v | q4_k_m: govinfer %-4v llama.cpp %v", ten.name, got, ours, theirs)
+	}
+	if n != 4*8 {
+		t.Errorf("%d MoE tensors, want 32", n)
 	}
 }
