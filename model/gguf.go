@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/gguf"
@@ -15,8 +18,8 @@ import (
 	"github.com/govinfer/govinfer/quant"
 )
 
-// A GGUF file of llama.cpp's qwen35 architecture loads into the same graph
-// as a checkpoint directory. Its tensors are used where the file has them,
+// A GGUF file of llama.cpp's qwen35 architecture, or of its mixture of
+// experts qwen35moe, loads into the same graph as a checkpoint directory. Its tensors are used where the file has them,
 // in their stored type (quantized ones through the quantized kernels),
 // except those the converter transformed (gguf/qwen35), which are converted
 // back into private copies: the norms' 1 + w, ssm_a = -exp(A_log), and the
@@ -32,9 +35,10 @@ import (
 // (gatedDeltaNet.tiled), a few copies per token; ssm_out's products then sum
 // in the file's order.
 
-// ggufSource reads a qwen35 GGUF file.
+// ggufSource reads a qwen35 or qwen35moe GGUF file.
 type ggufSource struct {
 	f     *gguf.File
+	arch  string // general.architecture: qwen35.Arch or qwen35.ArchMoE
 	heads qwen35.Heads
 	// tiled holds the Hugging Face names of the tensors that keep the
 	// file's value-head order: attn_gate and ssm_out of the layers whose
@@ -86,6 +90,17 @@ func (s *ggufSource) prefix() (string, error) { return ggufPrefix, nil }
 // experts in one tensor (ffn_gate_exps, ffn_up_exps, ffn_down_exps).
 func (s *ggufSource) expertLayout(string) expertLayout { return expertsStacked }
 
+// nextNLayers returns the file's count of MTP blocks appended to the
+// layers (qwen35.KeyNextNLayers under the file's architecture), 0 when
+// the key is absent.
+func (s *ggufSource) nextNLayers() (int64, error) {
+	key := qwen35.ArchKey(s.arch, qwen35.KeyNextNLayers)
+	if !s.f.Metadata().Has(key) {
+		return 0, nil
+	}
+	return s.f.Metadata().Int(key)
+}
+
 // lookup finds the file's tensor for a binding and checks its shape and
 // type.
 func (s *ggufSource) lookup(b binding) (qwen35.Tensor, gguf.TensorInfo, compute.DType, error) {
@@ -100,6 +115,9 @@ func (s *ggufSource) lookup(b binding) (qwen35.Tensor, gguf.TensorInfo, compute.
 	want := b.shape
 	if m.Squeeze {
 		want = slices.DeleteFunc(slices.Clone(want), func(d int) bool { return d == 1 })
+	}
+	for len(want) > 1 && want[0] == 1 {
+		want = want[1:] // Shape drops ggml's trailing 1s: the shared expert gate [1, H]
 	}
 	if got := info.Shape(); !slices.Equal(got, want) {
 		return m, info, 0, fmt.Errorf("tensor %s has shape %v (ggml dims %v), the metadata implies %v", m.Name, got, info.Dims, want)
@@ -225,20 +243,26 @@ func (s *ggufSource) evict(b binding) {
 // and chat template only.
 var ErrNoWeights = errors.New("the GGUF file holds no model weights")
 
-// ConfigFromGGUF reads the hyperparameters of a qwen35 GGUF file from its
-// metadata (the qwen35.* keys, gguf/qwen35) and tensors: the vocabulary
-// size is token_embd's, and a file without output.weight ties the output
-// matrix to the embeddings. Blocks appended for multi-token prediction
-// (qwen35.nextn_predict_layers) are not layers of the text model.
+// ConfigFromGGUF reads the hyperparameters of a qwen35 or qwen35moe GGUF
+// file from its metadata (the qwen35.* keys, or the same under qwen35moe.
+// with the expert keys: gguf/qwen35) and tensors: the vocabulary size is
+// token_embd's, and a file without output.weight ties the output matrix to
+// the embeddings. A qwen35moe file needs no feed_forward_length. Blocks
+// appended for multi-token prediction (nextn_predict_layers) are not
+// layers of the text model.
 func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 	md := f.Metadata()
-	if arch, err := md.String("general.architecture"); err != nil {
+	arch, err := md.String("general.architecture")
+	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
-	} else if arch != qwen35.Arch {
-		return nil, fmt.Errorf("model: the GGUF file's architecture is %q; govinfer runs %q (Qwen3.5)", arch, qwen35.Arch)
+	}
+	if arch != qwen35.Arch && arch != qwen35.ArchMoE {
+		return nil, fmt.Errorf("model: the GGUF file's architecture is %q; govinfer runs %q (Qwen3.5) and %q (Qwen3.5 mixture of experts)",
+			arch, qwen35.Arch, qwen35.ArchMoE)
 	}
 	var errs []error
 	geti := func(key string) int {
+		key = qwen35.ArchKey(arch, key)
 		v, err := md.Int(key)
 		if err != nil {
 			errs = append(errs, err)
@@ -251,17 +275,17 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return int(v)
 	}
 	getf := func(key string) float64 {
-		v, err := md.Float(key)
+		v, err := md.Float(qwen35.ArchKey(arch, key))
 		if err != nil {
 			errs = append(errs, err)
 		}
 		return v
 	}
+	has := func(key string) bool { return md.Has(qwen35.ArchKey(arch, key)) }
 	c := &Config{
 		NumLayers:             geti(qwen35.KeyBlockCount),
 		MaxPositionEmbeddings: geti(qwen35.KeyContextLength),
 		HiddenSize:            geti(qwen35.KeyEmbeddingLength),
-		IntermediateSize:      geti(qwen35.KeyFeedForwardLength),
 		NumHeads:              geti(qwen35.KeyHeadCount),
 		NumKVHeads:            geti(qwen35.KeyHeadCountKV),
 		HeadDim:               geti(qwen35.KeyKeyLength),
@@ -274,8 +298,20 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		FullAttentionInterval: geti(qwen35.KeyFullAttentionInterval),
 		TieWordEmbeddings:     !f.Has("output.weight"),
 	}
+	if arch == qwen35.ArchMoE {
+		c.NumExperts = geti(qwen35.KeyExpertCount)
+		c.NumExpertsPerTok = geti(qwen35.KeyExpertUsedCount)
+		c.MoEIntermediateSize = geti(qwen35.KeyExpertFeedForwardLength)
+		c.SharedExpertIntermediateSize = geti(qwen35.KeyExpertSharedFeedForwardLength)
+		if c.NumExperts == 0 && len(errs) == 0 {
+			errs = append(errs, fmt.Errorf("%s is 0 in a %s file", qwen35.ArchKey(arch, qwen35.KeyExpertCount), arch))
+		}
+	}
+	if arch == qwen35.Arch || has(qwen35.KeyFeedForwardLength) {
+		c.IntermediateSize = geti(qwen35.KeyFeedForwardLength)
+	}
 	inner, rotary, valueLen := geti(qwen35.KeyInnerSize), geti(qwen35.KeyRopeDimensionCount), geti(qwen35.KeyValueLength)
-	if md.Has(qwen35.KeyNextNLayers) {
+	if has(qwen35.KeyNextNLayers) {
 		c.NumLayers -= geti(qwen35.KeyNextNLayers)
 	}
 	if len(errs) > 0 {
@@ -286,7 +322,8 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 	}
 	if c.LinearNumValueHeads > 0 {
 		if inner%c.LinearNumValueHeads != 0 {
-			return nil, fmt.Errorf("model: GGUF metadata: %s %d is not a multiple of %s %d", qwen35.KeyInnerSize, inner, qwen35.KeyTimeStepRank, c.LinearNumValueHeads)
+			return nil, fmt.Errorf("model: GGUF metadata: %s %d is not a multiple of %s %d",
+				qwen35.ArchKey(arch, qwen35.KeyInnerSize), inner, qwen35.ArchKey(arch, qwen35.KeyTimeStepRank), c.LinearNumValueHeads)
 		}
 		c.LinearValueHeadDim = inner / c.LinearNumValueHeads
 	}
@@ -299,8 +336,8 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 	if c.NumLayers > 0 && c.FullAttentionInterval > 0 {
 		c.LayerTypes = defaultLayerTypes(c.NumLayers, c.FullAttentionInterval)
 	}
-	if md.Has(qwen35.KeyRopeSections) {
-		sections, err := md.Ints(qwen35.KeyRopeSections)
+	if has(qwen35.KeyRopeSections) {
+		sections, err := md.Ints(qwen35.ArchKey(arch, qwen35.KeyRopeSections))
 		if err != nil {
 			return nil, fmt.Errorf("model: GGUF metadata: %w", err)
 		}
@@ -330,7 +367,7 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 	return c, nil
 }
 
-// NewGGUF builds a model from an open qwen35 GGUF file. The file must stay
+// NewGGUF builds a model from an open qwen35 or qwen35moe GGUF file. The file must stay
 // open until the model is closed (the CPU backend reads weights from its
 // memory map); Close does not close it.
 func NewGGUF(f *gguf.File, o Options) (*Model, error) {
@@ -340,7 +377,22 @@ func NewGGUF(f *gguf.File, o Options) (*Model, error) {
 	}
 	heads := qwen35.Heads{Nk: cfg.LinearNumKeyHeads, Nv: cfg.LinearNumValueHeads, Dk: cfg.LinearKeyHeadDim, Dv: cfg.LinearValueHeadDim}
 	layers, names := tiledLayers(f, cfg, heads)
-	m, err := newModel(cfg, &ggufSource{f: f, heads: heads, tiled: names, layers: cfg.NumLayers}, o)
+	arch, _ := f.Metadata().String("general.architecture") // ConfigFromGGUF checked it
+	if o.Progress != nil {
+		if note := memoryNote(f, cfg, o); note != "" {
+			progress := o.Progress
+			var once sync.Once
+			o.Progress = func(p Progress) {
+				once.Do(func() {
+					q := p
+					q.Note = note
+					progress(q)
+				})
+				progress(p)
+			}
+		}
+	}
+	m, err := newModel(cfg, &ggufSource{f: f, arch: arch, heads: heads, tiled: names, layers: cfg.NumLayers}, o)
 	if err != nil {
 		return nil, err
 	}
@@ -348,6 +400,74 @@ func NewGGUF(f *gguf.File, o Options) (*Model, error) {
 		m.w.layers[l].mixer.(*gatedDeltaNet).tiled = &heads
 	}
 	return m, nil
+}
+
+// hostMemAvailable returns the memory available for new pages
+// (/proc/meminfo's MemAvailable) in bytes; false where it cannot be read.
+// Tests replace it.
+var hostMemAvailable = func() (int64, bool) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
+}
+
+// memoryNote says, for a load of the file's model with options o, when
+// the weights that stay in host memory, read in place from the file's
+// memory map, are more than the memory available: the operating system
+// then drops pages and reads them from disk again when a step needs them,
+// up to the weights one decode step reads (every matrix but the rows of an
+// untied embedding table, of a mixture of experts the k experts a token
+// chooses out of E) every token. Weights a device holds (a backend with
+// its own memory, compute.MemoryReporter) and tensors converted while
+// loading (Quantize) are not the file's pages and are not counted. Empty
+// when they fit.
+func memoryNote(f *gguf.File, c *Config, o Options) string {
+	if _, device := o.Backend.(compute.MemoryReporter); device {
+		return ""
+	}
+	var resident, perStep int64
+	for _, t := range f.Tensors() {
+		layer := -1
+		if rest, ok := strings.CutPrefix(t.Name, "blk."); ok {
+			num, _, _ := strings.Cut(rest, ".")
+			layer, _ = strconv.Atoi(num)
+		}
+		if layer >= c.NumLayers || o.Quantize != "" && t.Type.BlockSize() == 1 {
+			continue // the MTP block (loaded for drafts only), or converted
+		}
+		resident += t.Size
+		switch {
+		case t.Name == "token_embd.weight" && !c.TieWordEmbeddings:
+		case strings.Contains(t.Name, "_exps.") && c.NumExperts > 0:
+			perStep += t.Size / int64(c.NumExperts) * int64(c.NumExpertsPerTok)
+		default:
+			perStep += t.Size
+		}
+	}
+	avail, ok := hostMemAvailable()
+	if !ok || resident <= avail {
+		return ""
+	}
+	return fmt.Sprintf("the weights used in place from %s (%s) are more than the memory available (%s, MemAvailable): "+
+		"the pages that do not stay resident are read from disk again as steps need them, up to %s per decoded token "+
+		"(the weights one step reads), so decoding runs at the disk's speed",
+		filepath.Base(f.Paths()[0]), decimalBytes(resident), decimalBytes(avail), decimalBytes(perStep))
+}
+
+// decimalBytes writes n in GB, or MB below 1 GB.
+func decimalBytes(n int64) string {
+	if n < 1e9 {
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f GB", float64(n)/1e9)
 }
 
 // locateGGUF reports whether path names a GGUF model (gguf.Locate). A path

@@ -68,6 +68,13 @@ type goldenModel struct {
 func loadGolden(t testing.TB, name string, opts Options) *goldenModel {
 	t.Helper()
 	dir := filepath.Join("..", "testdata", "models", name)
+	return loadGoldenModel(t, dir, dir, opts)
+}
+
+// loadGoldenModel loads the goldens in dir and the model at path: the
+// checkpoint in dir, or a GGUF file converted from it.
+func loadGoldenModel(t testing.TB, dir, path string, opts Options) *goldenModel {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "golden.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +89,7 @@ func loadGolden(t testing.TB, name string, opts Options) *goldenModel {
 	if gm.tensors, err = safetensors.Open(filepath.Join(dir, "golden.safetensors")); err != nil {
 		t.Fatal(err)
 	}
-	if gm.m, err = Open(dir, withCPU(t, opts)); err != nil {
+	if gm.m, err = Open(path, withCPU(t, opts)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -166,7 +173,11 @@ func argmax(v []float32) int { return compute.Argmax(v) }
 
 // runGoldens checks a model against every golden case.
 func runGoldens(t *testing.T, name string, opts Options) {
-	gm := loadGolden(t, name, opts)
+	runGoldenModel(t, loadGolden(t, name, opts))
+}
+
+// runGoldenModel checks the loaded model against its goldens.
+func runGoldenModel(t *testing.T, gm *goldenModel) {
 	m, g := gm.m, gm.g
 	vocab := m.Config().VocabSize
 	tol := g.Tolerances.LogitsRelMax

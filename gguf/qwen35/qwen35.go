@@ -1,7 +1,15 @@
 // Package qwen35 is the layout of llama.cpp's qwen35 architecture in GGUF
-// files (tag b10547): its metadata keys, its tensor names, and the
-// transforms its converter applies to a Hugging Face Qwen3.5 checkpoint.
-// One table serves reading (package model) and writing (package convert).
+// files (tag b10547), and of its mixture-of-experts sibling qwen35moe: their
+// metadata keys, their tensor names, and the transforms the converter
+// applies to a Hugging Face Qwen3.5 checkpoint. One table serves reading
+// (package model) and writing (package convert).
+//
+// A qwen35moe file has the qwen35 keys under its own prefix (ArchKey), the
+// expert keys, and MoE tensors in place of the dense MLP's: the router
+// ffn_gate_inp, the experts stacked into 3-D tensors ffn_{gate,up,down}_exps
+// (HF's fused gate_up_proj split in two), the shared expert
+// ffn_{gate,up,down}_shexp and its gate ffn_gate_inp_shexp. The router and
+// the shared expert's gate are F32 whatever the file's type.
 //
 // The converter changes some tensors on the way (../shared/spec's
 // gguf-qwen35.md):
@@ -24,8 +32,21 @@ import (
 	"strings"
 )
 
-// Arch is the value of general.architecture.
-const Arch = "qwen35"
+// Arch is the value of general.architecture of a dense model, ArchMoE of a
+// mixture of experts (qwen3_5_moe checkpoints).
+const (
+	Arch    = "qwen35"
+	ArchMoE = "qwen35moe"
+)
+
+// ArchKey returns the key of architecture arch for a qwen35 key: the
+// qwen35moe files have every qwen35 key under their own prefix.
+func ArchKey(arch, key string) string {
+	if rest, ok := strings.CutPrefix(key, Arch+"."); ok {
+		return arch + "." + rest
+	}
+	return key
+}
 
 // Metadata keys of the architecture.
 const (
@@ -48,6 +69,16 @@ const (
 	KeyTimeStepRank          = Arch + ".ssm.time_step_rank" // linear value heads
 	KeyInnerSize             = Arch + ".ssm.inner_size"     // value heads × value head dim
 	KeyFullAttentionInterval = Arch + ".full_attention_interval"
+
+	// The mixture of experts (qwen35moe files; ArchKey gives their names
+	// there): expert_count experts of width expert_feed_forward_length,
+	// expert_used_count per token, a shared expert of width
+	// expert_shared_feed_forward_length. Such files have no
+	// feed_forward_length.
+	KeyExpertCount                   = Arch + ".expert_count"
+	KeyExpertUsedCount               = Arch + ".expert_used_count"
+	KeyExpertFeedForwardLength       = Arch + ".expert_feed_forward_length"
+	KeyExpertSharedFeedForwardLength = Arch + ".expert_shared_feed_forward_length"
 )
 
 // DefaultRopeSections is the converter's rope.dimension_sections when the
@@ -72,7 +103,8 @@ type Tensor struct {
 	Name      string // the GGUF name
 	Transform Transform
 	// F32 is set for the tensors the format keeps in float32 whatever the
-	// file's type: 1-D tensors and conv1d.
+	// file's type: 1-D tensors, conv1d, and a MoE layer's router and shared
+	// expert gate.
 	F32 bool
 	// Squeeze is set for conv1d, whose [C, 1, K] is stored as [C, K].
 	Squeeze bool
@@ -109,6 +141,19 @@ var layerTensors = map[string]Tensor{
 	"self_attn.o_proj.weight":         {Name: "attn_output.weight"},
 	"self_attn.q_norm.weight":         {Name: "attn_q_norm.weight", Transform: NormPlusOne, F32: true},
 	"self_attn.k_norm.weight":         {Name: "attn_k_norm.weight", Transform: NormPlusOne, F32: true},
+	// The mixture of experts. The router and the shared expert's gate
+	// ([1, H], stored {H, 1} by the converter and {H} by llama-quantize)
+	// are F32. The experts are named as stacked, gate and up apart
+	// ([E, F, H]; down [E, H, F]): HF's fused experts.gate_up_proj is split
+	// in two by the writer, and one module per expert is stacked.
+	"mlp.gate.weight":                    {Name: "ffn_gate_inp.weight", F32: true},
+	"mlp.shared_expert_gate.weight":      {Name: "ffn_gate_inp_shexp.weight", F32: true},
+	"mlp.shared_expert.gate_proj.weight": {Name: "ffn_gate_shexp.weight"},
+	"mlp.shared_expert.up_proj.weight":   {Name: "ffn_up_shexp.weight"},
+	"mlp.shared_expert.down_proj.weight": {Name: "ffn_down_shexp.weight"},
+	"mlp.experts.gate_proj":              {Name: "ffn_gate_exps.weight"},
+	"mlp.experts.up_proj":                {Name: "ffn_up_exps.weight"},
+	"mlp.experts.down_proj":              {Name: "ffn_down_exps.weight"},
 }
 
 // Lookup returns where the Hugging Face text-model tensor name goes: names
