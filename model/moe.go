@@ -194,7 +194,9 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 	if err := be.Download(ctx, mo.gates[:rows], sc.sgate, 0); err != nil {
 		return fmt.Errorf("model: reading shared expert gates: %w", err)
 	}
-	mo.route(rows, ne, k)
+	if err := mo.route(rows, ne, k); err != nil {
+		return err
+	}
 	// Where the experts run: on the model's backend, reading sc.xn and
 	// writing sc.eo after the shared expert's rows, or on the host's.
 	xbe, xs, base := be, expertBuffers{xn: sc.xn, ex: sc.ex, gate: sc.gate, up: sc.up, ed: sc.ed, eo: sc.eo}, rows
@@ -372,18 +374,26 @@ func newMoEScratch(c *Config, rows int) moeScratch {
 }
 
 // route picks each row's k experts and their weights from the router
-// logits, and lists each expert's rows.
-func (mo *moeScratch) route(rows, ne, k int) {
+// logits, and lists each expert's rows. A row whose logits are not all
+// finite (broken weights or activations) is an error.
+func (mo *moeScratch) route(rows, ne, k int) error {
 	for e := range mo.byExpert {
 		mo.byExpert[e] = mo.byExpert[e][:0]
 	}
 	for r := range rows {
 		chosen, w := mo.chosen[r*k:(r+1)*k], mo.weights[r*k:(r+1)*k]
-		routeRow(chosen, w, mo.logits[r*ne:(r+1)*ne], mo.probs, mo.topP)
+		logits := mo.logits[r*ne : (r+1)*ne]
+		for e, v := range logits {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("model: router logit %d of row %d is %v", e, r, v)
+			}
+		}
+		routeRow(chosen, w, logits, mo.probs, mo.topP)
 		for _, e := range chosen {
 			mo.byExpert[e] = append(mo.byExpert[e], int32(r))
 		}
 	}
+	return nil
 }
 
 // routeRow sets chosen to the indices of the len(chosen) largest of

@@ -287,3 +287,16 @@ func TestMoEVisionTower(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteNotFinite checks that router logits that are not finite are an
+// error, not a panic or a silent pick.
+func TestRouteNotFinite(t *testing.T) {
+	c := &Config{NumExperts: 4, NumExpertsPerTok: 2}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		mo := newMoEScratch(c, 2)
+		copy(mo.logits, []float32{1, 2, 3, 4, 0.5, bad, 0, 1})
+		if err := mo.route(2, 4, 2); err == nil || !strings.Contains(err.Error(), "row 1") {
+			t.Errorf("logit %v: error %v, want one naming row 1", bad, err)
+		}
+	}
+}
