@@ -26,9 +26,16 @@ func newFlagSet(io stdio, name, synopsis string) *flagSet {
 	return &flagSet{FlagSet: fs, synopsis: synopsis, io: io}
 }
 
-// usage prints the synopsis and the flags to standard output.
+// usage prints the command's summary (the line "govinfer help" shows for
+// it), its synopsis and its flags to standard output.
 func (fs *flagSet) usage() {
-	fmt.Fprintf(fs.io.out, "Usage: govinfer %s\n\nFlags:\n", fs.synopsis)
+	fmt.Fprintf(fs.io.out, "govinfer %s - %s\n\nUsage: govinfer %s\n", fs.Name(), summary(fs.Name()), fs.synopsis)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprint(fs.io.out, "\nFlags:\n")
 	fs.SetOutput(fs.io.out)
 	fs.PrintDefaults()
 	fs.SetOutput(goio.Discard)
@@ -50,6 +57,76 @@ func parseFlags(fs *flagSet, io stdio, args []string) (code int, done bool) {
 		return exitUsage, true
 	}
 	return 0, false
+}
+
+// Parse parses args as flag.FlagSet.Parse does, with errors that name
+// flags as they are written (--name) and suggest, for a flag that does
+// not exist, the one closest to it.
+func (fs *flagSet) Parse(args []string) error {
+	err := fs.FlagSet.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		name = strings.TrimPrefix(name, "-")
+		if near := fs.nearest(name); near != "" {
+			return fmt.Errorf("unknown flag --%s; did you mean --%s?", name, near)
+		}
+		return fmt.Errorf("unknown flag --%s", name)
+	}
+	for _, s := range []string{" for flag -", " for -", "flag needs an argument: -"} {
+		msg = strings.Replace(msg, s, s+"-", 1)
+	}
+	return errors.New(msg)
+}
+
+// nearest returns the flag whose name is closest to name, a flag that
+// does not exist: one that name begins (the shortest), else one within a
+// few typing mistakes (editDistance), or "" when none is near.
+func (fs *flagSet) nearest(name string) string {
+	best, bestDist := "", 1+len(name)/4 // one mistake in 4 letters, at least one
+	bestPrefix := false
+	fs.VisitAll(func(f *flag.Flag) {
+		if len(name) >= 3 && strings.HasPrefix(f.Name, name) {
+			if !bestPrefix || len(f.Name) < len(best) {
+				best, bestPrefix = f.Name, true
+			}
+			return
+		}
+		if d := editDistance(name, f.Name); !bestPrefix && d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance returns the fewest single-character insertions, deletions,
+// substitutions and swaps of neighbours that turn a into b (optimal string
+// alignment distance).
+func editDistance(a, b string) int {
+	// d[i][j] is the distance between a[:i] and b[:j].
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // seconds is a duration flag that also takes a plain number of seconds,

@@ -15,7 +15,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
+
+	"github.com/govinfer/govinfer/internal/version"
 )
 
 // Exit codes shared by all subcommands.
@@ -50,7 +53,19 @@ func commands() []command {
 		{"render", "render a chat conversation with the checkpoint's chat template", runRender},
 		{"quantize", "write a checkpoint as a GGUF file (bf16, q8_0, q4_k_m) that llama.cpp loads", runQuantize},
 		{"make-random", "write a random Qwen3.5 checkpoint for tests and benchmarks", runMakeRandom},
+		{"version", "print govinfer's version", runVersion},
 	}
+}
+
+// summary returns the one line "govinfer help" shows for the command
+// named name, which its --help begins with too.
+func summary(name string) string {
+	for _, c := range commands() {
+		if c.name == name {
+			return c.summary
+		}
+	}
+	return ""
 }
 
 func main() {
@@ -75,6 +90,8 @@ func exitOnSecondSignal() {
 }
 
 // dispatch runs the subcommand named by args[0] and returns its exit code.
+// "govinfer help CMD" is "govinfer CMD --help", and "govinfer --version"
+// is "govinfer version".
 func dispatch(ctx context.Context, io stdio, args []string) int {
 	if len(args) == 0 {
 		usage(io.err)
@@ -82,16 +99,40 @@ func dispatch(ctx context.Context, io stdio, args []string) int {
 	}
 	switch args[0] {
 	case "help", "-h", "--help", "-help":
-		usage(io.out)
-		return exitOK
+		if len(args) == 1 {
+			usage(io.out)
+			return exitOK
+		}
+		if len(args) > 2 {
+			fmt.Fprintf(io.err, "govinfer: help takes one command, got %q\n", args[1:])
+			return exitUsage
+		}
+		args = []string{args[1], "--help"}
+	case "--version", "-version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, io, args[1:])
 		}
 	}
-	fmt.Fprintf(io.err, "govinfer: unknown command %q (run \"govinfer help\")\n", args[0])
+	fmt.Fprintf(io.err, "govinfer: unknown command %q%s (run \"govinfer help\")\n", args[0], nearestCommand(args[0]))
 	return exitUsage
+}
+
+// nearestCommand suggests the command name is a mistyping of, if any:
+// "; did you mean serve?".
+func nearestCommand(name string) string {
+	best, bestDist := "", 1+len(name)/4
+	for _, c := range commands() {
+		if d := editDistance(name, c.name); d < bestDist {
+			best, bestDist = c.name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return "; did you mean " + best + "?"
 }
 
 func usage(w io.Writer) {
@@ -104,5 +145,20 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run \"govinfer <command> --help\" for the flags of a command.")
+	fmt.Fprint(w, `Run "govinfer help <command>" (or "govinfer <command> --help") for the flags of
+a command, and "govinfer --version" for the version.
+`)
+}
+
+// runVersion implements "govinfer version" (and "govinfer --version").
+func runVersion(ctx context.Context, io stdio, args []string) int {
+	fs := newFlagSet(io, "version", "version\n\n"+
+		"Prints govinfer's version: the module's version for a tagged build, else\n"+
+		"\"devel\" and the revision of the checkout it was built from (-dirty with\n"+
+		"uncommitted changes), with the Go toolchain and the platform.")
+	if code, done := parseFlags(fs, io, args); done {
+		return code
+	}
+	fmt.Fprintf(io.out, "govinfer %s (%s %s/%s)\n", version.String(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return exitOK
 }
