@@ -1,10 +1,18 @@
 // Package convert writes a Hugging Face Qwen3.5 checkpoint as a GGUF file
-// of llama.cpp's qwen35 architecture, as llama.cpp's converter (and
-// llama-quantize, for the quantized types) would: its tensor names and
-// transforms (gguf/qwen35), its metadata, the tokenizer and chat template,
-// norms, other 1-D tensors and conv1d in F32, and general.file_type as
-// llama.cpp labels the file. llama.cpp, ollama and govinfer load the
-// result.
+// of llama.cpp's qwen35 architecture (qwen35moe for a mixture of experts,
+// qwen3_5_moe), as llama.cpp's converter (and llama-quantize, for the
+// quantized types) would: its tensor names and transforms (gguf/qwen35),
+// its metadata, the tokenizer and chat template, norms, other 1-D tensors,
+// conv1d and a MoE's router and shared expert gate in F32, and
+// general.file_type as llama.cpp labels the file. llama.cpp, ollama and
+// govinfer load the result.
+//
+// A MoE layer's experts are written as llama.cpp's stacked 3-D tensors
+// ffn_gate_exps, ffn_up_exps [E, F, H] and ffn_down_exps [E, H, F],
+// whichever way the checkpoint stores them: fused (experts.gate_up_proj
+// [E, 2F, H], split into its gate rows 0..F-1 and up rows F..2F-1 of each
+// expert; experts.down_proj as it is) or one module per expert
+// (experts.{e}.*_proj.weight, stacked).
 //
 // The checkpoint is streamed: each tensor is read from the memory map a
 // block of rows at a time, transformed, encoded or quantized (rows spread
@@ -95,6 +103,9 @@ type Result struct {
 
 // plan is one tensor to write.
 type plan struct {
+	// hf is the tensor under the name qwen35.Lookup and quant.Plan know
+	// (a MoE's experts as stacked: experts.gate_proj [E, F, H], ...), with
+	// the shape the config implies.
 	hf     model.TensorSpec
 	m      qwen35.Tensor
 	typ    gguf.GGMLType
@@ -103,6 +114,17 @@ type plan struct {
 	rows   int
 	cols   int
 	srcLen int64
+	// parts are where the rows come from, in order: the checkpoint's
+	// tensor of the same name, or a MoE's experts gathered from its fused
+	// or per-expert tensors.
+	parts []part
+}
+
+// part is rows [lo, lo+n) of the checkpoint's tensor name, seen as a
+// matrix of rows of its last dimension.
+type part struct {
+	name  string
+	lo, n int
 }
 
 // Write converts the safetensors checkpoint in dir into the GGUF file out
@@ -135,8 +157,12 @@ func Write(ctx context.Context, dir, out string, o Options) (*Result, error) {
 		return nil, fmt.Errorf("convert: %w", err)
 	}
 	used := map[string]bool{}
+	uses := map[string]int{} // plans left that read each tensor
 	for _, p := range plans {
-		used[p.hf.Name] = true
+		for _, name := range p.sourceNames() {
+			used[name] = true
+			uses[name]++
+		}
 	}
 	for _, name := range ck.Names() {
 		if !used[name] {
@@ -147,11 +173,12 @@ func Write(ctx context.Context, dir, out string, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("convert: %w", err)
 	}
+	arch := archOf(cfg)
 	if used[qwen35.MTPPrefix+"fc.weight"] {
 		// The MTP head is one block after the layers, as llama.cpp's
 		// converter appends it (qwen35.LookupMTP).
-		md.Set(qwen35.KeyBlockCount, uint32(cfg.NumLayers+1))
-		md.Set(qwen35.KeyNextNLayers, uint32(1))
+		md.Set(qwen35.ArchKey(arch, qwen35.KeyBlockCount), uint32(cfg.NumLayers+1))
+		md.Set(qwen35.ArchKey(arch, qwen35.KeyNextNLayers), uint32(1))
 	}
 	tok, err := tokenizer.Load(dir)
 	switch {
@@ -177,9 +204,16 @@ func Write(ctx context.Context, dir, out string, o Options) (*Result, error) {
 	infos := make([]gguf.TensorInfo, len(plans))
 	var total int64
 	for i, p := range plans {
-		dims := []int{p.cols, p.rows}
-		if len(p.hf.Shape) == 1 {
-			dims = []int{p.cols}
+		// ggml's dimensions, innermost first; conv1d's [C, 1, K] squeezed.
+		dims := slices.Clone(p.hf.Shape)
+		if p.m.Squeeze {
+			dims = slices.DeleteFunc(dims, func(d int) bool { return d == 1 })
+		}
+		slices.Reverse(dims)
+		for o.Type != TypeBF16 && len(dims) > 1 && dims[len(dims)-1] == 1 {
+			// llama-quantize writes ggml_n_dims dimensions: the shared
+			// expert gate [1, H] is {H, 1} from the converter, {H} after.
+			dims = dims[:len(dims)-1]
 		}
 		infos[i] = gguf.TensorInfo{Name: p.m.Name, Type: p.typ, Dims: dims}
 		total += p.srcLen
@@ -200,7 +234,7 @@ func Write(ctx context.Context, dir, out string, o Options) (*Result, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		t, err := ck.Tensor(p.hf.Name)
+		src, err := p.rowSource(ck)
 		if err != nil {
 			return nil, fmt.Errorf("convert: %w", err)
 		}
@@ -214,13 +248,17 @@ func Write(ctx context.Context, dir, out string, o Options) (*Result, error) {
 			}
 		}
 		// Large tensors report each block of rows as it is written.
-		err = writeTensor(ctx, tw, p, t.Data, heads, threads, func(rowsDone int) {
+		err = writeTensor(ctx, tw, p, src, heads, threads, func(rowsDone int) {
 			report(i, done+p.srcLen*int64(rowsDone)/int64(p.rows))
 		})
 		if err != nil {
 			return nil, fmt.Errorf("convert: %s -> %s: %w", p.hf.Name, p.m.Name, err)
 		}
-		ck.Evict(p.hf.Name)
+		for _, name := range p.sourceNames() {
+			if uses[name]--; uses[name] == 0 {
+				ck.Evict(name) // the last plan that reads it
+			}
+		}
 		done += p.srcLen
 		report(i+1, done)
 	}
@@ -240,25 +278,35 @@ func Write(ctx context.Context, dir, out string, o Options) (*Result, error) {
 func planTensors(ck *safetensors.Checkpoint, cfg *model.Config, prefix, typ string) ([]plan, error) {
 	var plans []plan
 	var errs []error
-	add := func(spec model.TensorSpec, m qwen35.Tensor, planName string) {
-		info, err := ck.Info(spec.Name)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		if !slices.Equal(info.Shape, spec.Shape) {
-			errs = append(errs, fmt.Errorf("tensor %s has shape %v, config.json implies %v", spec.Name, info.Shape, spec.Shape))
-			return
-		}
-		if widen(info.DType) == nil {
-			errs = append(errs, fmt.Errorf("tensor %s has dtype %s; want F32, F16 or BF16", spec.Name, info.DType))
-			return
-		}
-		p := plan{hf: spec, m: m, src: info.DType, cols: spec.Shape[len(spec.Shape)-1], rows: 1}
+	// add plans the tensor spec, whose rows come from parts, each part a
+	// tensor the config says has shape want.
+	add := func(spec model.TensorSpec, m qwen35.Tensor, planName string, parts []part, want [][]int) {
+		p := plan{hf: spec, m: m, cols: spec.Shape[len(spec.Shape)-1], rows: 1, parts: parts}
 		for _, d := range spec.Shape[:len(spec.Shape)-1] {
 			p.rows *= d
 		}
-		p.srcLen = int64(p.rows) * int64(p.cols) * int64(info.DType.Size())
+		for i, pt := range parts {
+			info, err := ck.Info(pt.name)
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			if !slices.Equal(info.Shape, want[i]) {
+				errs = append(errs, fmt.Errorf("tensor %s has shape %v, config.json implies %v", pt.name, info.Shape, want[i]))
+				return
+			}
+			if widen(info.DType) == nil {
+				errs = append(errs, fmt.Errorf("tensor %s has dtype %s; want F32, F16 or BF16", pt.name, info.DType))
+				return
+			}
+			if i > 0 && info.DType != p.src {
+				errs = append(errs, fmt.Errorf("tensor %s is %s, %s is %s: the experts of one layer differ", pt.name, info.DType, parts[0].name, p.src))
+				return
+			}
+			p.src = info.DType
+		}
+		p.srcLen = int64(p.rows) * int64(p.cols) * int64(p.src.Size())
+		var err error
 		p.typ, p.qt, err = tensorType(p, planName, typ, cfg.NumLayers)
 		if err != nil {
 			errs = append(errs, err)
@@ -266,30 +314,148 @@ func planTensors(ck *safetensors.Checkpoint, cfg *model.Config, prefix, typ stri
 		}
 		plans = append(plans, p)
 	}
-	for _, spec := range model.TextTensors(cfg, prefix) {
-		m, ok := qwen35.Lookup(spec.Name)
+	// plan plans one tensor of the model's list: a tensor of the
+	// checkpoint, or a MoE layer's experts in the stacked layout.
+	plan := func(spec model.TensorSpec, lookup func(string) (qwen35.Tensor, bool), planName func(string) string) {
+		if p, kind, ok := cutExperts(spec.Name); ok {
+			for _, st := range stackExperts(ck, spec, p, kind) {
+				m, ok := lookup(st.spec.Name)
+				if !ok {
+					errs = append(errs, fmt.Errorf("tensor %s has no qwen35 GGUF name", st.spec.Name))
+					continue
+				}
+				add(st.spec, m, planName(st.spec.Name), st.parts, st.shapes)
+			}
+			return
+		}
+		m, ok := lookup(spec.Name)
 		if !ok {
 			errs = append(errs, fmt.Errorf("tensor %s has no qwen35 GGUF name", spec.Name))
-			continue
+			return
 		}
-		add(spec, m, spec.Name)
+		add(spec, m, planName(spec.Name), []part{{spec.Name, 0, 0}}, [][]int{spec.Shape})
+	}
+	same := func(name string) string { return name }
+	for _, spec := range model.TextTensors(cfg, prefix) {
+		plan(spec, qwen35.Lookup, same)
 	}
 	// The MTP head, where the checkpoint has one: its block follows the
 	// layers; its matrices quantize as the last layer's (model.MTPPlanName).
 	if _, err := ck.Info(qwen35.MTPPrefix + "fc.weight"); err == nil {
+		lookup := func(name string) (qwen35.Tensor, bool) { return qwen35.LookupMTP(name, cfg.NumLayers) }
 		for _, spec := range model.MTPTensors(cfg) {
-			m, ok := qwen35.LookupMTP(spec.Name, cfg.NumLayers)
-			if !ok {
-				errs = append(errs, fmt.Errorf("tensor %s has no qwen35 GGUF name", spec.Name))
-				continue
-			}
-			add(spec, m, model.MTPPlanName(cfg, spec.Name))
+			plan(spec, lookup, func(name string) string { return model.MTPPlanName(cfg, name) })
+		}
+	}
+	for i := range plans {
+		if ps := plans[i].parts; len(ps) == 1 && ps[0].n == 0 {
+			ps[0].n = plans[i].rows // a whole tensor
 		}
 	}
 	if len(errs) > 8 {
 		errs = append(errs[:8], fmt.Errorf("... and %d more", len(errs)-8))
 	}
 	return plans, errors.Join(errs...)
+}
+
+// cutExperts splits the name of a MoE layer's experts as model.TextTensors
+// lists them (fused: PREFIX.mlp.experts.gate_up_proj or
+// PREFIX.mlp.experts.down_proj) into the layer's prefix, ending in ".",
+// and the kind.
+func cutExperts(name string) (prefix, kind string, ok bool) {
+	for _, kind := range []string{"gate_up_proj", "down_proj"} {
+		if p, ok := strings.CutSuffix(name, "mlp.experts."+kind); ok {
+			return p, kind, true
+		}
+	}
+	return "", "", false
+}
+
+// stacked is one stacked expert tensor to write: its spec under the
+// stacked name, and the checkpoint's parts it gathers with their shapes.
+type stacked struct {
+	spec   model.TensorSpec
+	parts  []part
+	shapes [][]int
+}
+
+// stackExperts returns the stacked tensors that the experts fused spec
+// (kind gate_up_proj [E, 2F, H] or down_proj [E, H, F]) of the layer named
+// under p become, gathered from the checkpoint's layout: gate_up_proj's
+// gate and up rows of each expert, experts.{e}.*_proj.weight one module
+// per expert, or experts.gate_proj and experts.up_proj already stacked.
+func stackExperts(ck *safetensors.Checkpoint, spec model.TensorSpec, p, kind string) []stacked {
+	e, rows, cols := spec.Shape[0], spec.Shape[1], spec.Shape[2]
+	projs := []string{"down_proj"}
+	if kind == "gate_up_proj" {
+		projs, rows = []string{"gate_proj", "up_proj"}, rows/2
+	}
+	modules := ck.Has(p+"mlp.experts.0."+projs[0]+".weight") && !ck.Has(p+"mlp.experts."+kind)
+	var out []stacked
+	for j, proj := range projs {
+		st := stacked{spec: model.TensorSpec{Name: p + "mlp.experts." + proj, Shape: []int{e, rows, cols}}}
+		switch {
+		case modules:
+			for x := range e {
+				st.parts = append(st.parts, part{fmt.Sprintf("%smlp.experts.%d.%s.weight", p, x, proj), 0, rows})
+				st.shapes = append(st.shapes, []int{rows, cols})
+			}
+		case kind == "gate_up_proj" && !ck.Has(spec.Name) && ck.Has(st.spec.Name):
+			st.parts, st.shapes = []part{{st.spec.Name, 0, e * rows}}, [][]int{st.spec.Shape} // stacked already
+		case kind == "gate_up_proj":
+			for x := range e {
+				st.parts = append(st.parts, part{spec.Name, (2*x + j) * rows, rows})
+				st.shapes = append(st.shapes, spec.Shape)
+			}
+		default:
+			st.parts, st.shapes = []part{{spec.Name, 0, e * rows}}, [][]int{spec.Shape}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// sourceNames returns the checkpoint's tensors the plan reads, each once.
+func (p *plan) sourceNames() []string {
+	var names []string
+	for _, pt := range p.parts {
+		if len(names) == 0 || names[len(names)-1] != pt.name {
+			names = append(names, pt.name)
+		}
+	}
+	return names
+}
+
+// rowSource returns the plan's source rows: row(r) is the bytes of row r
+// of the tensor it writes (before any head reordering), a view of the
+// checkpoint's memory map.
+func (p *plan) rowSource(ck *safetensors.Checkpoint) (func(r int) []byte, error) {
+	rb := p.cols * p.src.Size()
+	data := make([][]byte, len(p.parts))
+	start := make([]int, len(p.parts)) // the first row of each part
+	at := 0
+	for i, pt := range p.parts {
+		t, err := ck.Tensor(pt.name)
+		if err != nil {
+			return nil, err
+		}
+		if (pt.lo+pt.n)*rb > len(t.Data) {
+			return nil, fmt.Errorf("tensor %s: rows %d..%d of %d bytes each are past its %d bytes", pt.name, pt.lo, pt.lo+pt.n, rb, len(t.Data))
+		}
+		data[i], start[i] = t.Data[pt.lo*rb:(pt.lo+pt.n)*rb], at
+		at += pt.n
+	}
+	if at != p.rows {
+		return nil, fmt.Errorf("tensor %s: its parts hold %d rows, want %d", p.hf.Name, at, p.rows)
+	}
+	return func(r int) []byte {
+		i, found := slices.BinarySearch(start, r)
+		if !found {
+			i--
+		}
+		r -= start[i]
+		return data[i][r*rb : (r+1)*rb]
+	}, nil
 }
 
 // tensorType picks a tensor's ggml type: F32 where the format keeps it
@@ -347,18 +513,17 @@ const blockBytes = 4 << 20
 // writeTensor converts a tensor a block of rows at a time, rows spread over
 // threads goroutines, and writes it to w; block is told the rows done after
 // each block but the last.
-func writeTensor(ctx context.Context, w io.Writer, p plan, data []byte, h qwen35.Heads, threads int, block func(rows int)) error {
+func writeTensor(ctx context.Context, w io.Writer, p plan, src func(r int) []byte, h qwen35.Heads, threads int, block func(rows int)) error {
 	rows, cols := p.rows, p.cols
 	if len(p.hf.Shape) == 1 {
 		// A vector's entries are its value heads' (A_log, dt_bias): convert
 		// it whole as one row, moving entries as rows of one value.
-		return writeVector(w, p, data, h)
+		return writeVector(w, p, src(0), h)
 	}
 	rowOut := p.typ.RowBytes(cols)
 	if rowOut == 0 {
 		return fmt.Errorf("rows of %d values do not fit %v", cols, p.typ)
 	}
-	size := p.src.Size()
 	dec := widen(p.src)
 	per := max(1, blockBytes/rowOut)
 	buf := make([]byte, min(per, rows)*rowOut)
@@ -375,22 +540,22 @@ func writeTensor(ctx context.Context, w io.Writer, p plan, data []byte, h qwen35
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				src, row := make([]float32, cols), make([]float32, cols)
+				in, row := make([]float32, cols), make([]float32, cols)
 				for r := lo + wk*n/workers; r < lo+(wk+1)*n/workers && errs[wk] == nil; r++ {
 					s := r
 					if p.m.Transform != qwen35.HeadCols {
 						s = p.m.Transform.Source(h, rows, r, true)
 					}
-					if err := dec(src, data[s*cols*size:(s+1)*cols*size]); err != nil {
+					if err := dec(in, src(s)); err != nil {
 						errs[wk] = err
 						return
 					}
 					if p.m.Transform == qwen35.HeadCols {
 						for j := range row {
-							row[j] = src[p.m.Transform.Source(h, cols, j, true)]
+							row[j] = in[p.m.Transform.Source(h, cols, j, true)]
 						}
 					} else {
-						for j, v := range src {
+						for j, v := range in {
 							row[j] = p.m.Transform.ToGGUF(v)
 						}
 					}
@@ -447,7 +612,17 @@ func encode(p plan, dst []byte, row []float32) error {
 	return quant.QuantizeRow(p.qt, dst, row)
 }
 
-// metadata returns the general and qwen35 keys of the file.
+// archOf returns the file's general.architecture: qwen35moe for a mixture
+// of experts, else qwen35.
+func archOf(c *model.Config) string {
+	if c.MoE() {
+		return qwen35.ArchMoE
+	}
+	return qwen35.Arch
+}
+
+// metadata returns the general and architecture keys of the file: a
+// qwen35moe file has the expert keys in place of feed_forward_length.
 func metadata(dir string, c *model.Config, o Options, ft uint32) (*gguf.Metadata, error) {
 	interval := c.FullAttentionInterval
 	if interval == 0 {
@@ -472,8 +647,9 @@ func metadata(dir string, c *model.Config, o Options, ft uint32) (*gguf.Metadata
 	for len(sections) < 4 {
 		sections = append(sections, 0)
 	}
+	arch := archOf(c)
 	kvs := []gguf.KV{
-		{Key: "general.architecture", Value: qwen35.Arch},
+		{Key: "general.architecture", Value: arch},
 		{Key: "general.type", Value: "model"},
 		{Key: "general.name", Value: name},
 	}
@@ -482,25 +658,46 @@ func metadata(dir string, c *model.Config, o Options, ft uint32) (*gguf.Metadata
 		return nil, err
 	}
 	kvs = append(kvs, gen...)
+	key := func(k string, v any) gguf.KV { return gguf.KV{Key: qwen35.ArchKey(arch, k), Value: v} }
 	kvs = append(kvs,
-		gguf.KV{Key: qwen35.KeyBlockCount, Value: uint32(c.NumLayers)},
-		gguf.KV{Key: qwen35.KeyContextLength, Value: uint32(c.MaxContext())},
-		gguf.KV{Key: qwen35.KeyEmbeddingLength, Value: uint32(c.HiddenSize)},
-		gguf.KV{Key: qwen35.KeyFeedForwardLength, Value: uint32(c.IntermediateSize)},
-		gguf.KV{Key: qwen35.KeyHeadCount, Value: uint32(c.NumHeads)},
-		gguf.KV{Key: qwen35.KeyHeadCountKV, Value: uint32(c.NumKVHeads)},
-		gguf.KV{Key: qwen35.KeyRopeSections, Value: sections},
-		gguf.KV{Key: qwen35.KeyRopeFreqBase, Value: float32(c.RopeTheta)},
-		gguf.KV{Key: qwen35.KeyRMSEpsilon, Value: float32(c.RMSNormEps)},
-		gguf.KV{Key: qwen35.KeyKeyLength, Value: uint32(c.HeadDim)},
-		gguf.KV{Key: qwen35.KeyValueLength, Value: uint32(c.HeadDim)},
-		gguf.KV{Key: qwen35.KeyConvKernel, Value: uint32(c.LinearConvKernel)},
-		gguf.KV{Key: qwen35.KeyStateSize, Value: uint32(c.LinearKeyHeadDim)},
-		gguf.KV{Key: qwen35.KeyGroupCount, Value: uint32(c.LinearNumKeyHeads)},
-		gguf.KV{Key: qwen35.KeyTimeStepRank, Value: uint32(c.LinearNumValueHeads)},
-		gguf.KV{Key: qwen35.KeyInnerSize, Value: uint32(c.ValueDim())},
-		gguf.KV{Key: qwen35.KeyFullAttentionInterval, Value: uint32(interval)},
-		gguf.KV{Key: qwen35.KeyRopeDimensionCount, Value: uint32(c.RotaryDim())},
+		key(qwen35.KeyBlockCount, uint32(c.NumLayers)),
+		key(qwen35.KeyContextLength, uint32(c.MaxContext())),
+		key(qwen35.KeyEmbeddingLength, uint32(c.HiddenSize)),
+	)
+	if !c.MoE() {
+		kvs = append(kvs, key(qwen35.KeyFeedForwardLength, uint32(c.IntermediateSize)))
+	}
+	kvs = append(kvs,
+		key(qwen35.KeyHeadCount, uint32(c.NumHeads)),
+		key(qwen35.KeyHeadCountKV, uint32(c.NumKVHeads)),
+		key(qwen35.KeyRopeSections, sections),
+		key(qwen35.KeyRopeFreqBase, float32(c.RopeTheta)),
+		key(qwen35.KeyRMSEpsilon, float32(c.RMSNormEps)),
+	)
+	if c.MoE() {
+		kvs = append(kvs,
+			key(qwen35.KeyExpertCount, uint32(c.NumExperts)),
+			key(qwen35.KeyExpertUsedCount, uint32(c.NumExpertsPerTok)),
+		)
+	}
+	kvs = append(kvs,
+		key(qwen35.KeyKeyLength, uint32(c.HeadDim)),
+		key(qwen35.KeyValueLength, uint32(c.HeadDim)),
+	)
+	if c.MoE() {
+		kvs = append(kvs,
+			key(qwen35.KeyExpertFeedForwardLength, uint32(c.MoEIntermediateSize)),
+			key(qwen35.KeyExpertSharedFeedForwardLength, uint32(c.SharedExpertIntermediateSize)),
+		)
+	}
+	kvs = append(kvs,
+		key(qwen35.KeyConvKernel, uint32(c.LinearConvKernel)),
+		key(qwen35.KeyStateSize, uint32(c.LinearKeyHeadDim)),
+		key(qwen35.KeyGroupCount, uint32(c.LinearNumKeyHeads)),
+		key(qwen35.KeyTimeStepRank, uint32(c.LinearNumValueHeads)),
+		key(qwen35.KeyInnerSize, uint32(c.ValueDim())),
+		key(qwen35.KeyFullAttentionInterval, uint32(interval)),
+		key(qwen35.KeyRopeDimensionCount, uint32(c.RotaryDim())),
 	)
 	return gguf.NewMetadata(kvs...)
 }

@@ -22,10 +22,14 @@ func runQuantize(ctx context.Context, io stdio, args []string) int {
 	fs := newFlagSet(io, "quantize", "quantize --model DIR --out FILE.gguf --type "+strings.Join(convert.Types(), "|")+" [--mmproj MMPROJ.gguf [--mmproj-type f16|bf16|f32]] [--name NAME] [--threads N]\n"+
 		"       govinfer quantize --model DIR --mmproj MMPROJ.gguf [--mmproj-type f16|bf16|f32]\n\n"+
 		"Writes a Hugging Face Qwen3.5 checkpoint as a GGUF file of llama.cpp's qwen35\n"+
-		"architecture, which llama.cpp, ollama and govinfer load: its tensor names and\n"+
-		"transforms, metadata, tokenizer and chat template. bf16 keeps every matrix in\n"+
-		"BF16; q8_0 is llama.cpp's Q8_0; q4_k_m and q5_k_m are govinfer's mixes (see\n"+
-		"--quantize in the README), labelled as llama.cpp labels Q4_K_M and Q5_K_M.\n"+
+		"architecture (qwen35moe for a mixture of experts, qwen3_5_moe), which llama.cpp,\n"+
+		"ollama and govinfer load: its tensor names and transforms, metadata, tokenizer\n"+
+		"and chat template. A mixture of experts' experts, fused (gate_up_proj) or one\n"+
+		"module per expert, are written as llama.cpp's stacked ffn_{gate,up,down}_exps,\n"+
+		"its router and shared expert gate in F32. bf16 keeps every matrix in BF16;\n"+
+		"q8_0 is llama.cpp's Q8_0; q4_k_m and q5_k_m are govinfer's mixes (see\n"+
+		"--quantize in the README; the experts as llama.cpp's Q4_K_M and Q5_K_M have\n"+
+		"them), labelled as llama.cpp labels Q4_K_M and Q5_K_M.\n"+
 		"A multi-token-prediction head (mtp.*) is written as llama.cpp's nextn block, one\n"+
 		"block after the layers (qwen35.nextn_predict_layers = 1), for --speculative-config.\n"+
 		"The checkpoint is streamed tensor by tensor; the file appears when complete.\n\n"+
@@ -108,7 +112,12 @@ func runQuantize(ctx context.Context, io stdio, args []string) int {
 	if err != nil {
 		return fail(exitError, "reading back: %v", err)
 	}
-	fmt.Fprintf(io.out, "read back: %d layers, hidden %d, vocabulary %d, %d tensors\n", cfg.NumLayers, cfg.HiddenSize, cfg.VocabSize, len(f.Tensors()))
+	experts := ""
+	if cfg.MoE() {
+		experts = fmt.Sprintf(", %d experts (%d a token) of width %d, shared expert %d", cfg.NumExperts, cfg.NumExpertsPerTok,
+			cfg.MoEIntermediateSize, cfg.SharedExpertIntermediateSize)
+	}
+	fmt.Fprintf(io.out, "read back: %d layers, hidden %d, vocabulary %d%s, %d tensors\n", cfg.NumLayers, cfg.HiddenSize, cfg.VocabSize, experts, len(f.Tensors()))
 	if *mmproj != "" {
 		return writeMMProj(ctx, io, *dir, *mmproj, *mmType, *name)
 	}
