@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/internal/bytesize"
 	"github.com/govinfer/govinfer/model"
 )
 
@@ -28,35 +30,26 @@ const (
 var KVCacheTypes = map[string]compute.DType{"f32": compute.F32, "bf16": compute.BF16, "f16": compute.F16}
 
 // ParseStateMemory reads a state memory size as `serve --state-memory`
-// takes it: bytes with a binary unit ("256KiB", "8GiB", "1.5TiB"; "B" or no
-// unit for plain bytes), or a fraction in (0, 1] ("0.8") of the memory
-// free after loading the weights. Exactly one of bytes and fraction is
-// set.
+// takes it: bytes, plain or with a unit as internal/bytesize reads them
+// ("256KiB", "8GiB", "8GB" = 8*10^9 bytes), or a fraction in (0, 1] ("0.8")
+// of the memory free after loading the weights; a plain number up to 1 is
+// a fraction. Exactly one of bytes and fraction is set.
 func ParseStateMemory(s string) (bytes int64, fraction float64, err error) {
 	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}}
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(s, u.suffix); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil || v <= 0 || v*u.mult >= 1<<62 || v*u.mult < 1 {
-				return 0, 0, fmt.Errorf("state memory %q: want a positive size such as 256KiB or 8GiB", s)
-			}
-			return int64(v * u.mult), 0, nil
+	if v, err := strconv.ParseFloat(s, 64); err == nil && (v <= 1 || v != math.Trunc(v)) {
+		if v > 0 && v <= 1 {
+			return 0, v, nil
 		}
+		return 0, 0, fmt.Errorf("state memory %q: a fraction must be in (0, 1]", s)
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	switch {
-	case err != nil:
-		return 0, 0, fmt.Errorf("state memory %q: want a size with a binary unit (256KiB, 8GiB) or a fraction in (0, 1]", s)
-	case v > 0 && v <= 1:
-		return 0, v, nil
-	case v > 1 && v == float64(int64(v)):
-		return int64(v), 0, nil // plain bytes
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		return 0, 0, fmt.Errorf("state memory %q: %w; or a fraction in (0, 1]", s, err)
 	}
-	return 0, 0, fmt.Errorf("state memory %q: a fraction must be in (0, 1]", s)
+	if n < 1 {
+		return 0, 0, fmt.Errorf("state memory %q: want at least one byte", s)
+	}
+	return n, 0, nil
 }
 
 // stateBudget returns the state memory budget of o for m on be: o's
@@ -68,6 +61,10 @@ func stateBudget(o Options, m *model.Model, be compute.Backend) (int64, error) {
 		return 0, fmt.Errorf("llm: state memory %d bytes or fraction %v out of range", o.StateMemory, o.StateMemoryFraction)
 	}
 	if o.StateMemory > 0 {
+		if need := minStateMemory(m); o.StateMemory < need {
+			return 0, fmt.Errorf("llm: a state memory of %s is below this model's minimum of %s, the state of one sequence of %d tokens (%s of KV cache per token plus %s of Gated DeltaNet state); raise --state-memory",
+				sizeInWords(o.StateMemory), sizeInWords(need), minStateTokens(m), formatBytes(m.KVBytesPerToken()), formatBytes(m.RecurrentBytes()))
+		}
 		return o.StateMemory, nil
 	}
 	frac := o.StateMemoryFraction
@@ -94,11 +91,31 @@ func stateBudget(o Options, m *model.Model, be compute.Backend) (int64, error) {
 		}
 	}
 	b := int64(float64(free) * frac)
-	if b < m.SequenceBytes(1) {
-		return 0, fmt.Errorf("llm: %s of free memory leave no room for sequence state (one sequence needs %s); set the state memory explicitly",
-			formatBytes(max(free, 0)), formatBytes(m.SequenceBytes(1)))
+	if need := minStateMemory(m); b < need {
+		return 0, fmt.Errorf("llm: %v of the %s of free memory is below this model's minimum state memory of %s, the state of one sequence of %d tokens; free memory or set --state-memory",
+			frac, formatBytes(max(free, 0)), sizeInWords(need), minStateTokens(m))
 	}
 	return b, nil
+}
+
+// MinStateTokens is the fewest tokens of one sequence's state (its KV
+// caches and Gated DeltaNet state) that a state memory budget must hold
+// (fewer where the model's context is shorter): a smaller budget would
+// refuse about every request, so Open refuses it.
+const MinStateTokens = 256
+
+func minStateTokens(m *model.Model) int { return min(MinStateTokens, m.Config().MaxContext()) }
+
+// minStateMemory is the smallest state memory budget Open takes for m.
+func minStateMemory(m *model.Model) int64 { return m.SequenceBytes(minStateTokens(m)) }
+
+// sizeInWords writes n bytes exactly and with a binary unit, as
+// "3276800 bytes (3.1 MiB)".
+func sizeInWords(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%d bytes (%s)", n, formatBytes(n))
 }
 
 // hostAvailable returns /proc/meminfo's MemAvailable in bytes.

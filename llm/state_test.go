@@ -101,13 +101,44 @@ func TestParseStateMemory(t *testing.T) {
 		{in: "0", bad: true},
 		{in: "1.5", bad: true},
 		{in: "-1GiB", bad: true},
-		{in: "8GB", bad: true},
+		{in: "8GB", bytes: 8e9},
+		{in: "8G", bytes: 8e9},
+		{in: "8Gi", bytes: 8 << 30},
+		{in: "1e9", bad: true},
+		{in: "8XB", bad: true},
+		{in: "0B", bad: true},
 		{in: "lots", bad: true},
 	} {
 		b, f, err := llm.ParseStateMemory(c.in)
 		if (err != nil) != c.bad || b != c.bytes || f != c.frac {
 			t.Errorf("ParseStateMemory(%q) = %d, %v, %v", c.in, b, f, err)
 		}
+	}
+}
+
+// A state memory below MinStateTokens tokens of one sequence is refused at
+// Open, naming the minimum; the minimum itself is taken.
+func TestStateMemoryMinimum(t *testing.T) {
+	probe, err := llm.Open(checkpointDir, llm.Options{MaxModelLen: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := probe.StateMemory()
+	probe.Close()
+	need := sm.PerSequence + llm.MinStateTokens*sm.PerToken
+	for _, budget := range []int64{1 << 10, need - 1} {
+		_, err := llm.Open(checkpointDir, llm.Options{MaxModelLen: 2048, StateMemory: budget})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("minimum of %d bytes (", need)) || !strings.Contains(err.Error(), "256 tokens") {
+			t.Errorf("a state memory of %d bytes (the minimum is %d): %v", budget, need, err)
+		}
+	}
+	m, err := llm.Open(checkpointDir, llm.Options{MaxModelLen: 2048, StateMemory: need})
+	if err != nil {
+		t.Fatalf("the minimum state memory: %v", err)
+	}
+	defer m.Close()
+	if got := m.StateMemory().Tokens; got != llm.MinStateTokens {
+		t.Errorf("the minimum state memory holds %d tokens, want %d", got, llm.MinStateTokens)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/govinfer/govinfer/internal/bytesize"
 )
 
 // flagSet is a subcommand's flags with the synopsis its --help shows.
@@ -158,6 +160,39 @@ func secondsFlag(fs *flag.FlagSet, name string, value time.Duration, usage strin
 	d := value
 	fs.Var(seconds{&d}, name, usage)
 	return &d
+}
+
+// size is a flag of a size in bytes (bytesize.Parse): plain bytes or a
+// number with a unit, at least one byte.
+type size[T ~int | ~int64] struct{ n *T }
+
+func (s size[T]) String() string {
+	if s.n == nil {
+		return ""
+	}
+	return bytesize.Format(int64(*s.n))
+}
+
+func (s size[T]) Set(v string) error {
+	n, err := bytesize.Parse(v)
+	switch {
+	case err != nil:
+		return err
+	case n < 1:
+		return errors.New("want at least one byte")
+	case int64(T(n)) != n:
+		return fmt.Errorf("%d bytes is too large", n)
+	}
+	*s.n = T(n)
+	return nil
+}
+
+// sizeFlag adds a flag of a size in bytes that takes units (1GB = 10^9
+// bytes, 1GiB = 2^30); its help says so.
+func sizeFlag[T ~int | ~int64](fs *flag.FlagSet, name string, value T, usage string) *T {
+	n := value
+	fs.Var(size[T]{&n}, name, usage+" (`size`: bytes, or with a unit: 1GB or 1G = 10^9 bytes, 1GiB = 2^30)")
+	return &n
 }
 
 // parseIDs parses a comma-separated list of token ids.

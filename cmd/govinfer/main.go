@@ -147,6 +147,11 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprint(w, `Run "govinfer help <command>" (or "govinfer <command> --help") for the flags of
 a command, and "govinfer --version" for the version.
+
+Sizes (--state-memory, --max-body-bytes, ...) are bytes, or a number with a
+unit: K, M, G and T are powers of 1000 and KiB, MiB, GiB and TiB powers of 1024,
+so 1G = 1GB = 10^9 bytes and 1GiB = 2^30 bytes (the B is optional, case is not
+significant).
 `)
 }
 

@@ -73,12 +73,12 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		amxTiles   = amxTilesFlag(fs.FlagSet)
 		fmaTiles   = fmaTilesFlag(fs.FlagSet)
 		apiKey     = fs.String("api-key", "", "require the key on the API endpoints, as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\"")
-		maxBody    = fs.Int("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it); the default of 32 MiB takes a few-MB photo as a base64 data: URL")
+		maxBody    = sizeFlag(fs.FlagSet, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted (413 past it); the default of 32 MiB takes a few-MB photo as a base64 data: URL")
 		mmproj     = mmprojFlag(fs.FlagSet)
 		mmLimit    = fs.String("limit-mm-per-prompt", "", "images per request at most, as vLLM's JSON '{\"image\": N}' (default 8; 0 does not load the vision tower)")
 		mmKwargs   = fs.String("mm-processor-kwargs", "", "image processor settings, as vLLM's JSON: '{\"max_pixels\": N}' lowers the pixels (and so the tokens) of a resized image")
 		mediaHosts = fs.String("allowed-media-domains", "", "comma-separated hosts (exact names or IP addresses) image URLs may be fetched from (default: none, data: URLs only); loopback and private addresses only when listed as addresses")
-		mediaMax   = fs.Int("media-max-bytes", httpapi.DefaultMediaMaxBytes, "largest image fetched from a URL")
+		mediaMax   = sizeFlag(fs.FlagSet, "media-max-bytes", httpapi.DefaultMediaMaxBytes, "largest image fetched from a URL")
 		mediaTO    = fs.Duration("media-timeout", httpapi.DefaultMediaTimeout, "time limit of fetching an image from a URL")
 		logPrompts = fs.Bool("log-prompts", false, "include prompt text in the request log (off: token counts only)")
 		quantize   = quantizeFlag(fs.FlagSet)
@@ -91,12 +91,12 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		idle       = fs.Duration("idle-timeout", httpapi.DefaultIdleTimeout, "close a keep-alive connection idle this long")
 		readTO     = fs.Duration("read-timeout", httpapi.DefaultReadTimeout, "most time to read a request, headers and body (against slow clients)")
 		noCache    = fs.Bool("no-prefix-cache", false, "prefill every prompt whole instead of resuming from the longest cached prefix (which gives the same results, bit for bit)")
-		stateMem   = fs.String("state-memory", "", fmt.Sprintf("memory for all sequence state (KV caches, recurrent states, cached prefixes): bytes with a binary unit (256KiB, 8GiB) or a fraction in (0, 1] of the memory free after loading the weights (default: %v on a GPU, %v of the host's)",
+		stateMem   = fs.String("state-memory", "", fmt.Sprintf("memory for all sequence state (KV caches, recurrent states, cached prefixes): a size (8GiB = 8*2^30 bytes, 8GB = 8*10^9) or a fraction in (0, 1] of the memory free after loading the weights (default: %v on a GPU, %v of the host's)",
 			llm.DefaultStateMemoryFractionDevice, llm.DefaultStateMemoryFractionHost))
 		kvType    = fs.String("kv-cache-dtype", "f32", "KV cache element type: f32 (exact), bf16 or f16 (half the memory per token)")
 		maxTokens = fs.Int("max-tokens", 0, "cap every answer at N tokens, whatever a request asks (llama-server's -n), and bound those that ask none (default: no cap). Whatever the cap, an answer asked longer than the room its prompt leaves in --max-model-len (and, for one sequence, in --state-memory) is lowered to that room, with min_tokens and a thinking budget; it then ends with the endpoint's length reason. Only a prompt that leaves no token for an answer is refused (400)")
 		storeMax  = fs.Int("responses-store-max", httpapi.DefaultResponsesStoreMax, "most responses the Responses API keeps (store: true) for previous_response_id and GET /v1/responses/{id}; the oldest go first (0 keeps none)")
-		storeSize = fs.String("responses-store-bytes", engine.FormatBytes(httpapi.DefaultResponsesStoreBytes), "most memory those stored responses take (bytes with a binary unit, such as 256MiB); the oldest go first")
+		storeSize = sizeFlag(fs.FlagSet, "responses-store-bytes", int64(httpapi.DefaultResponsesStoreBytes), "most memory those stored responses take; the oldest go first")
 		noWebUI   = fs.Bool("no-webui", false, "turn the chat page off: / and /ui/... answer 404 (by default browsers get the chat page at /, other clients a JSON description)")
 		keyFile   = fs.String("reasoning-key-file", "", "file whose contents key the sealing of reasoning handed to clients (the Responses API's encrypted_content, the Messages API's thinking signatures), so that replicas and restarts sharing it read each other's (default: a random key made at start)")
 	)
@@ -129,11 +129,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		fmt.Fprintln(io.err, "govinfer serve: --max-tokens and --responses-store-max must not be negative")
 		return exitUsage
 	}
-	storeBytes, storeFrac, err := llm.ParseStateMemory(strings.ReplaceAll(*storeSize, " ", ""))
-	if err != nil || storeFrac != 0 || storeBytes <= 0 {
-		fmt.Fprintf(io.err, "govinfer serve: --responses-store-bytes %q: want a size in bytes with a binary unit, such as 256MiB\n", *storeSize)
-		return exitUsage
-	}
+	var err error
 	if *storeMax == 0 {
 		*storeMax = -1 // Config's "keep none"
 	}
@@ -210,7 +206,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
 		KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
-		MaxTokens: *maxTokens, ResponsesStoreMax: *storeMax, ResponsesStoreBytes: storeBytes, ReasoningKey: reasoningKey,
+		MaxTokens: *maxTokens, ResponsesStoreMax: *storeMax, ResponsesStoreBytes: *storeSize, ReasoningKey: reasoningKey,
 		NoWebUI: *noWebUI, Speculative: spec,
 	})
 	if err != nil {

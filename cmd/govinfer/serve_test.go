@@ -59,7 +59,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--model", "x", "--default-chat-template-kwargs", "[1]"}, exitUsage, "must be a JSON object"},
 		{[]string{"--model", "x", "--max-connections", "0"}, exitUsage, "max-connections"},
 		{[]string{"--model", "x", "--read-timeout", "0s"}, exitUsage, "read-timeout"},
-		{[]string{"--model", "x", "--state-memory", "8GB"}, exitUsage, "--state-memory"},
+		{[]string{"--model", "x", "--state-memory", "8XB"}, exitUsage, "--state-memory"},
 		{[]string{"--model", "x", "--state-memory", "1.5"}, exitUsage, "fraction"},
 		{[]string{"--model", "x", "--kv-cache-dtype", "fp8"}, exitUsage, "--kv-cache-dtype"},
 		{[]string{"--help"}, exitOK, "-speculative-config"},
