@@ -48,6 +48,13 @@ const ptyCols, ptyRows = 200, 50
 // startChat runs "govinfer chat args..." on a new pseudo-terminal.
 func startChat(t *testing.T, args ...string) *ptyChat {
 	t.Helper()
+	return startChatEnv(t, nil, args...)
+}
+
+// startChatEnv is startChat with env added to the environment (which
+// otherwise has no NO_COLOR).
+func startChatEnv(t *testing.T, env []string, args ...string) *ptyChat {
+	t.Helper()
 	pty, tty, err := termtest.OpenPTY(ptyCols, ptyRows)
 	if err != nil {
 		t.Skip(err)
@@ -59,7 +66,7 @@ func startChat(t *testing.T, args ...string) *ptyChat {
 			c.cmd.Env = append(c.cmd.Env, e)
 		}
 	}
-	c.cmd.Env = append(c.cmd.Env, asBinary+"=1", "TERM=xterm")
+	c.cmd.Env = append(append(c.cmd.Env, asBinary+"=1", "TERM=xterm"), env...)
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = tty, tty, tty
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
 	if err := c.cmd.Start(); err != nil {
@@ -253,6 +260,10 @@ func TestChatTerminal(t *testing.T) {
 	if out := c.do("/set top_p 2\r"); !strings.Contains(out, "error: top_p must be in [0, 1]") {
 		t.Errorf("/set top_p 2:\n%s", out)
 	}
+	// Errors stand out (bold red); notes are dimmed.
+	if !strings.Contains(c.rawOutput(), styleError+"error: top_p must be in [0, 1], got 2"+styleReset) {
+		t.Errorf("the error is not drawn in bold red: %q", c.rawOutput())
+	}
 	// Line editing: the question is typed with mistakes and fixed.
 	q1 := "hello world"
 	ref1 := chatReference(t, m, off, maxTokens, user(q1))
@@ -265,6 +276,9 @@ func TestChatTerminal(t *testing.T) {
 	// /clear forgets it.
 	if out := c.do("/clear\r"); !strings.Contains(out, "(conversation cleared)") {
 		t.Errorf("/clear:\n%s", out)
+	}
+	if !strings.Contains(c.rawOutput(), styleDim+"(conversation cleared)"+styleReset) {
+		t.Errorf("the note is not dimmed: %q", c.rawOutput())
 	}
 	check("after /clear", c.do(q1+"\r"), q1, ref1)
 	// Multi-line: a """ block, a trailing backslash, a paste.
@@ -297,8 +311,11 @@ func TestChatTerminal(t *testing.T) {
 	if out := c.do("/help\r"); !strings.Contains(out, "/think on|off") || !strings.Contains(out, `"""`) {
 		t.Errorf("/help:\n%s", out)
 	}
-	if out := c.do("/nope\r"); !strings.Contains(out, "unknown command /nope") {
+	if out := c.do("/nope\r"); !strings.Contains(out, "error: unknown command /nope") {
 		t.Errorf("/nope:\n%s", out)
+	}
+	if !strings.Contains(c.rawOutput(), styleError+"error: unknown command /nope") {
+		t.Errorf("the unknown command is not an error in bold red: %q", c.rawOutput())
 	}
 	c.send("/bye\r")
 	if code := c.waitExit(); code != 0 {
@@ -403,5 +420,32 @@ func TestChatTerminalErrors(t *testing.T) {
 	code := dispatch(t.Context(), stdio{in: tty, out: &out, err: &errOut}, []string{"chat", "--model", servableCheckpoint(t)})
 	if code != exitUsage || !strings.Contains(errOut.String(), "standard output is not a terminal") {
 		t.Errorf("terminal in, file out: exit %d, %q", code, errOut.String())
+	}
+}
+
+// TestChatTerminalNoColor: with NO_COLOR, errors keep their "error:" prefix
+// and nothing is coloured or dimmed.
+func TestChatTerminalNoColor(t *testing.T) {
+	dir, _ := chatModel(t)
+	c := startChatEnv(t, []string{"NO_COLOR=1"}, "--model", dir, "--think", "off", "--max-tokens", "2")
+	c.waitFor("the first prompt", func(s string) bool { return len(promptLines(screenLines(s))) == 1 })
+	for keys, want := range map[string]string{
+		"/set top_p 2\r": "error: top_p must be in [0, 1]",
+		"/nope\r":        "error: unknown command /nope",
+		"/think maybe\r": "error: usage: /think on|off|show|hide",
+		"/clear\r":       "(conversation cleared)",
+	} {
+		if out := c.do(keys); !strings.Contains(out, want) {
+			t.Errorf("%q: no %q:\n%s", keys, want, out)
+		}
+	}
+	for _, style := range []string{styleDim, styleError} {
+		if strings.Contains(c.rawOutput(), style) {
+			t.Errorf("NO_COLOR: the output has the style %q: %q", style, c.rawOutput())
+		}
+	}
+	c.send("/bye\r")
+	if code := c.waitExit(); code != 0 {
+		t.Errorf("/bye: exit %d", code)
 	}
 }

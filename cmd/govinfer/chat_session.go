@@ -19,6 +19,7 @@ import (
 // Terminal styles.
 const (
 	styleDim   = "\x1b[2m"
+	styleError = "\x1b[1;31m" // bold red
 	styleReset = "\x1b[0m"
 )
 
@@ -176,6 +177,16 @@ func (c *chatConsole) note(format string, a ...any) {
 	fmt.Fprintln(c.scr, text)
 }
 
+// errorf prints an error: a line that starts with "error:", in bold red
+// (plain without colours), so that it stands out from the dimmed notes.
+func (c *chatConsole) errorf(format string, a ...any) {
+	text := "error: " + fmt.Sprintf(format, a...)
+	if c.color {
+		text = styleError + text + styleReset
+	}
+	fmt.Fprintln(c.scr, text)
+}
+
 func (c *chatConsole) run(ctx context.Context) int {
 	for {
 		msg, command, err := c.read(ctx)
@@ -191,7 +202,7 @@ func (c *chatConsole) run(ctx context.Context) int {
 			if ctx.Err() != nil {
 				return exitOK // SIGTERM or SIGHUP: leave as /bye does
 			}
-			fmt.Fprintf(c.scr, "govinfer chat: reading the terminal: %v\n", err)
+			c.errorf("reading the terminal: %v", err)
 			return exitError
 		}
 		// A line that is only image files' paths (files dropped on the
@@ -264,7 +275,7 @@ func (c *chatConsole) attach(paths []string) {
 	for _, p := range paths {
 		img, err := c.s.attach(p)
 		if err != nil {
-			c.note("error: %v", err)
+			c.errorf("%v", err)
 			if errors.Is(err, errNoVision) {
 				return
 			}
@@ -301,7 +312,7 @@ func (c *chatConsole) image(arg string) {
 			c.note("(the %d attached images dropped)", n)
 		}
 	case !c.s.m.HasVision():
-		c.note("error: %v", errNoVision)
+		c.errorf("%v", errNoVision)
 	default:
 		// The path as it is (spaces and all) when it names a file, else
 		// the argument's words, quoted or escaped as a shell takes them.
@@ -340,9 +351,9 @@ func (c *chatConsole) answer(ctx context.Context, question string) {
 	case r.err != nil:
 		var cl *llm.ContextLengthError
 		if errors.As(r.err, &cl) {
-			c.note("error: the conversation is too long for the model's context (%d tokens): /clear starts a new one", cl.MaxModelLen)
+			c.errorf("the conversation is too long for the model's context (%d tokens): /clear starts a new one", cl.MaxModelLen)
 		} else {
-			c.note("error: %v", r.err)
+			c.errorf("%v", r.err)
 		}
 		switch len(c.s.pending) {
 		case 0:
@@ -391,12 +402,12 @@ func (c *chatConsole) command(line string) (leave bool) {
 		case "":
 			c.note("thinking: %s; reasoning %s", thinkState(o.think), map[bool]string{true: "hidden", false: "shown"}[o.hideThinking])
 		default:
-			c.note("usage: /think on|off|show|hide")
+			c.errorf("usage: /think on|off|show|hide")
 		}
 	case "/set":
 		c.set(arg)
 	default:
-		c.note("unknown command %s: /help lists them", name)
+		c.errorf("unknown command %s: /help lists them", name)
 	}
 	return false
 }
@@ -426,17 +437,17 @@ func (c *chatConsole) set(arg string) {
 		c.command("/think " + value)
 		return
 	case !ok:
-		c.note("unknown setting %q: one of %s", name, settingNames())
+		c.errorf("unknown setting %q: one of %s", name, settingNames())
 		return
 	case value == "":
 		c.note("usage: /set %s VALUE (or default); now %s", st.name, st.show(o, c.s.m.Defaults()))
 		return
 	case st.name != "system" && strings.ContainsAny(value, " \t"):
-		c.note("%s takes one value, got %q", st.name, value)
+		c.errorf("%s takes one value, got %q", st.name, value)
 		return
 	}
 	if err := st.set(o, value); err != nil {
-		c.note("error: %v", err)
+		c.errorf("%v", err)
 		return
 	}
 	c.note("(%s %s)", st.name, st.show(o, c.s.m.Defaults()))
