@@ -317,8 +317,23 @@
       parts.push(p);
     }
     if (st.ttftMs !== undefined) parts.push(`first token ${Math.round(st.ttftMs)} ms`);
-    if (st.finish) parts.push(st.finish);
+    if (st.finish) parts.push(finishText(st.finish));
     return parts.join(' · ');
+  }
+
+  // FINISH says in words why an answer ended: the API's finish_reason, or
+  // "stopped" for the stop button.
+  const FINISH = {
+    stop: 'finished',
+    length: 'stopped: reached the token limit (max_tokens or the context)',
+    tool_calls: 'stopped: the model called a tool',
+    abort: 'stopped: the server aborted the answer',
+    error: 'stopped: the model failed',
+    stopped: 'stopped by you',
+  };
+
+  function finishText(reason) {
+    return Object.hasOwn(FINISH, reason) ? FINISH[reason] : 'stopped: ' + reason;
   }
 
   function messageView(c, m, i) {
@@ -482,8 +497,21 @@
     return body;
   }
 
+  // clearFailures forgets the errors of earlier attempts in c, which a new
+  // one makes stale: an answer that failed with nothing leaves the
+  // conversation (it would go to the model as an empty turn), the others
+  // keep their text without the error.
+  function clearFailures(c) {
+    for (let i = c.messages.length - 1; i >= 0; i--) {
+      const m = c.messages[i];
+      if (m.role === 'assistant' && m.error && !m.content) c.messages.splice(i, 1);
+      else delete m.error;
+    }
+  }
+
   async function generate(c) {
     if (state.busy) return;
+    clearFailures(c);
     const m = { role: 'assistant', content: '', reasoning: '' };
     c.messages.push(m);
     c.updated = Date.now();

@@ -222,6 +222,12 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the answer's stats: %q", stats)
 	}
 	t.Logf("first answer: %s", stats)
+	// The finish reason shows in words: the answer stopped at max_tokens
+	// or ended by itself.
+	finish := eval[string](t, ctx, `govinfer.state.current.messages[1].stats.finish`)
+	if want := map[string]string{"length": "stopped: reached the token limit", "stop": "finished"}[finish]; want == "" || !strings.Contains(stats, want) || strings.HasSuffix(stats, finish) {
+		t.Errorf("finish reason %q shows as %q", finish, stats)
+	}
 
 	// A long answer streams in and the stop button cancels it on the server.
 	eval[bool](t, ctx, `setField('set-max_tokens', '8000'), setField('set-temperature', '1'), true`)
@@ -231,7 +237,7 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("%d sequences running while the answer streams, want 1", running)
 	}
 	run(t, ctx, "stopping", chromedp.Click(chromedp.ID("stop")))
-	wait(t, ctx, "the stop to show", `q('#stop').hidden && lastAnswer().querySelector('.stats') && lastAnswer().querySelector('.stats').textContent.includes('stopped')`, 5*time.Second)
+	wait(t, ctx, "the stop to show", `q('#stop').hidden && lastAnswer().querySelector('.stats') && lastAnswer().querySelector('.stats').textContent.includes('stopped by you')`, 5*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		running, waiting, requests := s.InFlight()
@@ -302,10 +308,27 @@ func TestBrowser(t *testing.T) {
 	// Server errors show as they come: here a 400 (max_tokens over the
 	// context is lowered, a negative one is refused).
 	eval[bool](t, ctx, `setField('set-max_tokens', '-5'), true`)
+	before := eval[int](t, ctx, `qa('#messages .msg').length`)
 	send(t, ctx, "again")
 	wait(t, ctx, "the error", `q('#stop').hidden && lastAnswer().querySelector('.error')`, 10*time.Second)
 	if msg := eval[string](t, ctx, `lastAnswer().querySelector('.error').textContent`); !strings.Contains(msg, "HTTP 400") || !strings.Contains(msg, "max_tokens") {
 		t.Errorf("the 400 shows as %q", msg)
+	}
+	// The next send that succeeds leaves no stale error: the failed,
+	// empty answer leaves the conversation (it is not sent as a turn).
+	eval[bool](t, ctx, `setField('set-max_tokens', '1'), true`)
+	send(t, ctx, "once more")
+	wait(t, ctx, "the answer after the error", `q('#stop').hidden && lastAnswer().querySelector('.stats') && qa('#messages .msg').length === `+fmt.Sprint(before+3), 20*time.Second)
+	if bad := eval[string](t, ctx, `(() => {
+		const out = [];
+		if (q('#messages .error')) out.push('an error shown: ' + q('#messages .error').textContent);
+		if (govinfer.state.current.messages.some((m) => m.error)) out.push('an error kept');
+		const users = qa('#messages .msg.user').slice(-2).map((v) => v.textContent);
+		if (!users[0].includes('again') || !users[1].includes('once more')) out.push('the questions: ' + users.join(' | '));
+		if (!lastAnswer().querySelector('.stats').textContent.includes('stopped: reached the token limit') && !lastAnswer().querySelector('.stats').textContent.includes('finished')) out.push('the finish: ' + lastAnswer().querySelector('.stats').textContent);
+		return out.join('; ');
+	})()`); bad != "" {
+		t.Errorf("after an error, a successful send: %s", bad)
 	}
 
 	// Screenshots and the phone layout (no sideways scrolling), light and dark.
