@@ -4,17 +4,34 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/govinfer/govinfer/randmodel"
 )
 
+// defaultMaxGB is make-random's limit on the bytes it writes unless told
+// otherwise: above a full 9B (19 GB) and the MoE bench model (35B-A3B
+// widths, 8 layers, 15 GB), below any larger model in full.
+const defaultMaxGB = 32
+
+// shapeNames lists the shapes make-random knows, for its help.
+func shapeNames() string {
+	var names []string
+	for _, s := range randmodel.Shapes() {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
 // runMakeRandom implements "govinfer make-random": write a random checkpoint.
 func runMakeRandom(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape tiny|small|qwen3.5-9b] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR [--chat-template FILE]] [--mtp] [--vision]")
+	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape NAME] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR [--chat-template FILE]] [--mtp] [--vision] [--config-only] [--max-gb N]")
 	out := fs.String("out", "", "`DIR` to write the checkpoint to (created if needed)")
-	shapeName := fs.String("shape", "small", "model widths: tiny, small or qwen3.5-9b")
-	layers := fs.Int("layers", 0, "number of layers (0: the shape's own)")
+	shapeName := fs.String("shape", "small", "model widths `NAME`: "+shapeNames()+
+		" (the qwen3.5-* are the family's real widths; the -aNb ones mixtures of experts)")
+	layers := fs.Int("layers", 0, "number of layers, every 4th one full attention (0: the shape's own)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the shape's own)")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same bytes")
 	tied := fs.String("tied", "", "tie the output matrix to the embeddings: true or false (default: the shape's own)")
@@ -22,6 +39,8 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	mtp := fs.Bool("mtp", false, "also write a multi-token-prediction head (mtp.*) for speculative decoding")
 	vision := fs.Bool("vision", false, "also write a vision tower (model.visual.*, vision_config, preprocessor_config.json): Qwen3.5-9B's for --shape qwen3.5-9b, a small one otherwise")
 	chatTemplate := fs.String("chat-template", "", "copy this chat_template.jinja `FILE` into the checkpoint")
+	configOnly := fs.Bool("config-only", false, "write config.json and generation_config.json (and the tokenizer, preprocessor config) but no weights: enough for shapes too large to write, such as qwen3.5-397b-a17b")
+	maxGB := fs.Float64("max-gb", defaultMaxGB, "refuse to write more than `N` GB of weights (0: no limit); the size is printed before writing starts")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -36,8 +55,8 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	if err != nil {
 		return fail(exitUsage, "--shape: %v", err)
 	}
-	if *layers < 0 || *vocab < 0 {
-		return fail(exitUsage, "--layers and --vocab must not be negative")
+	if *layers < 0 || *vocab < 0 || *maxGB < 0 {
+		return fail(exitUsage, "--layers, --vocab and --max-gb must not be negative")
 	}
 	if *layers > 0 {
 		shape.Layers = *layers
@@ -76,21 +95,30 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	if *chatTemplate != "" && *tokDir == "" {
 		return fail(exitUsage, "--chat-template needs --tokenizer")
 	}
-	start := time.Now()
-	last := time.Time{}
-	err = randmodel.Write(*out, shape, randmodel.Options{
+	opts := randmodel.Options{
 		Seed:   *seed,
 		EOS:    eos,
 		MTP:    *mtp,
 		Vision: *vision, ImageTokens: visionIDs,
-		Progress: func(done, total int64) {
-			if time.Since(last) > time.Second || done == total {
-				last = time.Now()
-				fmt.Fprintf(io.err, "\rwriting %s: %.2f / %.2f GB", *out, float64(done)/1e9, float64(total)/1e9)
-			}
-		},
-	})
-	fmt.Fprintln(io.err)
+	}
+	sizes := randmodel.Size(shape, opts)
+	what := fmt.Sprintf("%s, %d layers, vocab %d", shape.Name, shape.Layers, shape.Vocab)
+	start := time.Now()
+	if *configOnly {
+		err = randmodel.WriteConfig(*out, shape, opts)
+	} else {
+		if limit := *maxGB * 1e9; limit > 0 && float64(sizes.Total) > limit {
+			return fail(exitUsage, "%s would be %s (%s), more than --max-gb %g: use --layers N for fewer layers, --config-only for the config alone, or a larger --max-gb (0: no limit)",
+				what, gb(sizes.Total), describeSizes(sizes), *maxGB)
+		}
+		if free, ok := freeBytes(*out); ok && free < sizes.Total {
+			return fail(exitError, "%s needs %s but its file system has %s free", *out, gb(sizes.Total), gb(free))
+		}
+		fmt.Fprintf(io.err, "make-random: %s: %s to write (%s)\n", what, gb(sizes.Total), describeSizes(sizes))
+		opts.Progress = progressPrinter(io, *out, start)
+		err = randmodel.Write(*out, shape, opts)
+		fmt.Fprintln(io.err)
+	}
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
@@ -99,6 +127,57 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 			return fail(exitError, "%v", err)
 		}
 	}
-	fmt.Fprintf(io.err, "wrote %s (%s, %d layers, vocab %d) in %.1fs\n", *out, shape.Name, shape.Layers, shape.Vocab, time.Since(start).Seconds())
+	if *configOnly {
+		fmt.Fprintf(io.err, "wrote the config of %s (%s; the weights would be %s) without weights\n", *out, what, gb(sizes.Total))
+		return exitOK
+	}
+	fmt.Fprintf(io.err, "wrote %s (%s) in %.1fs\n", *out, what, time.Since(start).Seconds())
 	return exitOK
+}
+
+// progressPrinter returns a randmodel.Options.Progress that rewrites one
+// line of standard error at most once a second, and at the end, with the
+// bytes written, the rate and the time left.
+func progressPrinter(io stdio, out string, start time.Time) func(done, total int64) {
+	var last time.Time
+	return func(done, total int64) {
+		if time.Since(last) < time.Second && done != total {
+			return
+		}
+		last = time.Now()
+		elapsed := time.Since(start).Seconds()
+		line := fmt.Sprintf("\rwriting %s: %.2f / %.2f GB (%d%%)", out, float64(done)/1e9, float64(total)/1e9, 100*done/max(total, 1))
+		if rate := float64(done) / elapsed; done < total && done > 0 && elapsed > 0 {
+			left := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
+			line += fmt.Sprintf(", %.0f MB/s, %v left ", rate/1e6, left)
+		} else {
+			line += "                        "
+		}
+		fmt.Fprint(io.err, line)
+	}
+}
+
+// describeSizes says what a checkpoint's bytes are made of: its layers
+// (their range where linear- and full-attention layers differ) and its
+// embeddings.
+func describeSizes(s randmodel.Sizes) string {
+	var parts []string
+	if len(s.Layers) > 0 {
+		lo, hi := slices.Min(s.Layers), slices.Max(s.Layers)
+		if lo == hi {
+			parts = append(parts, gb(lo)+" a layer")
+		} else {
+			parts = append(parts, gb(lo)+" to "+gb(hi)+" a layer")
+		}
+	}
+	parts = append(parts, gb(s.Embeddings)+" of embeddings")
+	return strings.Join(parts, ", ")
+}
+
+// gb formats a byte count in gigabytes (megabytes below one).
+func gb(n int64) string {
+	if n < 1e9 {
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f GB", float64(n)/1e9)
 }
