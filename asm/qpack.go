@@ -152,6 +152,11 @@ func (k *impl) qpKernels(t quant.Type) *[maxPackInputs]qpKernel {
 // has a packed layout, on the Go twin).
 func (k *Kernels) PacksQ(t quant.Type) bool { return k.qpKernels(t) != nil }
 
+// PackedQLayout names the packed layout of PackQ and its version: a cache
+// of packed weights keeps them under this name (with the type's), so it
+// must change whenever the layout of any type does.
+const PackedQLayout = "qpack16/1"
+
 // PackedQBytes returns the bytes of a rows×cols matrix of t weights in the
 // packed layout, or 0 when t has none (it has for Q8_0, Q4_K and Q6_K) or
 // cols is not a multiple of t's block.
@@ -165,7 +170,10 @@ func PackedQBytes(t quant.Type, rows, cols int) int {
 
 // PackQ writes the rows×cols matrix w of t weights (rows of
 // t.RowBytes(cols) bytes, GGML's layout) into dst, PackedQBytes(t, rows,
-// cols) bytes, in the packed layout.
+// cols) bytes, in the packed layout. Groups of 16 rows pack independently:
+// callers may pack the rows [16a, 16b) of a matrix, as a matrix of their
+// own, into the bytes PackedQBytes(t, 16a, cols) to PackedQBytes(t, 16b,
+// cols) of dst in parallel.
 func PackQ(t quant.Type, dst, w []byte, rows, cols int) error {
 	size := PackedQBytes(t, rows, cols)
 	switch {

@@ -136,3 +136,27 @@ func BenchmarkMatMulBF16TilesFMAPrefill(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPackTileBF16Weights times packing a 4096×12288 bf16 matrix (an
+// MLP projection of the 9B) into the tile layout, from a matrix on a
+// 4-byte boundary (column pairs moved whole) and from one 2 bytes off it
+// (value by value), both in memory already touched (GB/s of the matrix).
+func BenchmarkPackTileBF16Weights(b *testing.B) {
+	const rows, cols = 4096, 12288
+	w := make([]uint16, rows*cols+1)
+	for i := range w {
+		w[i] = uint16(i * 2654435761 >> 16)
+	}
+	dst := make([]uint16, TileBF16WeightLen(rows, cols))
+	for _, off := range []int{0, 1} {
+		name := map[int]string{0: "pairs", 1: "values"}[off]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if err := PackTileBF16Weights(dst, w[off:][:rows*cols], rows, cols); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(2*float64(rows*cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}

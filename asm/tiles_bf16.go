@@ -3,6 +3,7 @@ package asm
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/govinfer/govinfer/internal/half"
 )
@@ -64,11 +65,16 @@ func TileBF16WeightLen(rows, cols int) int {
 	return (rows + tileRows - 1) / tileRows * tileRows * cols
 }
 
+// TileBF16Layout names the tile layout of PackTileBF16Weights and its
+// version: a cache of packed weights keeps them under this name, so it
+// must change whenever the layout does.
+const TileBF16Layout = "tiles16x32-bf16/1"
+
 // PackTileBF16Weights writes the rows×cols bf16 matrix w (row-major) into
 // dst, TileBF16WeightLen(rows, cols) values, in the tile layout. Groups of
 // 16 rows pack independently: callers may pack the rows [16a, 16b) of a
 // matrix, as a matrix of their own, into dst[16a·cols:16b·cols] in
-// parallel.
+// parallel. Every value of dst is written, the padding rows' zeros too.
 func PackTileBF16Weights(dst, w []uint16, rows, cols int) error {
 	size := TileBF16WeightLen(rows, cols)
 	switch {
@@ -76,6 +82,15 @@ func PackTileBF16Weights(dst, w []uint16, rows, cols int) error {
 		return fmt.Errorf("asm: PackTileBF16Weights: %d columns are not a multiple of %d", cols, tileCols)
 	case len(w) != rows*cols || len(dst) != size:
 		return fmt.Errorf("asm: PackTileBF16Weights: %d weights and %d packed for %d×%d, want %d and %d", len(w), len(dst), rows, cols, rows*cols, size)
+	case size == 0:
+		return nil
+	}
+	if uintptr(unsafe.Pointer(&w[0]))%4 == 0 && uintptr(unsafe.Pointer(&dst[0]))%4 == 0 {
+		// A column pair is one uint32 moved whole: a tile is the
+		// transpose of its 16 rows' 16 pairs.
+		packTilePairs(unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), size/2),
+			unsafe.Slice((*uint32)(unsafe.Pointer(&w[0])), rows*cols/2), rows, cols/2)
+		return nil
 	}
 	const tileLen = tileCols * tileRows
 	steps := cols / tileCols
@@ -98,6 +113,42 @@ func PackTileBF16Weights(dst, w []uint16, rows, cols int) error {
 		}
 	}
 	return nil
+}
+
+// packTilePairs is PackTileBF16Weights on column pairs: w has rows rows of
+// pairs pairs, dst the tile layout's (rows rounded up to 16)·pairs. Row r
+// writes lane r%16 of every line of its group's tiles, rows in order: w is
+// read front to back, and the writes stay within the group's 64·pairs
+// bytes (384 KiB for the 9B's widest rows, in L2), 3 times the rate of the
+// value-by-value loop.
+func packTilePairs(dst, w []uint32, rows, pairs int) {
+	const (
+		linePairs = tileCols / 2 // pairs in a line of a tile, and lines in a tile
+		tilePairs = linePairs * tileRows
+	)
+	steps := pairs / linePairs
+	for g := 0; g*tileRows < rows; g++ {
+		group := dst[g*steps*tilePairs:][:steps*tilePairs]
+		for lane := range tileRows {
+			r := g*tileRows + lane
+			if r >= rows {
+				for t := range steps {
+					tile := (*[tilePairs]uint32)(group[t*tilePairs:])
+					for p := range linePairs {
+						tile[p*tileRows+lane] = 0
+					}
+				}
+				continue
+			}
+			row := w[r*pairs:][:pairs]
+			for t := range steps {
+				tile, src := (*[tilePairs]uint32)(group[t*tilePairs:]), (*[linePairs]uint32)(row[t*linePairs:])
+				for p := range linePairs {
+					tile[p*tileRows+lane] = src[p]
+				}
+			}
+		}
+	}
 }
 
 // UnpackTileBF16Row writes row r of a rows×cols matrix in the tile layout

@@ -179,6 +179,36 @@ func TestTileBF16Weights(t *testing.T) {
 	}
 }
 
+// TestPackTileBF16WeightsAlignment checks that the pair-wise packing of
+// aligned slices and the value-wise one of a matrix or output 2 bytes off
+// a 4-byte boundary lay out the same values, padding zeros written over
+// whatever the output held.
+func TestPackTileBF16WeightsAlignment(t *testing.T) {
+	r := rand.New(rand.NewPCG(39, 40))
+	for _, c := range []struct{ rows, cols int }{{1, 32}, {16, 64}, {21, 96}, {35, 1024}} {
+		w := randU16(r, kinds[0], c.rows*c.cols+1)
+		want := packWeights(t, w[:c.rows*c.cols], c.rows, c.cols)
+		for _, off := range []struct{ w, dst int }{{0, 0}, {1, 0}, {0, 1}, {1, 1}} {
+			src := w[off.w:][:c.rows*c.cols]
+			copy(src, w[:c.rows*c.cols])
+			buf := make([]uint16, len(want)+1)
+			for i := range buf {
+				buf[i] = 0xFFFF
+			}
+			dst := buf[off.dst:][:len(want)]
+			if err := PackTileBF16Weights(dst, src, c.rows, c.cols); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if dst[i] != want[i] {
+					t.Fatalf("%d×%d, offsets %+v: value %d is %#x, want %#x", c.rows, c.cols, off, i, dst[i], want[i])
+				}
+			}
+			copy(w, src) // w[:rows*cols] again for the next offsets
+		}
+	}
+}
+
 // TestPackTileBF16 checks the packed inputs of every kernel set against
 // the Go twin's, bit for bit, and the layout: 1 KiB tiles of 16 inputs'
 // 32 columns per step and part, zero padding inputs, and parts that add
