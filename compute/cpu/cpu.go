@@ -291,55 +291,44 @@ func (w *weight) at(i int) float32 {
 }
 
 // LoadWeight implements compute.Backend. The weight aliases data when data is
-// suitably aligned; otherwise it is copied once.
+// suitably aligned and the kernels read the stored layout; otherwise it is
+// copied once (packed, see Packing).
 func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
-	return b.loadWeight(name, dt, rows, cols, data, b.tiles)
+	return b.loadWeight(name, dt, rows, cols, data, true)
 }
 
 // LoadTable implements compute.TableLoader: a weight that only Embed
-// reads stays in the row-major layout, which reads a row at a time in
-// place (never packed in the tile layout, so its pages stay on disk until a
-// token needs them).
+// reads stays in the stored layout, which reads a row at a time in place
+// (never packed, so its pages stay on disk until a token needs them).
 func (b *Backend) LoadTable(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
 	return b.loadWeight(name, dt, rows, cols, data, false)
 }
 
-// loadWeight is LoadWeight, with bf16 matrices packed in the tile
-// layout when tiles is set.
-func (b *Backend) loadWeight(name string, dt compute.DType, rows, cols int, data []byte, tiles bool) (compute.Weight, error) {
-	if rows <= 0 || cols <= 0 {
-		return nil, fmt.Errorf("cpu: weight %s: bad shape [%d, %d]", name, rows, cols)
+// loadWeight is LoadWeight, with weights packed in the kernels' layout
+// (Packing) when pack is set.
+func (b *Backend) loadWeight(name string, dt compute.DType, rows, cols int, data []byte, pack bool) (compute.Weight, error) {
+	if err := checkWeightBytes(name, dt, rows, cols, data); err != nil {
+		return nil, err
 	}
-	if q := dt.Quant(); q != quant.Keep {
-		if _, ok := asm.InputType(q); !ok || !q.Fits(cols) {
-			return nil, fmt.Errorf("cpu: weight %s: %v weights with rows of %d values are not supported", name, q, cols)
+	if layout, size := b.Packing(dt, rows, cols); pack && layout != "" {
+		// The kernels stream this layout: one copy now, and data is no
+		// longer referenced (rows come from the copy, or from the
+		// float32 one of a small weight).
+		packed := make([]byte, size)
+		if err := b.Pack(context.Background(), packed, dt, rows, cols, data); err != nil {
+			return nil, fmt.Errorf("cpu: weight %s: %w", name, err)
 		}
-		if want := rows * dt.RowBytes(cols); len(data) != want {
-			return nil, fmt.Errorf("cpu: weight %s: %d bytes for [%d, %d] %v, want %d", name, len(data), rows, cols, dt, want)
-		}
-		w := &weight{name: name, dt: dt, rows: rows, cols: cols, q: data}
-		if b.k.PacksQ(q) && !b.noPack {
-			// The kernels read this format faster with rows interleaved:
-			// one copy now, and data is no longer referenced.
-			w.packed = make([]byte, asm.PackedQBytes(q, rows, cols))
-			if err := asm.PackQ(q, w.packed, data, rows, cols); err != nil {
-				return nil, fmt.Errorf("cpu: weight %s: %w", name, err)
-			}
-			w.q = nil
-		}
+		return b.LoadPacked(name, dt, rows, cols, packed)
+	}
+	w := &weight{name: name, dt: dt, rows: rows, cols: cols}
+	if dt.Quant() != quant.Keep {
+		w.q = data
 		return w, nil
 	}
 	size := dt.Size()
-	if size == 0 {
-		return nil, fmt.Errorf("cpu: weight %s: unsupported dtype %v", name, dt)
-	}
-	if want := rows * cols * size; len(data) != want {
-		return nil, fmt.Errorf("cpu: weight %s: %d bytes for [%d, %d] %v, want %d", name, len(data), rows, cols, dt, want)
-	}
 	if uintptr(unsafe.Pointer(unsafe.SliceData(data)))%uintptr(size) != 0 {
 		data = append(make([]byte, 0, len(data)+8), data...)
 	}
-	w := &weight{name: name, dt: dt, rows: rows, cols: cols}
 	p := unsafe.Pointer(unsafe.SliceData(data))
 	switch dt {
 	case compute.F32:
@@ -352,18 +341,6 @@ func (b *Backend) loadWeight(name string, dt compute.DType, rows, cols int, data
 				w.row(f[r*cols:(r+1)*cols], r) // converts from u16 while f32 is unset
 			}
 			w.f32 = f
-		}
-		if dt == compute.BF16 && tiles && asm.TileBF16WeightLen(rows, cols) > 0 {
-			// The tile products stream this layout: one copy now, and
-			// data is no longer referenced (rows come from the copy, or
-			// from the float32 one of a small weight).
-			w.tiles = make([]uint16, asm.TileBF16WeightLen(rows, cols))
-			// Groups of 16 rows pack apart, over the workers.
-			b.pool.parallelFor((rows+15)/16, max(1, parallelGrain/(16*cols)), func(lo, hi int) {
-				r0, r1 := lo*16, min(hi*16, rows)
-				mustKernel(asm.PackTileBF16Weights(w.tiles[r0*cols:hi*16*cols], w.u16[r0*cols:r1*cols], r1-r0, cols))
-			})
-			w.u16 = nil
 		}
 	}
 	return w, nil
