@@ -565,6 +565,10 @@ type running struct {
 	// step receives its logits in (model.Input.LogitsInto): nothing
 	// holds a step's logits past the step.
 	logits []float32
+	// endForced is set when the processor left only stop tokens (or no
+	// token at all): the choice then ends on the stop token even before
+	// MinTokens, since nothing else may follow.
+	endForced bool
 }
 
 func (e *Engine) loop(ctx context.Context) {
@@ -975,7 +979,7 @@ func (e *Engine) emit(r *running, tok Token, promptLogits []float32, now time.Ti
 	}
 	r.s.push(tok, promptLogits)
 	switch {
-	case r.stop[tok.ID] && r.generated >= r.s.req.MinTokens:
+	case r.endForced || r.stop[tok.ID] && r.generated >= r.s.req.MinTokens:
 		e.finish(r, FinishStop, tok.ID, nil)
 		return true
 	// The sequence holds the prompt and every generated token but this
@@ -1015,7 +1019,50 @@ func (r *running) takeArgmax(id int) Token {
 // engine for this step, so it is masked in place) and records it.
 func (e *Engine) sample(r *running, logits []float32) (Token, error) {
 	lp := e.prepare(r, logits)
+	if r.endForced {
+		return e.forcedEnd(r, logits, lp), nil
+	}
 	return e.commit(r, r.sampler.Sample(logits), lp)
+}
+
+// forcedEnd is the token of a choice whose processor allows nothing but
+// stop tokens, or nothing at all: the most likely stop token it allows,
+// else an end-of-sequence id (the choice ends there either way, see
+// emit). The processor sees the token only when it allowed it, so a
+// constraint never rejects the engine's own choice.
+func (e *Engine) forcedEnd(r *running, logits []float32, lp []float64) Token {
+	id := -1
+	for s := range r.stop {
+		if s < 0 || s >= len(logits) || math.IsInf(float64(logits[s]), -1) {
+			continue
+		}
+		if id < 0 || logits[s] > logits[id] || logits[s] == logits[id] && s < id {
+			id = s
+		}
+	}
+	if id >= 0 {
+		if tok, err := e.commit(r, id, lp); err == nil {
+			return tok
+		}
+	}
+	// A dead end: no token at all is allowed.
+	id = -1
+	for s := range e.eos {
+		if id < 0 || s < id {
+			id = s
+		}
+	}
+	for s := range r.stop {
+		if id < 0 || s < id {
+			id = s
+		}
+	}
+	tok := Token{ID: max(id, 0)}
+	r.sampler.Accept(tok.ID)
+	if lp != nil {
+		tok.Logprob = lp[tok.ID]
+	}
+	return tok
 }
 
 // sampleDraft decides the draft x of a sampled request, drawn from q, at a
@@ -1024,6 +1071,10 @@ func (e *Engine) sample(r *running, logits []float32) (Token, error) {
 // prepare), and records the token it commits.
 func (e *Engine) sampleDraft(r *running, logits []float32, q sample.Dist, x int) (Token, bool, error) {
 	lp := e.prepare(r, logits)
+	if r.endForced {
+		tok := e.forcedEnd(r, logits, lp)
+		return tok, tok.ID == x, nil
+	}
 	id, accepted := r.sampler.Speculate(r.sampler.Dist(logits), q, x)
 	tok, err := e.commit(r, id, lp)
 	return tok, accepted, err
@@ -1043,8 +1094,12 @@ func (e *Engine) prepare(r *running, logits []float32) []float64 {
 	}
 	if req.Processor != nil {
 		req.Processor.Process(logits)
+		// A processor that leaves only stop tokens (a constraint whose
+		// output is complete) or nothing (a dead end) ends the choice:
+		// min_tokens cannot mask what the constraint forces.
+		r.endForced = onlyStops(logits, r.stop)
 	}
-	if r.generated < req.MinTokens {
+	if r.generated < req.MinTokens && !r.endForced {
 		ninf := float32(math.Inf(-1))
 		for id := range r.stop {
 			if id >= 0 && id < len(logits) {
@@ -1053,6 +1108,16 @@ func (e *Engine) prepare(r *running, logits []float32) []float64 {
 		}
 	}
 	return lp
+}
+
+// onlyStops reports whether no token outside stop has a finite logit.
+func onlyStops(logits []float32, stop map[int]bool) bool {
+	for id, l := range logits {
+		if !math.IsInf(float64(l), -1) && !stop[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // commit records the token id chosen for r (its sampler's and processor's

@@ -211,8 +211,8 @@ func TestOpenAIExtras(t *testing.T) {
 
 	// Strict json_schema: a keyword not enforced is named.
 	status, data = post(t, s, "/v1/chat/completions", map[string]any{"messages": []any{user}, "response_format": map[string]any{"type": "json_schema",
-		"json_schema": map[string]any{"name": "x", "strict": true, "schema": map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string", "pattern": "^a"}}}}}})
-	checkError(t, status, data, 400, "response_format.json_schema.schema", `"pattern"`)
+		"json_schema": map[string]any{"name": "x", "strict": true, "schema": map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "integer", "multipleOf": 2}}}}}})
+	checkError(t, status, data, 400, "response_format.json_schema.schema", `"multipleOf"`)
 
 	// A rejected request gets a log line without its prompt.
 	post(t, s, "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "SECRET-PROMPT"}}, "top_p": 7})

@@ -185,6 +185,9 @@ func parseParams(o object) (llm.Params, wireOptions, *apiError) {
 	if p.ResponseFormat, err = parseResponseFormat(o); err != nil {
 		return p, w, err
 	}
+	if err = parseStructured(o, &p); err != nil {
+		return p, w, err
+	}
 	return p, w, nil
 }
 

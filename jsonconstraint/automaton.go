@@ -1,5 +1,7 @@
 package jsonconstraint
 
+import "github.com/govinfer/govinfer/grammar/regex"
+
 // MaxWhitespace is the most consecutive whitespace bytes the automaton
 // accepts between tokens of the document, so that a model cannot spend its
 // whole budget on blank space.
@@ -74,6 +76,22 @@ const (
 	numExp                // in the exponent digits
 )
 
+// unescape maps a JSON short escape's letter to the byte it stands for.
+var unescape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// escapeTo returns a short escape's letter whose character the pattern
+// accepts from state st, one leading to the shortest completion; 0 if
+// none does.
+func escapeTo(pat *regex.DFA, st int32) byte {
+	best, bestLen := byte(0), 0
+	for _, e := range []byte(`"\\/bfnrt`) {
+		if t := pat.Step(st, unescape[e]); t >= 0 && (best == 0 || pat.ShortestLen(t) < bestLen) {
+			best, bestLen = e, pat.ShortestLen(t)
+		}
+	}
+	return best
+}
+
 // lex is the state of the scalar being read, if any.
 type lex struct {
 	mode    uint8
@@ -90,6 +108,7 @@ type lex struct {
 	t          int32  // key: key trie node (-1: not a property name); literal: trie node
 	cnt        uint32 // string with rules: characters so far
 	mant       uint64 // bounded number: its digits
+	dfa        int32  // string with a pattern: the pattern DFA's state
 }
 
 // state is the whole automaton state. It is a small comparable value:
@@ -476,20 +495,30 @@ func (s *state) stepString(b byte) bool {
 	l := &s.lx
 	switch l.sub {
 	case strBody:
+		var pat *regex.DFA
 		if l.rule && b != '"' {
 			// Every other byte here starts a character.
-			if r := s.target().str; r.maxLen >= 0 && l.cnt >= uint32(r.maxLen) {
+			r := s.target().str
+			if r.maxLen >= 0 && l.cnt >= uint32(r.maxLen) {
 				return false
 			}
 			l.cnt++
+			if pat = r.pat; pat != nil && b != '\\' {
+				if l.dfa = pat.Step(l.dfa, b); l.dfa < 0 {
+					return false
+				}
+			}
 		}
 		switch {
 		case b == '"':
 			if l.mode == lexKey {
 				return s.endKey()
 			}
-			if l.rule && l.cnt < uint32(s.target().str.minLen) {
-				return false
+			if l.rule {
+				r := s.target().str
+				if l.cnt < uint32(r.minLen) || r.pat != nil && !r.pat.Accept(l.dfa) {
+					return false
+				}
 			}
 			s.lx = lex{}
 			s.valueDone()
@@ -497,6 +526,9 @@ func (s *state) stepString(b byte) bool {
 		case b == '\\':
 			if l.mode == lexKey {
 				return false // keys are written without escapes
+			}
+			if pat != nil && escapeTo(pat, l.dfa) == 0 {
+				return false // no escaped character can continue the pattern
 			}
 			l.sub = strEscape
 			return true
@@ -524,6 +556,13 @@ func (s *state) stepString(b byte) bool {
 		if b < l.lo || b > l.hi {
 			return false
 		}
+		if l.rule {
+			if pat := s.target().str.pat; pat != nil {
+				if l.dfa = pat.Step(l.dfa, b); l.dfa < 0 {
+					return false
+				}
+			}
+		}
 		l.n--
 		l.lo, l.hi = 0x80, 0xBF
 		if l.n == 0 {
@@ -533,6 +572,13 @@ func (s *state) stepString(b byte) bool {
 		switch b {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			l.sub = strBody
+			if l.rule {
+				if pat := s.target().str.pat; pat != nil {
+					if l.dfa = pat.Step(l.dfa, unescape[b]); l.dfa < 0 {
+						return false
+					}
+				}
+			}
 		case 'u':
 			if l.rule {
 				return false // counted strings are written without \u escapes

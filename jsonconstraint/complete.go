@@ -51,7 +51,10 @@ func (n *node) smallest() ([]byte, bool) {
 		if n.str != nil {
 			k = int(n.str.minLen)
 		}
-		if k <= MaxMinimalLength {
+		switch {
+		case n.str != nil && n.str.pat != nil:
+			consider(append(appendEscaped([]byte{'"'}, n.str.pat.Shortest(0)), '"'))
+		case k <= MaxMinimalLength:
 			consider([]byte(`"` + strings.Repeat("a", k) + `"`))
 		}
 	}
@@ -162,6 +165,17 @@ func (s state) completion() ([]byte, bool) {
 func (s *state) stringCompletion() []byte {
 	l := s.lx
 	var out []byte
+	if l.mode == lexString && l.rule {
+		if pat := s.target().str.pat; pat != nil {
+			st := l.dfa
+			if l.sub == strEscape {
+				e := escapeTo(pat, st)
+				out = append(out, e)
+				st = pat.Step(st, unescape[e])
+			}
+			return append(appendEscaped(out, pat.Shortest(st)), '"')
+		}
+	}
 	switch l.sub {
 	case strEscape:
 		out = append(out, 'n')
@@ -368,6 +382,9 @@ func byteGrowth(root *node) int {
 			k := 0
 			if n.str != nil {
 				k = int(n.str.minLen)
+				if n.str.pat != nil {
+					k = 2 * n.str.pat.MaxShortest() // escapes double a byte
+				}
 			}
 			most = max(most, k+2+pendingCompletion)
 		}
@@ -406,4 +423,28 @@ func byteGrowth(root *node) int {
 		}
 	}
 	return most + 2
+}
+
+// appendEscaped appends text as the inside of a JSON string, with short
+// escapes only (a pattern's DFA admits no other control character).
+func appendEscaped(out, text []byte) []byte {
+	for _, b := range text {
+		switch b {
+		case '"', '\\':
+			out = append(out, '\\', b)
+		case '\b':
+			out = append(out, '\\', 'b')
+		case '\f':
+			out = append(out, '\\', 'f')
+		case '\n':
+			out = append(out, '\\', 'n')
+		case '\r':
+			out = append(out, '\\', 'r')
+		case '\t':
+			out = append(out, '\\', 't')
+		default:
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -220,7 +220,7 @@ func (c *Constraint) withinBudget(m []uint64) []uint64 {
 	}
 	v := c.v
 	l := c.s.lx
-	inString := l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0)
+	inString := l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) && !c.s.patterned()
 	if len(c.filtered) != len(m) {
 		c.filtered = make([]uint64, len(m))
 	}
@@ -281,7 +281,7 @@ func (c *Constraint) stateMask() []uint64 {
 		c.forced.Mask(v, m)
 		return m
 	}
-	if l := c.s.lx; l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) {
+	if l := c.s.lx; l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) && !c.s.patterned() {
 		switch {
 		case l.mode == lexKey:
 			copy(m, v.keyStay)
@@ -316,4 +316,11 @@ func (c *Constraint) stateMask() []uint64 {
 	}
 	c.cache[c.s] = m
 	return m
+}
+
+// patterned reports whether the value being read is a string with a
+// pattern: its tokens depend on the pattern's state, so the precomputed
+// in-string sets do not apply.
+func (s *state) patterned() bool {
+	return s.lx.mode == lexString && s.lx.rule && s.target().str.pat != nil
 }

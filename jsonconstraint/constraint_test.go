@@ -24,6 +24,9 @@ var testSchemas = map[string]string{
 	"const":    `{"type":"object","properties":{"id":{"const":"a\"b"},"v":{"type":"array","items":{"type":"boolean"}}},"required":["id","v"]}`,
 	"ignored":  `{"type":"string","minLength":3,"pattern":"^a","format":"email"}`,
 	"empty":    `{}`,
+	"patterns": `{"type":"object","properties":{"id":{"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"},
+		"tag":{"type":"string","pattern":"x","maxLength":4},"q":{"type":"string","pattern":"^a\"b\\\\c\\n+$"},
+		"free":{"type":"string","pattern":"é|\\p{Greek}{2}","minLength":2}},"required":["id","tag","q","free"]}`,
 	"openobj":  `{"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":true,"required":["a","zz"]}`,
 	"defsroot": `{"definitions":{"list":{"type":"array","items":{"$ref":"#"}}},"anyOf":[{"$ref":"#/definitions/list"},{"type":"null"}]}`,
 	"bounds": `{"type":"object","properties":{
@@ -182,7 +185,7 @@ func TestSchemaAcceptance(t *testing.T) {
 		{"nullable", []string{`"a"`, `null`}, []string{`1`, `true`}},
 		{"map", []string{`{}`, `{"a":1,"b":-2}`}, []string{`{"a":"x"}`, `{"a":1.5}`}},
 		{"const", []string{`{"id":"a\"b","v":[true,false]}`}, []string{`{"id":"ab","v":[]}`, `{"v":[]}`}},
-		{"ignored", []string{`"anything"`, `"xyz"`}, []string{`1`, `"ab"`}},
+		{"ignored", []string{`"anything"`, `"abc"`}, []string{`1`, `"ab"`, `"xyz"`}}, // the pattern is enforced; format is not
 		{"bounds",
 			[]string{`{"i":-3,"n":0.5,"s":"abc","a":[1,2],"e":5,"big":123456789012345678}`, `{"i":7,"n":2.5,"s":"東京x","a":[9,9,9],"e":1,"big":1000}`,
 				`{"i":0,"n":1,"s":"abcde","a":[0,0]}`, `{"i":-0,"n":0.0001,"s":"a\nb","a":[1,2,3]}`},
@@ -193,6 +196,10 @@ func TestSchemaAcceptance(t *testing.T) {
 				`{"i":1,"n":1,"s":"abc","a":[1,2],"e":0}`, `{"i":1,"n":1,"s":"abc","a":[1,2],"big":1234567890123456789}`}},
 		{"tight", []string{`{"x":[],"y":0.1,"z":-100}`}, []string{`{"x":[1],"y":0.1,"z":-100}`, `{"x":[],"y":0,"z":-100}`, `{"x":[],"y":0.1,"z":-99}`}},
 		{"empty", []string{`1`, `{"a":[null]}`, `"x"`}, []string{`{`}},
+		{"patterns", []string{`{"id":"AB-123","tag":"x","q":"a\"b\\c\n","free":"café"}`, `{"id":"ZZ-000","tag":"_x__","q":"a\"b\\c\n\n","free":"αβ"}`},
+			[]string{`{"id":"AB-1234","tag":"x","q":"a\"b\\c\n","free":"café"}`, `{"id":"AB-123","tag":"xyzzy","q":"a\"b\\c\n","free":"café"}`,
+				`{"id":"AB-123","tag":"x","q":"a\"b\\c","free":"café"}`, `{"id":"AB-123","tag":"x","q":"a\"b\\c\n","free":"é"}`,
+				`{"id":"AB-123","tag":"x","q":"a\u0022b\\c\n","free":"café"}`}},
 		{"openobj", []string{`{"a":1,"zz":[],"q":"r"}`}, []string{`{"a":1}`, `{"a":"x","zz":1}`}},
 		{"defsroot", []string{`null`, `[]`, `[null,[[]]]`}, []string{`1`, `[1]`}},
 	}

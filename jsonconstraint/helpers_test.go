@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"slices"
 	"sync"
 	"testing"
@@ -341,6 +342,9 @@ func validateKeywords(m map[string]any, v any) error {
 		}
 		if hi, ok := num("maxLength"); ok && float64(n) > hi {
 			return fmt.Errorf("%q is longer than maxLength %v", x, hi)
+		}
+		if p, ok := m["pattern"].(string); ok && !regexp.MustCompile(p).MatchString(x) {
+			return fmt.Errorf("%q does not match the pattern %q", x, p)
 		}
 	case json.Number, float64:
 		var f float64

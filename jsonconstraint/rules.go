@@ -5,17 +5,24 @@ import (
 	"fmt"
 	"math/big"
 	"unicode/utf8"
+
+	"github.com/govinfer/govinfer/grammar/regex"
 )
 
 // strRule holds a schema's string keywords. Lengths count Unicode code
 // points, as JSON Schema does.
 type strRule struct {
 	minLen, maxLen int32 // maxLen < 0: no maximum
+	// pat, for a pattern, reads the string's decoded bytes: the pattern
+	// (a search unless anchored, as JSON Schema has it) intersected with
+	// the lengths and with the characters a string without \u escapes
+	// can hold, so that every state it keeps can still end the string.
+	pat *regex.DFA
 }
 
 func (r *strRule) allows(s string) bool {
 	n := utf8.RuneCountInString(s)
-	return n >= int(r.minLen) && (r.maxLen < 0 || n <= int(r.maxLen))
+	return n >= int(r.minLen) && (r.maxLen < 0 || n <= int(r.maxLen)) && (r.pat == nil || r.pat.Match([]byte(s)))
 }
 
 // arrRule holds a schema's array keywords.
@@ -44,7 +51,7 @@ var unsupported = []string{
 	"multipleOf", "uniqueItems", "not", "if", "then", "else", "patternProperties",
 	"propertyNames", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
 	"dependencies", "contains", "minContains", "maxContains", "prefixItems", "additionalItems",
-	"unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "pattern",
+	"unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
 }
 
 // checkKeywords reports, under strict, the first unsupported keyword of m
@@ -106,15 +113,83 @@ func parseStrRule(m map[string]any, path string) (*strRule, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lo < 0 && hi < 0 {
+	pv, hasPattern := m["pattern"]
+	if lo < 0 && hi < 0 && !hasPattern {
 		return nil, nil
 	}
 	lo = max(lo, 0)
 	if hi >= 0 && lo > hi {
 		return nil, fmt.Errorf("jsonconstraint: %s: minLength %d exceeds maxLength %d", path, lo, hi)
 	}
-	return &strRule{minLen: lo, maxLen: hi}, nil
+	r := &strRule{minLen: lo, maxLen: hi}
+	if hasPattern {
+		p, ok := pv.(string)
+		if !ok {
+			return nil, fmt.Errorf("jsonconstraint: %s/pattern is %s, want a string", path, kindName(pv))
+		}
+		var err error
+		if r.pat, err = compilePattern(p, lo, hi); err != nil {
+			return nil, &PatternError{Path: path + "/pattern", Err: err}
+		}
+	}
+	return r, nil
 }
+
+// PatternError is a schema's pattern that cannot be enforced: it does not
+// parse, matches nothing (with the lengths), or needs too large an
+// automaton. Err is the regex package's error (a *regex.Error carries the
+// position in the pattern).
+type PatternError struct {
+	Path string
+	Err  error
+}
+
+func (e *PatternError) Error() string { return fmt.Sprintf("jsonconstraint: %s: %v", e.Path, e.Err) }
+
+func (e *PatternError) Unwrap() error { return e.Err }
+
+// compilePattern builds a string's pattern DFA: the pattern, within the
+// lengths, over the characters written without \u escapes (all but the
+// control characters that have no short escape).
+func compilePattern(p string, lo, hi int32) (*regex.DFA, error) {
+	n, err := regex.Parse(p, true)
+	if err != nil {
+		return nil, err
+	}
+	writable := &regex.Node{Op: regex.OpClass, Ranges: []rune{'\b', '\n', '\f', '\r', ' ', 0x10FFFF}}
+	if lo > 0 || hi >= 0 {
+		if hi > maxPatternLength || lo > maxPatternLength {
+			return nil, fmt.Errorf("a pattern with a length above %d cannot be enforced", maxPatternLength)
+		}
+		n = &regex.Node{Op: regex.OpConcat, Subs: []*regex.Node{n}}
+		chars := regex.Repeat(writable, int(lo), int(hi))
+		if hi < 0 {
+			chars = regex.Concat(regex.Repeat(writable, int(lo), int(lo)), regex.Repeat(writable, 0, -1))
+		}
+		d, err := regex.Compile(n)
+		if err != nil {
+			return nil, err
+		}
+		l, err := regex.Compile(chars)
+		if err != nil {
+			return nil, err
+		}
+		return regex.Intersect(d, l)
+	}
+	d, err := regex.Compile(n)
+	if err != nil {
+		return nil, err
+	}
+	l, err := regex.Compile(regex.Repeat(writable, 0, -1))
+	if err != nil {
+		return nil, err
+	}
+	return regex.Intersect(d, l)
+}
+
+// maxPatternLength bounds minLength and maxLength beside a pattern (the
+// automaton counts the characters).
+const maxPatternLength = 1000
 
 // parseArrRule reads minItems and maxItems; nil when neither is given.
 func parseArrRule(m map[string]any, path string) (*arrRule, error) {

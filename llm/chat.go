@@ -618,6 +618,12 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	if forceCall && r.grammar != nil {
 		return nil, paramErr("response_format", "response_format cannot be combined with tool_choice \"required\" or a named function")
 	}
+	if params.structured != nil {
+		if forceCall {
+			return nil, paramErr(req.Structured.field(), "%s cannot be combined with tool_choice \"required\" or a named function", req.Structured.field())
+		}
+		r.grammar = lm.structuredFor(params.structured)
+	}
 	r.text = prompt
 	// Constrained output is the answer itself, never reasoning.
 	r.thinking = outparse.ThinkingOpened(prompt) && r.grammar == nil

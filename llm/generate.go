@@ -92,6 +92,9 @@ func (lm *Model) Complete(ctx context.Context, req CompletionRequest) (*Stream, 
 	if r.grammar != nil {
 		proc = lm.processorFor(r.grammar)
 	}
+	if r.structured != nil {
+		proc = lm.structuredFor(r.structured)
+	}
 	s, err := lm.submit(ctx, prompts, nil, r, proc, nil)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/govinfer/govinfer/grammar"
 	"github.com/govinfer/govinfer/jsonconstraint"
 	"github.com/govinfer/govinfer/sample"
 )
@@ -60,6 +61,10 @@ type Params struct {
 	LogitBias map[int]float64
 	// ResponseFormat, when set, constrains the output to JSON.
 	ResponseFormat *ResponseFormat
+	// Structured, when set, constrains the output to a regular
+	// expression, choices or a grammar; it cannot be combined with a
+	// ResponseFormat other than text.
+	Structured *Structured
 }
 
 // ResponseFormat constrains the output.
@@ -98,6 +103,7 @@ type resolved struct {
 	topLogprobs int
 	logitBias   map[int]float32
 	grammar     *jsonconstraint.Grammar
+	structured  *grammar.Grammar
 }
 
 // resolve checks p and applies the defaults.
@@ -194,6 +200,16 @@ func (lm *Model) resolve(p Params) (resolved, error) {
 			return r, err
 		}
 		r.grammar = g
+	}
+	if p.Structured != nil {
+		if r.grammar != nil {
+			return r, paramErr(p.Structured.field(), "response_format and %s both constrain the output; send one of them", p.Structured.field())
+		}
+		g, err := compileStructured(p.Structured)
+		if err != nil {
+			return r, err
+		}
+		r.structured = g
 	}
 	return r, nil
 }

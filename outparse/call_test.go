@@ -319,7 +319,7 @@ func TestCallGrammarErrors(t *testing.T) {
 		{CallOptions{Tools: []CallTool{{Name: "f", Parameters: obj}}, Force: true, Function: "g"}, `no tool is named "g"`},
 		{CallOptions{Force: true}, "no tools"},
 		{CallOptions{Tools: []CallTool{{Name: "f", Parameters: []byte(`{"type":"string"}`)}}, Force: true}, "does not allow an object"},
-		{CallOptions{Tools: []CallTool{{Name: "f", Parameters: []byte(`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`), Strict: true}}}, `keyword "pattern"`},
+		{CallOptions{Tools: []CallTool{{Name: "f", Parameters: []byte(`{"type":"object","properties":{"a":{"type":"integer","multipleOf":2}}}`), Strict: true}}}, `keyword "multipleOf"`},
 		{CallOptions{Tools: make([]CallTool, MaxCallTools+1), Force: true}, "at most 128"},
 	} {
 		_, err := NewCallGrammar(cv.cv, tc.o)

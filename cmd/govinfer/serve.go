@@ -99,10 +99,12 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		storeSize = sizeFlag(fs.FlagSet, "responses-store-bytes", int64(httpapi.DefaultResponsesStoreBytes), "most memory those stored responses take; the oldest go first")
 		noWebUI   = fs.Bool("no-webui", false, "turn the chat page off: / and /ui/... answer 404 (by default browsers get the chat page at /, other clients a JSON description)")
 		keyFile   = fs.String("reasoning-key-file", "", "file whose contents key the sealing of reasoning handed to clients (the Responses API's encrypted_content, the Messages API's thinking signatures), so that replicas and restarts sharing it read each other's (default: a random key made at start)")
+		maxGrmr   = fs.Int("max-grammar-bytes", llm.DefaultMaxGrammarBytes, "largest grammar, regular expression or choice list a request may constrain its output with (structured_outputs, grammar, custom tools' formats); larger ones get a 400")
 	)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
+	llm.SetMaxGrammarBytes(*maxGrmr)
 	switch {
 	case *dir == "":
 		fmt.Fprintln(io.err, "govinfer serve: --model is required (see govinfer serve --help)")

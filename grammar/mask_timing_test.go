@@ -1,0 +1,30 @@
+package grammar
+
+import (
+	"testing"
+)
+
+// BenchmarkMaskFresh measures one mask computed from scratch (no cached
+// mask) over the Qwen3 vocabulary.
+func BenchmarkMaskFresh(b *testing.B) {
+	q := qwen3(b)
+	for _, c := range []struct{ name, pattern, prefix string }{
+		{"free_text", `[^\n]*\n`, "Some words"},
+		{"phone", `\(\d{3}\) \d{3}-\d{4}`, "(555) 1"},
+		{"words", `[a-z]+( [a-z]+)*\.`, "hello wor"},
+	} {
+		g := mustRegex(b, c.pattern)
+		m := g.NewMatcher(q.vocab)
+		if !m.AcceptBytes([]byte(c.prefix)) {
+			b.Fatalf("%q rejects %q", c.pattern, c.prefix)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				g.masks = nil
+				n = m.Allowed()
+			}
+			b.ReportMetric(float64(n), "allowed")
+		})
+	}
+}

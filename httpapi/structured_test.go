@@ -1,0 +1,161 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// choiceTexts returns the text of each choice of a chat or completions
+// response, and their finish reasons.
+func choiceTexts(t *testing.T, data []byte) ([]string, []string) {
+	t.Helper()
+	var texts, finish []string
+	for _, c := range decodeJSON(t, data)["choices"].([]any) {
+		ch := c.(map[string]any)
+		if m, ok := ch["message"].(map[string]any); ok {
+			s, _ := m["content"].(string)
+			texts = append(texts, s)
+		} else {
+			texts = append(texts, ch["text"].(string))
+		}
+		finish = append(finish, ch["finish_reason"].(string))
+	}
+	return texts, finish
+}
+
+// streamTexts joins the deltas of a streamed response by choice index.
+func streamTexts(t *testing.T, data []byte) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || line == "[DONE]" {
+			continue
+		}
+		for _, c := range decodeJSON(t, []byte(line))["choices"].([]any) {
+			ch := c.(map[string]any)
+			i := int(ch["index"].(float64))
+			if d, ok := ch["delta"].(map[string]any); ok {
+				s, _ := d["content"].(string)
+				out[i] += s
+			} else if s, ok := ch["text"].(string); ok {
+				out[i] += s
+			}
+		}
+	}
+	return out
+}
+
+func TestStructuredOutputs(t *testing.T) {
+	s := startServer(t, Config{})
+	phone := `\(\d{3}\) \d{3}-\d{4}`
+	cases := []struct {
+		name  string
+		field map[string]any
+		check *regexp.Regexp
+	}{
+		{"regex", map[string]any{"structured_outputs": map[string]any{"regex": phone}}, regexp.MustCompile(`^` + phone + `$`)},
+		{"choice", map[string]any{"structured_outputs": map[string]any{"choice": []any{"red", "green", "blue sky"}}}, regexp.MustCompile(`^(red|green|blue sky)$`)},
+		{"gbnf", map[string]any{"structured_outputs": map[string]any{"grammar": "root ::= \"[\" item (\",\" item){0,2} \"]\"\nitem ::= [a-c] | \"(\" [0-9]{1,2} \")\""}},
+			regexp.MustCompile(`^\[([a-c]|\(\d{1,2}\))(,([a-c]|\(\d{1,2}\))){0,2}\]$`)},
+		{"llama_grammar", map[string]any{"grammar": `root ::= ("yes" | "no") "!"`}, regexp.MustCompile(`^(yes|no)!$`)},
+	}
+	for _, c := range cases {
+		for _, stream := range []bool{false, true} {
+			for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+				body := chatBody("Answer.", 40)
+				if path == "/v1/completions" {
+					body = map[string]any{"prompt": "Answer:", "max_tokens": 40}
+				}
+				body["n"], body["temperature"], body["seed"], body["stream"] = 3, 1.0, 5, stream
+				for k, v := range c.field {
+					body[k] = v
+				}
+				status, data := post(t, s, path, body)
+				if status != 200 {
+					t.Fatalf("%s %s stream=%v: %d %s", c.name, path, stream, status, data)
+				}
+				var texts []string
+				if stream {
+					for _, s := range streamTexts(t, data) {
+						texts = append(texts, s)
+					}
+				} else {
+					var finish []string
+					texts, finish = choiceTexts(t, data)
+					for i, f := range finish {
+						if f != "stop" {
+							t.Errorf("%s %s: choice %d finished with %q (%q)", c.name, path, i, f, texts[i])
+						}
+					}
+				}
+				if len(texts) != 3 {
+					t.Fatalf("%s %s stream=%v: %d choices: %s", c.name, path, stream, len(texts), data)
+				}
+				for _, text := range texts {
+					if !c.check.MatchString(text) {
+						t.Errorf("%s %s stream=%v: %q does not match", c.name, path, stream, text)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestStructuredOutputsRefused(t *testing.T) {
+	s := startServer(t, Config{})
+	for _, c := range []struct {
+		field       map[string]any
+		param, want string
+	}{
+		{map[string]any{"structured_outputs": map[string]any{"regex": "a(?=b)"}}, "structured_outputs.regex", "at byte 1"},
+		{map[string]any{"structured_outputs": map[string]any{"regex": "(a|b)*a(a|b){20}"}}, "structured_outputs.regex", "too large"},
+		{map[string]any{"structured_outputs": map[string]any{"regexp": "a"}}, "structured_outputs.regexp", "not supported"},
+		{map[string]any{"structured_outputs": map[string]any{"structural_tag": "{}"}}, "structured_outputs.structural_tag", "not supported"},
+		{map[string]any{"structured_outputs": map[string]any{"grammar": `root ::= "a" root`}}, "structured_outputs.grammar", "can never end"},
+		{map[string]any{"structured_outputs": map[string]any{"grammar": `root ::= "a`}}, "structured_outputs.grammar", "at byte 9"},
+		{map[string]any{"grammar": `root ::= x`}, "grammar", "undefined rule"},
+		{map[string]any{"grammar": `root ::= "a"`, "response_format": map[string]any{"type": "json_object"}}, "grammar", "response_format and grammar"},
+		{map[string]any{"structured_outputs": map[string]any{"regex": "a", "choice": []any{"b"}}}, "structured_outputs.choice", "structured_outputs.regex and structured_outputs.choice"},
+		{map[string]any{"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"strict": true,
+			"schema": map[string]any{"type": "string", "pattern": "x\\"}}}}, "response_format.json_schema.schema", "pattern"},
+	} {
+		body := chatBody("Hi", 8)
+		for k, v := range c.field {
+			body[k] = v
+		}
+		status, data := post(t, s, "/v1/chat/completions", body)
+		e, _ := decodeJSON(t, data)["error"].(map[string]any)
+		if status != 400 || e == nil || e["param"] != c.param || !strings.Contains(e["message"].(string), c.want) {
+			t.Errorf("%v: %d %s; want 400 on %s containing %q", c.field, status, data, c.param, c.want)
+		}
+	}
+}
+
+// TestSchemaPattern checks that a JSON schema's pattern is enforced, strict
+// or not.
+func TestSchemaPattern(t *testing.T) {
+	s := startServer(t, Config{})
+	for _, strict := range []bool{false, true} {
+		body := chatBody("Give an id.", 60)
+		body["n"], body["temperature"], body["seed"] = 2, 1.0, 9
+		body["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "id", "strict": strict,
+			"schema": map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string", "pattern": `^[A-Z]{2}-\d{2}$`}},
+				"required": []any{"id"}, "additionalProperties": false}}}
+		status, data := post(t, s, "/v1/chat/completions", body)
+		if status != 200 {
+			t.Fatalf("strict %v: %d %s", strict, status, data)
+		}
+		texts, _ := choiceTexts(t, data)
+		for _, text := range texts {
+			if !regexp.MustCompile(`^\s*\{\s*"id"\s*:\s*"[A-Z]{2}-\d{2}"\s*\}\s*$`).MatchString(text) {
+				t.Errorf("strict %v: %q does not match the pattern", strict, text)
+			}
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/grammar"
+	"github.com/govinfer/govinfer/grammar/gbnf"
+	"github.com/govinfer/govinfer/grammar/regex"
+)
+
+// Structured constrains the output to a regular expression, a list of
+// choices or a grammar: vLLM's structured_outputs (regex, choice, grammar)
+// and llama-server's grammar. Exactly one of its fields is set.
+type Structured struct {
+	// Regex is a regular expression the whole output must match
+	// (ECMAScript or Python syntax; see package grammar/regex).
+	Regex string
+	// Choice lists the strings the output must be exactly one of.
+	Choice []string
+	// GBNF is a llama.cpp grammar whose root rule the output must match.
+	GBNF string
+	// Lark is a Lark grammar whose start rule the output must match (a
+	// Responses custom tool's format).
+	Lark string
+	// Field names the request field that set it, for errors
+	// ("structured_outputs.regex", "grammar"); empty means the field's
+	// kind ("regex", "choice", "grammar").
+	Field string
+}
+
+// DefaultMaxGrammarBytes bounds a grammar's, pattern's or choice list's
+// source unless SetMaxGrammarBytes changes it.
+const DefaultMaxGrammarBytes = 64 << 10
+
+var maxGrammarBytes atomic.Int64
+
+func init() { maxGrammarBytes.Store(DefaultMaxGrammarBytes) }
+
+// SetMaxGrammarBytes sets the largest grammar source a request may send
+// (serve's --max-grammar-bytes); n <= 0 restores the default.
+func SetMaxGrammarBytes(n int) {
+	if n <= 0 {
+		n = DefaultMaxGrammarBytes
+	}
+	maxGrammarBytes.Store(int64(n))
+}
+
+// field returns the request field s came from.
+func (s *Structured) field() string {
+	if s.Field != "" {
+		return s.Field
+	}
+	switch {
+	case s.Regex != "":
+		return "regex"
+	case s.Choice != nil:
+		return "choice"
+	case s.Lark != "":
+		return "lark"
+	}
+	return "grammar"
+}
+
+// compileStructured compiles (or finds in the cache) a structured
+// constraint.
+func compileStructured(s *Structured) (*grammar.Grammar, error) {
+	param := s.field()
+	set := 0
+	for _, on := range []bool{s.Regex != "", s.Choice != nil, s.GBNF != "", s.Lark != ""} {
+		if on {
+			set++
+		}
+	}
+	if set != 1 {
+		return nil, paramErr(param, "%s: give exactly one of regex, choice or grammar", param)
+	}
+	kind, src := "regex", s.Regex
+	switch {
+	case s.Choice != nil:
+		kind, src = "choice", strings.Join(s.Choice, "\x00")
+	case s.GBNF != "":
+		kind, src = "gbnf", s.GBNF
+	case s.Lark != "":
+		kind, src = "lark", s.Lark
+	}
+	if limit := maxGrammarBytes.Load(); int64(len(src)) > limit {
+		return nil, paramErr(param, "%s is %d bytes; at most %d are allowed (--max-grammar-bytes)", param, len(src), limit)
+	}
+	key := kind + "\x01" + src
+	if g := grammarCache.get(key); g != nil {
+		return g, nil
+	}
+	var g *grammar.Grammar
+	var err error
+	switch kind {
+	case "regex":
+		g, err = grammar.Regex(s.Regex)
+	case "choice":
+		g, err = grammar.Choice(s.Choice)
+	case "gbnf":
+		g, err = gbnf.Parse(s.GBNF)
+	case "lark":
+		g, err = compileLark(s.Lark)
+	}
+	if err != nil {
+		return nil, grammarErr(param, err)
+	}
+	grammarCache.put(key, g)
+	return g, nil
+}
+
+// grammarErr is the parameter error of a constraint that does not
+// compile, with the position where the parser says.
+func grammarErr(param string, err error) *ParamError {
+	var re *regex.Error
+	var ge *grammar.Error
+	switch {
+	case errors.Is(err, regex.ErrTooComplex):
+		return paramErr(param, "%s cannot be enforced: %v", param, err)
+	case errors.As(err, &re) || errors.As(err, &ge):
+		return paramErr(param, "invalid %s: %v", param, err)
+	}
+	return paramErr(param, "invalid %s: %v", param, err)
+}
+
+// grammarCacheSize bounds the compiled constraints kept by content.
+const grammarCacheSize = 64
+
+// grammarCache keeps compiled constraints by their source, so that a
+// client sending the same grammar with every request (as Codex does)
+// compiles it once; the least recently used goes first.
+var grammarCache = &lruGrammars{m: map[string]*lruEntry{}}
+
+type lruEntry struct {
+	g    *grammar.Grammar
+	used uint64
+}
+
+type lruGrammars struct {
+	mu    sync.Mutex
+	m     map[string]*lruEntry
+	clock uint64
+}
+
+func (c *lruGrammars) get(key string) *grammar.Grammar {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok {
+		return nil
+	}
+	c.clock++
+	e.used = c.clock
+	return e.g
+}
+
+func (c *lruGrammars) put(key string, g *grammar.Grammar) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= grammarCacheSize {
+		oldest, at := "", uint64(0)
+		for k, e := range c.m {
+			if oldest == "" || e.used < at {
+				oldest, at = k, e.used
+			}
+		}
+		delete(c.m, oldest)
+	}
+	c.clock++
+	c.m[key] = &lruEntry{g: g, used: c.clock}
+}
+
+// grammarProcessor masks the logits of tokens the grammar does not allow;
+// it forks (engine.ForkingProcessor), so speculative drafts outside the
+// grammar are dropped before verification.
+type grammarProcessor struct{ m *grammar.Matcher }
+
+func (p grammarProcessor) Process(logits []float32) { p.m.ApplyMask(logits) }
+
+func (p grammarProcessor) Accept(token int) error { return p.m.Accept(token) }
+
+// Fork returns a copy at the same point.
+func (p grammarProcessor) Fork() engine.LogitProcessor { return grammarProcessor{p.m.Clone()} }
+
+// structuredFor returns a factory of grammar processors.
+func (lm *Model) structuredFor(g *grammar.Grammar) processorFactory {
+	return func(int) (engine.LogitProcessor, error) {
+		v, err := lm.constraints.get()
+		if err != nil {
+			return nil, err
+		}
+		return grammarProcessor{g.NewMatcher(v)}, nil
+	}
+}
+
+// compileLark is set by step 3 (Lark grammars).
+var compileLark = func(src string) (*grammar.Grammar, error) {
+	return nil, fmt.Errorf("lark grammars are not supported")
+}
