@@ -344,6 +344,11 @@ type Backend interface {
 	SigmoidMul(x Buffer, xh Heads, gate Buffer, gh Heads, n int)
 	// SiLUMul computes dst = silu(gate) * up over n elements.
 	SiLUMul(dst, gate, up Buffer, n int)
+	// SwiGLU computes, for n rows of x holding a gate and an up projection
+	// side by side ([n, 2*width], as one product of a fused gate/up
+	// matrix gives them), dst[r] = silu(x[r, :width]) * x[r, width:]
+	// into [n, width] rows. dst must not be x.
+	SwiGLU(dst, x Buffer, n, width int)
 	// Add computes dst += x over n elements.
 	Add(dst, x Buffer, n int)
 	// SumRows writes weighted sums of rows of src into the rows of dst,

@@ -26,7 +26,11 @@ type mixer interface {
 // MoE layer's shared expert or one of its experts.
 type denseMLP struct {
 	gateProj, upProj, downProj compute.Weight
-	width                      int // the hidden layer's
+	// gateUp, when set in place of gateProj and upProj, is both in one
+	// [2*width, hidden] matrix, gate rows first (an expert of a fused
+	// experts.gate_up_proj): one product and a SwiGLU.
+	gateUp compute.Weight
+	width  int // the hidden layer's
 }
 
 func (f *denseMLP) bindings(c *Config, p string, _ expertLayout) []binding {
@@ -55,5 +59,8 @@ func (f *denseMLP) forward(_ context.Context, m *Model, rows int) error {
 }
 
 func (f *denseMLP) weights() []compute.Weight {
+	if f.gateUp != nil {
+		return []compute.Weight{f.gateUp, f.downProj}
+	}
 	return []compute.Weight{f.gateProj, f.upProj, f.downProj}
 }

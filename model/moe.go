@@ -134,8 +134,7 @@ func (f *moeMLP) bindings(c *Config, p string, layout expertLayout) []binding {
 			)
 		default:
 			bs = append(bs,
-				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.gateProj, part: &rowPart{2 * i * fw, fw, false}, on: &f.host},
-				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.upProj, part: &rowPart{(2*i + 1) * fw, fw, last}, on: &f.host},
+				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.gateUp, part: &rowPart{2 * i * fw, 2 * fw, last}, on: &f.host},
 				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}, on: &f.host},
 			)
 		}
@@ -232,9 +231,14 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 		mo.idx[n] = int32(n)
 		xbe.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.idx[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
 		x := &f.experts[e]
-		matMulOn(xbe, xs.gate, xs.ex, x.gateProj, n, decode)
-		matMulOn(xbe, xs.up, xs.ex, x.upProj, n, decode)
-		xbe.SiLUMul(xs.gate, xs.gate, xs.up, n*x.width)
+		if x.gateUp != nil {
+			matMulOn(xbe, xs.up, xs.ex, x.gateUp, n, decode) // [n, 2*width]
+			xbe.SwiGLU(xs.gate, xs.up, n, x.width)
+		} else {
+			matMulOn(xbe, xs.gate, xs.ex, x.gateProj, n, decode)
+			matMulOn(xbe, xs.up, xs.ex, x.upProj, n, decode)
+			xbe.SiLUMul(xs.gate, xs.gate, xs.up, n*x.width)
+		}
 		matMulOn(xbe, xs.ed, xs.gate, x.downProj, n, decode)
 		xbe.Copy(xs.eo, (base+next)*h, xs.ed, 0, n*h)
 		m.moeStats.ExpertRuns++
@@ -280,7 +284,11 @@ func (m *Model) MoEStats() MoEStats {
 
 // bytes returns the bytes of the block's weights.
 func (f *denseMLP) bytes() int64 {
-	return weightBytes(f.gateProj) + weightBytes(f.upProj) + weightBytes(f.downProj)
+	var n int64
+	for _, w := range f.weights() {
+		n += weightBytes(w)
+	}
+	return n
 }
 
 // expertBuffers are the activations the experts run on: the normed rows,
@@ -315,7 +323,7 @@ func (sc *scratch) hostExperts(be compute.Backend, c *Config) (*hostScratch, err
 	alloc(&hs.xn, rows*h)
 	alloc(&hs.ex, rows*h)
 	alloc(&hs.gate, rows*c.MoEIntermediateSize)
-	alloc(&hs.up, rows*c.MoEIntermediateSize)
+	alloc(&hs.up, rows*2*c.MoEIntermediateSize)
 	alloc(&hs.ed, rows*h)
 	alloc(&hs.eo, rows*k*h)
 	if err != nil {

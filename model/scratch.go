@@ -16,7 +16,7 @@ type scratch struct {
 	decodeRows int
 
 	x, xn, tmp compute.Buffer // [rows, hidden]: residual stream, normed, mixer/MLP output
-	gate, up   compute.Buffer // [rows, Config.MLPWidth]; gate also holds silu(gate)*up
+	gate, up   compute.Buffer // [rows, Config.MLPWidth]; gate also holds silu(gate)*up; up also an expert's [rows, 2*width] fused gate/up
 	core       compute.Buffer // [rows, max(value_dim, heads*head_dim)]: mixer core output
 
 	// Gated DeltaNet.
@@ -58,7 +58,7 @@ func (m *Model) newScratch(rows int) (*scratch, error) {
 	alloc(&sc.xn, rows*h)
 	alloc(&sc.tmp, rows*h)
 	alloc(&sc.gate, rows*c.MLPWidth())
-	alloc(&sc.up, rows*c.MLPWidth())
+	alloc(&sc.up, rows*max(c.MLPWidth(), 2*c.MoEIntermediateSize)) // an expert's fused gate/up output too
 	if c.MoE() {
 		alloc(&sc.route, rows*c.NumExperts)
 		alloc(&sc.sgate, rows)

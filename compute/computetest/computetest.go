@@ -124,6 +124,7 @@ func Cases() []Case {
 		Case{"SegmentAttention", testSegmentAttention},
 		// A mixture of experts' gathers and sums.
 		Case{"SumRows", testSumRows},
+		Case{"SwiGLU", testSwiGLU},
 	)...)
 }
 

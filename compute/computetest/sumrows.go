@@ -55,3 +55,34 @@ func testSumRows(e *Env) error {
 	}
 	return nil
 }
+
+// testSwiGLU checks the SiLU-gated product of the two halves of rows, and
+// that the elements after the result rows are left as they were.
+func testSwiGLU(e *Env) error {
+	for _, c := range []struct{ n, width int }{{1, 1}, {1, 512}, {3, 17}, {9, 130}, {33, 64}} {
+		x, err := e.randBuf(2*c.n*c.width+5, 4)
+		if err != nil {
+			return err
+		}
+		d, err := e.randBuf(c.n*c.width+7, 1)
+		if err != nil {
+			return err
+		}
+		e.Ref.SwiGLU(d.ref, x.ref, c.n, c.width)
+		e.DUT.SwiGLU(d.dut, x.dut, c.n, c.width)
+		err = e.check(fmt.Sprintf("SwiGLU %d rows of %d", c.n, c.width), d, func(i int) float64 {
+			if i >= c.n*c.width {
+				return 0
+			}
+			r, col := i/c.width, i%c.width
+			g := float64(x.vals[2*r*c.width+col])
+			u := float64(x.vals[2*r*c.width+c.width+col])
+			return tol(math.Abs(g*sigmoid64(g)*u)*(1+math.Abs(g)), 1)
+		})
+		if err != nil {
+			return err
+		}
+		e.free(x, d)
+	}
+	return nil
+}

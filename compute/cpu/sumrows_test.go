@@ -76,3 +76,30 @@ func TestSumRowsChecks(t *testing.T) {
 		t.Errorf("well-formed sums refused: %v", err)
 	}
 }
+
+// TestSwiGLU checks SwiGLU bit for bit against SiLUMul of each row's two
+// halves (the kernel asm tests against its pure-Go twin), on enough rows to
+// be split among workers.
+func TestSwiGLU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	be := New(Options{Threads: 3})
+	defer be.Close()
+	const n, width = 70, 96
+	x, _ := be.NewBuffer(2 * n * width)
+	for i := range Data(x) {
+		Data(x)[i] = float32(rng.NormFloat64() * 3)
+	}
+	got, _ := be.NewBuffer(n * width)
+	be.SwiGLU(got, x, n, width)
+	gate, up, want := make([]float32, width), make([]float32, width), make([]float32, width)
+	for r := range n {
+		copy(gate, Data(x)[2*r*width:])
+		copy(up, Data(x)[2*r*width+width:])
+		be.k.SiLUMul(want, gate, up)
+		for i := range width {
+			if g := Data(got)[r*width+i]; math.Float32bits(g) != math.Float32bits(want[i]) {
+				t.Fatalf("row %d element %d: %v, want %v", r, i, g, want[i])
+			}
+		}
+	}
+}

@@ -345,6 +345,12 @@ func (b *Backend) SiLUMul(dst, gate, up compute.Buffer, n int) {
 	b.inner.SiLUMul(dst, gate, up, n)
 }
 
+// SwiGLU implements compute.Backend, timed as "swiglu".
+func (b *Backend) SwiGLU(dst, x compute.Buffer, n, width int) {
+	defer b.done("swiglu", time.Now())
+	b.inner.SwiGLU(dst, x, n, width)
+}
+
 // Add implements compute.Backend.
 func (b *Backend) Add(dst, x compute.Buffer, n int) {
 	defer b.done("add", time.Now())
