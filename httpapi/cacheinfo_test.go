@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/govinfer/govinfer/llm"
 )
 
 // metricValue returns the value of a series line (name and labels as
@@ -25,11 +27,11 @@ func metricValue(t *testing.T, scrape, series string) float64 {
 }
 
 func TestRouterMetrics(t *testing.T) {
-	s := startServer(t, Config{MaxNumSeqs: 4, StateMemory: 64 << 20})
+	s := startServer(t, Config{}, llm.Options{MaxNumSeqs: 4, StateMemory: 64 << 20})
 	_, data := get(t, s, "/metrics")
 	idle := string(data)
-	m := s.Engine().Model()
-	info := fmt.Sprintf(`vllm:cache_config_info{model_name="test-model",block_size="64",num_gpu_blocks="%d"}`, (64<<20)/(64*m.KVBytesPerToken()))
+	perToken := s.Model().StateMemory().PerToken
+	info := fmt.Sprintf(`vllm:cache_config_info{model_name="test-model",block_size="64",num_gpu_blocks="%d"}`, (64<<20)/(64*perToken))
 	if metricValue(t, idle, info) != 1 {
 		t.Errorf("cache_config_info is not 1")
 	}
@@ -50,7 +52,7 @@ func TestRouterMetrics(t *testing.T) {
 	body := chatBody("go", 1500)
 	body["ignore_eos"] = true
 	stream := startStream(t, s, "/v1/chat/completions", body)
-	waitFor(t, func() bool { return s.Engine().Stats().Running == 1 })
+	waitFor(t, func() bool { return s.Model().Stats().Running == 1 })
 	_, data = get(t, s, "/metrics")
 	scrape := string(data)
 	usage := metricValue(t, scrape, `vllm:kv_cache_usage_perc{model_name="test-model"}`)

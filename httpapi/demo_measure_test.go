@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/govinfer/govinfer/internal/schemacheck"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // TestDemoForcedCallsAndHangUps measures, on the checkpoint named by
@@ -27,7 +28,7 @@ func TestDemoForcedCallsAndHangUps(t *testing.T) {
 	if dir == "" {
 		t.Skip("GOVINFER_DEMO_DIR is not set (make demo writes the checkpoint to ~/.cache/govinfer/demo-qwen3.5-random)")
 	}
-	s := startServer(t, Config{ModelDir: dir, MaxModelLen: 4096, MaxNumSeqs: 1, MaxQueue: 4})
+	s := startServerDir(t, dir, Config{}, llm.Options{MaxModelLen: 4096, MaxNumSeqs: 1, MaxQueue: 4})
 	rng := rand.New(rand.NewPCG(19, 19))
 	const calls = 100
 	var tokens []int
@@ -71,22 +72,22 @@ func TestDemoForcedCallsAndHangUps(t *testing.T) {
 	t.Logf("%d forced calls, all valid, in %v; completion tokens min %d, median %d, max %d", calls, time.Since(start).Round(time.Millisecond),
 		tokens[0], tokens[len(tokens)/2], tokens[len(tokens)-1])
 
-	eng := s.Engine()
+	lm := s.Model()
 	var lines []string
 	for _, stream := range []bool{false, true} {
 		for range 5 {
 			cancel, done := startRequest(t, s, longBody(stream), stream)
-			waitUntil(t, "running", 30*time.Second, func() bool { return eng.Stats().Running == 1 })
+			waitUntil(t, "running", 30*time.Second, func() bool { return lm.Stats().Running == 1 })
 			qcancel, qdone := startRequest(t, s, longBody(stream), false)
-			waitUntil(t, "queued", 30*time.Second, func() bool { return eng.Stats().Waiting == 1 })
+			waitUntil(t, "queued", 30*time.Second, func() bool { return lm.Stats().Waiting == 1 })
 			time.Sleep(50 * time.Millisecond)
 			qcancel()
-			queued := waitUntil(t, "queued freed", 5*time.Second, func() bool { return eng.Stats().Waiting == 0 })
+			queued := waitUntil(t, "queued freed", 5*time.Second, func() bool { return lm.Stats().Waiting == 0 })
 			<-qdone
-			st := eng.Stats()
+			st := lm.Stats()
 			step := time.Duration(st.StepSeconds / float64(st.Steps) * float64(time.Second))
 			cancel()
-			running := waitUntil(t, "running freed", 5*time.Second, func() bool { s := eng.Stats(); return s.Running == 0 && s.OpenSequences == 0 })
+			running := waitUntil(t, "running freed", 5*time.Second, func() bool { s := lm.Stats(); return s.Running == 0 && s.OpenSequences == 0 })
 			<-done
 			lines = append(lines, fmt.Sprintf("stream=%v: running freed %v, queued freed %v (mean step %v)", stream, running.Round(10*time.Microsecond),
 				queued.Round(10*time.Microsecond), step.Round(10*time.Microsecond)))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/govinfer/govinfer/imageproc"
 	"github.com/govinfer/govinfer/kvevents"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // TestKVEventsImages checks the BlockStored events of requests with an
@@ -20,7 +21,7 @@ import (
 // two images behind the same pads give different block hashes, and a
 // router index (Hasher.BlocksExtra) recomputes the engine's keys.
 func TestKVEventsImages(t *testing.T) {
-	s := startServer(t, Config{ModelDir: vlCheckpoint(t), MaxModelLen: 1024, MaxImages: 2, KVEvents: "tcp://127.0.0.1:0", PodID: "p"})
+	s := startServerDir(t, vlCheckpoint(t), Config{KVEvents: "tcp://127.0.0.1:0", PodID: "p"}, llm.Options{MaxModelLen: 1024, MaxImages: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	msgs, err := kvevents.Subscribe(ctx, "tcp://"+s.Events().Addr(), "kv@")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/govinfer/govinfer/internal/testckpt"
+	"github.com/govinfer/govinfer/llm"
 )
 
 var (
@@ -50,20 +51,29 @@ func checkpoint(t testing.TB) string {
 
 func makeCheckpoint(dir string) error { return testckpt.Write(dir, "../testdata") }
 
-// startServer starts a server on a free loopback port and waits for it.
-func startServer(t testing.TB, cfg Config) *Server {
+// startServer starts a server on the test checkpoint (see startServerDir).
+func startServer(t testing.TB, cfg Config, o ...llm.Options) *Server {
 	t.Helper()
-	if cfg.ModelDir == "" {
-		cfg.ModelDir = checkpoint(t)
+	var opts llm.Options
+	if len(o) > 0 {
+		opts = o[0]
 	}
+	return startServerDir(t, checkpoint(t), cfg, opts)
+}
+
+// startServerDir starts a server on a free loopback port that opens the
+// checkpoint in dir (StartLoading), by default as "test-model" with a
+// max_model_len of 2048, and waits for it.
+func startServerDir(t testing.TB, dir string, cfg Config, o llm.Options) *Server {
+	t.Helper()
 	cfg.Addr = "127.0.0.1:0"
 	if cfg.ServedModelName == "" {
 		cfg.ServedModelName = "test-model"
 	}
-	if cfg.MaxModelLen == 0 {
-		cfg.MaxModelLen = 2048
+	if o.MaxModelLen == 0 {
+		o.MaxModelLen = 2048
 	}
-	s, err := Start(context.Background(), cfg)
+	s, err := StartLoading(context.Background(), dir, o, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/govinfer/govinfer/internal/testckpt"
+	"github.com/govinfer/govinfer/llm"
 )
 
 var (
@@ -70,8 +71,7 @@ func TestImagesEndpoints(t *testing.T) {
 		}
 	}))
 	defer files.Close()
-	s := startServer(t, Config{ModelDir: vlCheckpoint(t), MaxModelLen: 1024, MaxImages: 2,
-		AllowedMediaDomains: []string{"127.0.0.1"}})
+	s := startServerDir(t, vlCheckpoint(t), Config{AllowedMediaDomains: []string{"127.0.0.1"}}, llm.Options{MaxModelLen: 1024, MaxImages: 2})
 
 	var textOnly int
 	{

@@ -128,8 +128,8 @@ func (s *Server) streamBody(ctx *fasthttp.RequestCtx, sw func(*bufio.Writer)) {
 // its queue, and the API requests not yet answered in full (a stream until
 // its last event).
 func (s *Server) InFlight() (running, waiting, requests int) {
-	if eng := s.Engine(); eng != nil {
-		st := eng.Stats()
+	if s.loaded.Load() {
+		st := s.lm.Stats()
 		running, waiting = st.Running, st.Waiting
 	}
 	return running, waiting, int(s.active.Load())

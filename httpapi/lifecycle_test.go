@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/kvevents"
+	"github.com/govinfer/govinfer/llm"
 	"github.com/govinfer/govinfer/model"
 )
 
@@ -32,8 +32,8 @@ func checkUnavailable(t *testing.T, status int, data []byte, msg string) {
 func TestHealthAndModelsWhileLoading(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
-	s, err := Start(context.Background(), Config{ModelDir: checkpoint(t), Addr: "127.0.0.1:0", ServedModelName: "m",
-		Progress: func(p model.Progress) { once.Do(func() { <-release }) }})
+	s, err := StartLoading(context.Background(), checkpoint(t), llm.Options{Progress: func(p model.Progress) { once.Do(func() { <-release }) }},
+		Config{Addr: "127.0.0.1:0", ServedModelName: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestHealthWhenLoadFailed(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(dir, f), data, 0o644)
 	}
-	s, err := Start(context.Background(), Config{ModelDir: dir, Addr: "127.0.0.1:0"})
+	s, err := StartLoading(context.Background(), dir, llm.Options{}, Config{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +109,11 @@ func startStream(t *testing.T, s *Server, path string, body map[string]any) <-ch
 }
 
 func TestDrainFinishesRunningAndQueued(t *testing.T) {
-	s := startServer(t, Config{MaxNumSeqs: 1})
+	s := startServer(t, Config{}, llm.Options{MaxNumSeqs: 1})
 	long := chatBody("go", 1500)
 	long["ignore_eos"] = true
 	stream := startStream(t, s, "/v1/chat/completions", long)
-	waitFor(t, func() bool { return s.Engine().Stats().Running == 1 })
+	waitFor(t, func() bool { return s.Model().Stats().Running == 1 })
 	queued := make(chan []byte, 1)
 	go func() {
 		body := chatBody("queued", 20)
@@ -121,7 +121,7 @@ func TestDrainFinishesRunningAndQueued(t *testing.T) {
 		_, data := post(t, s, "/v1/chat/completions", body)
 		queued <- data
 	}()
-	waitFor(t, func() bool { return s.Engine().Stats().Waiting == 1 })
+	waitFor(t, func() bool { return s.Model().Stats().Waiting == 1 })
 
 	drained := make(chan error, 1)
 	go func() { drained <- s.Drain(context.Background()) }()
@@ -168,13 +168,14 @@ func TestDrainFinishesRunningAndQueued(t *testing.T) {
 	if q["usage"].(map[string]any)["completion_tokens"].(float64) != 20 {
 		t.Errorf("queued request: %v", q)
 	}
-	if st := s.Engine().Stats(); st.Finished[engine.FinishLength] != 2 || st.Finished[engine.FinishCancelled] != 0 {
+	if st := s.Model().Stats(); st.Finished.Length != 2 || st.Finished.Cancelled != 0 {
 		t.Errorf("finished %v", st.Finished)
 	}
 }
 
 func TestDrainTimeoutAborts(t *testing.T) {
-	s, err := Start(context.Background(), Config{ModelDir: checkpoint(t), Addr: "127.0.0.1:0", ServedModelName: "test-model", MaxModelLen: 8192})
+	s, err := StartLoading(context.Background(), checkpoint(t), llm.Options{MaxModelLen: 8192},
+		Config{Addr: "127.0.0.1:0", ServedModelName: "test-model"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestDrainTimeoutAborts(t *testing.T) {
 	long := chatBody("go", 8000)
 	long["ignore_eos"] = true
 	stream := startStream(t, s, "/v1/chat/completions", long)
-	waitFor(t, func() bool { return s.Engine().Stats().Running == 1 })
+	waitFor(t, func() bool { return s.Model().Stats().Running == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := s.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -206,8 +207,8 @@ func TestDrainTimeoutAborts(t *testing.T) {
 func TestKVEventsCleared(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
-	s, err := Start(context.Background(), Config{ModelDir: checkpoint(t), Addr: "127.0.0.1:0", ServedModelName: "test-model",
-		KVEvents: "tcp://127.0.0.1:0", PodID: "pod-1", Progress: func(model.Progress) { once.Do(func() { <-release }) }})
+	s, err := StartLoading(context.Background(), checkpoint(t), llm.Options{Progress: func(model.Progress) { once.Do(func() { <-release }) }},
+		Config{Addr: "127.0.0.1:0", ServedModelName: "test-model", KVEvents: "tcp://127.0.0.1:0", PodID: "pod-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,5 +269,53 @@ func TestKVEventsCleared(t *testing.T) {
 	}
 	if v := metricValue(t, string(data), `govinfer:kv_events_batches_total{model_name="test-model"}`); v < 3 {
 		t.Errorf("batches %v", v)
+	}
+}
+
+// TestStartOnOpenedModel: a server on a model the program opened is ready
+// at once, names it by default as llm does, and leaves it open and usable
+// when it closes.
+func TestStartOnOpenedModel(t *testing.T) {
+	m, err := llm.Open(checkpoint(t), llm.Options{MaxModelLen: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s, err := Start(context.Background(), m, Config{Addr: "127.0.0.1:0", KVEvents: "tcp://127.0.0.1:0", PodID: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitReady(context.Background()); err != nil || s.Model() != m {
+		t.Fatalf("WaitReady: %v; Model %p, want %p", err, s.Model(), m)
+	}
+	if status, data := get(t, s, "/health"); status != 200 {
+		t.Errorf("health: %d %s", status, data)
+	}
+	_, data := get(t, s, "/v1/models")
+	card := decodeJSON(t, data)["data"].([]any)[0].(map[string]any)
+	if card["id"] != m.Name() || card["max_model_len"].(float64) != 2048 {
+		t.Errorf("card %v, want id %q", card, m.Name())
+	}
+	body := map[string]any{"model": m.Name(), "prompt": "Once upon a time", "max_tokens": 3, "ignore_eos": true}
+	if status, data := post(t, s, "/v1/completions", body); status != 200 {
+		t.Fatalf("completion: %d %s", status, data)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.Complete(context.Background(), llm.CompletionRequest{Prompts: []llm.Prompt{{Text: "Once upon a time"}},
+		Params: llm.Params{MaxTokens: 3, IgnoreEOS: true}})
+	if err != nil {
+		t.Fatalf("the model after the server closed: %v", err)
+	}
+	for range st.Events() {
+	}
+	st.Close()
+	if n := m.Stats().Finished.Length; n != 2 {
+		t.Errorf("%d requests finished, want the server's and the program's", n)
+	}
+	if _, err := Start(context.Background(), nil, Config{}); err == nil {
+		t.Error("Start without a model")
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/llm"
 )
 
@@ -770,7 +769,7 @@ func TestMessagesAPIKey(t *testing.T) {
 }
 
 func TestMessagesQueueFull(t *testing.T) {
-	s := startServer(t, Config{MaxNumSeqs: 1, MaxQueue: 1})
+	s := startServer(t, Config{}, llm.Options{MaxNumSeqs: 1, MaxQueue: 1})
 	resp, data := postQueueFull(t, s, "/v1/messages", messagesBody("hi", 2))
 	checkAnthropicError(t, resp.StatusCode, data, 529, "overloaded_error", "queue is full")
 	if resp.Header.Get("Retry-After") == "" {
@@ -803,22 +802,22 @@ func TestMessagesDisconnect(t *testing.T) {
 			break
 		}
 	}
-	if st := s.Engine().Stats(); st.OpenSequences != 1 {
+	if st := s.Model().Stats(); st.OpenSequences != 1 {
 		t.Fatalf("open sequences while streaming: %d", st.OpenSequences)
 	}
 	conn.Close()
 	waitFor(t, func() bool {
-		st := s.Engine().Stats()
-		return st.OpenSequences == 0 && st.Running == 0 && st.Finished[engine.FinishCancelled] == 1
+		st := s.Model().Stats()
+		return st.OpenSequences == 0 && st.Running == 0 && st.Finished.Cancelled == 1
 	})
 	conn, _ = send(false)
-	waitFor(t, func() bool { return s.Engine().Stats().Running == 1 })
+	waitFor(t, func() bool { return s.Model().Stats().Running == 1 })
 	conn.Close()
 	waitFor(t, func() bool {
-		st := s.Engine().Stats()
-		return st.OpenSequences == 0 && st.Running == 0 && st.Finished[engine.FinishCancelled] == 2
+		st := s.Model().Stats()
+		return st.OpenSequences == 0 && st.Running == 0 && st.Finished.Cancelled == 2
 	})
-	if gen := s.Engine().Stats().GenerationTokens; gen >= 3000 {
+	if gen := s.Model().Stats().GenerationTokens; gen >= 3000 {
 		t.Errorf("generated %d tokens: the requests ran to the end", gen)
 	}
 }
@@ -900,10 +899,10 @@ func TestMessagesCacheControlBreak(t *testing.T) {
 		u := postMessage(t, s, "/v1/messages", second)["usage"].(map[string]any)
 		cached := int(u["cache_read_input_tokens"].(float64))
 		t.Logf("cache_control %v: prompts of %d and %d tokens share %d; the second resumed at %d", marked, len(ids1), len(ids2), lcp, cached)
-		if marked && (cached > lcp || cached <= lcp-engine.PrefixBlock) {
+		if marked && (cached > lcp || cached <= lcp-llm.PrefixBlock) {
 			t.Errorf("with cache_control the second request resumed at %d, want the block of %d", cached, lcp)
 		}
-		if !marked && cached > lcp-engine.PrefixBlock {
+		if !marked && cached > lcp-llm.PrefixBlock {
 			t.Errorf("without cache_control the second request resumed at %d, near %d: the test does not test the break", cached, lcp)
 		}
 	}

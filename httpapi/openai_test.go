@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/govinfer/govinfer/internal/schemacheck"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // weatherParams is a tool schema with every JSON type, nesting, enums and
@@ -154,7 +155,7 @@ func TestReasoningFieldsAndUsage(t *testing.T) {
 }
 
 func TestDefaultChatTemplateKwargs(t *testing.T) {
-	s := startServer(t, Config{DefaultTemplateArgs: map[string]any{"enable_thinking": false}})
+	s := startServer(t, Config{}, llm.Options{DefaultTemplateArgs: map[string]any{"enable_thinking": false}})
 	body := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Hi"}}, "max_tokens": 4, "ignore_eos": true}
 	_, data := post(t, s, "/v1/chat/completions", body)
 	msg := decodeJSON(t, data)["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
@@ -299,25 +300,25 @@ func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool)
 // streaming and not, and checks the engine lets go of them within a few
 // steps (a step of the test model takes about a millisecond).
 func TestHangUpAnyRequest(t *testing.T) {
-	s := startServer(t, Config{MaxNumSeqs: 1, MaxQueue: 2})
-	eng := s.Engine()
+	s := startServer(t, Config{}, llm.Options{MaxNumSeqs: 1, MaxQueue: 2})
+	lm := s.Model()
 	for _, stream := range []bool{false, true} {
 		cancel, done := startRequest(t, s, longBody(stream), stream)
-		waitUntil(t, "running", 10*time.Second, func() bool { return eng.Stats().Running == 1 })
+		waitUntil(t, "running", 10*time.Second, func() bool { return lm.Stats().Running == 1 })
 		// A queued request behind it.
 		qcancel, qdone := startRequest(t, s, longBody(stream), false)
-		waitUntil(t, "queued", 10*time.Second, func() bool { return eng.Stats().Waiting == 1 })
+		waitUntil(t, "queued", 10*time.Second, func() bool { return lm.Stats().Waiting == 1 })
 		qcancel()
-		freed := waitUntil(t, "queued request dropped", 2*time.Second, func() bool { return eng.Stats().Waiting == 0 })
+		freed := waitUntil(t, "queued request dropped", 2*time.Second, func() bool { return lm.Stats().Waiting == 0 })
 		t.Logf("stream=%v: queued request dropped %v after its client hung up", stream, freed)
 		<-qdone
-		steps := eng.Stats().Steps
+		steps := lm.Stats().Steps
 		cancel()
-		freed = waitUntil(t, "sequence freed", 2*time.Second, func() bool { st := eng.Stats(); return st.Running == 0 && st.OpenSequences == 0 })
-		t.Logf("stream=%v: sequence freed %v (%d steps) after its client hung up", stream, freed, eng.Stats().Steps-steps)
+		freed = waitUntil(t, "sequence freed", 2*time.Second, func() bool { st := lm.Stats(); return st.Running == 0 && st.OpenSequences == 0 })
+		t.Logf("stream=%v: sequence freed %v (%d steps) after its client hung up", stream, freed, lm.Stats().Steps-steps)
 		<-done
 	}
-	if n := eng.Stats().Finished; n[2] != 0 {
+	if n := lm.Stats().Finished; n.Length != 0 {
 		t.Logf("finished %v", n)
 	}
 }
@@ -327,32 +328,32 @@ func TestHangUpAnyRequest(t *testing.T) {
 // up, two patient non-streaming clients queue behind them; when the running
 // clients hang up, the patient ones must start at once.
 func TestStrandedQueue(t *testing.T) {
-	s := startServer(t, Config{MaxNumSeqs: 2, MaxQueue: 4})
-	eng := s.Engine()
+	s := startServer(t, Config{}, llm.Options{MaxNumSeqs: 2, MaxQueue: 4})
+	lm := s.Model()
 	var running []func()
 	var runDone []chan int
 	for range 2 {
 		c, d := startRequest(t, s, longBody(true), true)
 		running, runDone = append(running, c), append(runDone, d)
 	}
-	waitUntil(t, "two running", 10*time.Second, func() bool { return eng.Stats().Running == 2 })
+	waitUntil(t, "two running", 10*time.Second, func() bool { return lm.Stats().Running == 2 })
 	var quitters []func()
 	for range 2 {
 		c, _ := startRequest(t, s, longBody(true), false)
 		quitters = append(quitters, c)
 	}
-	waitUntil(t, "two queued", 10*time.Second, func() bool { return eng.Stats().Waiting == 2 })
+	waitUntil(t, "two queued", 10*time.Second, func() bool { return lm.Stats().Waiting == 2 })
 	patient := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Hi"}}, "max_tokens": 5, "ignore_eos": true}
 	var patientDone []chan int
 	for range 2 {
 		_, d := startRequest(t, s, patient, false)
 		patientDone = append(patientDone, d)
 	}
-	waitUntil(t, "four queued", 10*time.Second, func() bool { return eng.Stats().Waiting == 4 })
+	waitUntil(t, "four queued", 10*time.Second, func() bool { return lm.Stats().Waiting == 4 })
 	for _, c := range quitters {
 		c()
 	}
-	waitUntil(t, "the hung-up clients leave the queue", 2*time.Second, func() bool { return eng.Stats().Waiting == 2 })
+	waitUntil(t, "the hung-up clients leave the queue", 2*time.Second, func() bool { return lm.Stats().Waiting == 2 })
 	for _, c := range running {
 		c()
 	}
@@ -363,7 +364,7 @@ func TestStrandedQueue(t *testing.T) {
 				t.Fatalf("patient client %d: status %d", i, status)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("patient client %d never started: %+v", i, eng.Stats())
+			t.Fatalf("patient client %d never started: %+v", i, lm.Stats())
 		}
 	}
 	for _, d := range runDone {
@@ -372,7 +373,7 @@ func TestStrandedQueue(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
-	s := startServer(t, Config{MaxNumSeqs: 1, MaxQueue: 1})
+	s := startServer(t, Config{}, llm.Options{MaxNumSeqs: 1, MaxQueue: 1})
 	resp, data := postQueueFull(t, s, "/v1/chat/completions", longBody(false))
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("queue full: status %d, Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), data)

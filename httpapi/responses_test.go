@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/llm"
 )
 
@@ -729,7 +728,7 @@ func TestResponsesCustomTool(t *testing.T) {
 }
 
 func TestResponsesQueueFull503(t *testing.T) {
-	s := startServer(t, Config{MaxNumSeqs: 1, MaxQueue: 1})
+	s := startServer(t, Config{}, llm.Options{MaxNumSeqs: 1, MaxQueue: 1})
 	resp, data := postQueueFull(t, s, "/v1/responses", respBody("hi", 2))
 	checkError(t, resp.StatusCode, data, 503, "", "queue is full")
 	if resp.Header.Get("Retry-After") == "" {
@@ -761,18 +760,18 @@ func TestResponsesDisconnectCancels(t *testing.T) {
 				}
 			}
 		} else {
-			waitFor(t, func() bool { return s.Engine().Stats().Running == 1 })
+			waitFor(t, func() bool { return s.Model().Stats().Running == 1 })
 		}
-		if st := s.Engine().Stats(); st.OpenSequences != 1 {
+		if st := s.Model().Stats(); st.OpenSequences != 1 {
 			t.Fatalf("open sequences while generating: %d", st.OpenSequences)
 		}
 		conn.Close()
 		waitFor(t, func() bool {
-			st := s.Engine().Stats()
-			return st.OpenSequences == 0 && st.Running == 0 && st.Finished[engine.FinishCancelled] == uint64(i+1)
+			st := s.Model().Stats()
+			return st.OpenSequences == 0 && st.Running == 0 && st.Finished.Cancelled == uint64(i+1)
 		})
 	}
-	if gen := s.Engine().Stats().GenerationTokens; gen >= 1500 {
+	if gen := s.Model().Stats().GenerationTokens; gen >= 1500 {
 		t.Errorf("generated %d tokens: a request ran to the end", gen)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/govinfer/govinfer/internal/schemacheck"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // TestReplaySDKRequests sends the requests the OpenAI, Vercel AI and
@@ -23,7 +24,7 @@ func TestReplaySDKRequests(t *testing.T) {
 	if err != nil || len(files) < 20 {
 		t.Fatalf("recorded SDK requests: %v files, %v", len(files), err)
 	}
-	s := startServer(t, Config{ServedModelName: "sdk-model", MaxModelLen: 4096, DefaultTemplateArgs: map[string]any{"enable_thinking": false}})
+	s := startServer(t, Config{ServedModelName: "sdk-model"}, llm.Options{MaxModelLen: 4096, DefaultTemplateArgs: map[string]any{"enable_thinking": false}})
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
 		data, err := os.ReadFile(f)

@@ -5,10 +5,13 @@
 // Drain) and can publish KV-cache events for prefix-aware routers
 // (Config.KVEvents, package kvevents).
 //
-// The server only maps the wire format: requests become llm.ChatRequest and
-// llm.CompletionRequest, run on an llm.Model (so concurrent requests share
-// model steps, continuous batching), and the llm events become responses or
-// server-sent events. Every response has the keys vLLM's has; errors are
+// The server serves an llm.Model: one the program opened (Start), or one
+// it opens itself once it listens (StartLoading), answering 503 while the
+// model loads. It only maps the wire format: requests become
+// llm.ChatRequest and llm.CompletionRequest, run on the model (so
+// concurrent requests share model steps, continuous batching), and the llm
+// events become responses or server-sent events; metrics, KV events and
+// the cache facts routers read come from llm too. Every response has the keys vLLM's has; errors are
 // {"error": {"message", "type", "param", "code"}} and name the request field
 // at fault, a 503 says when to retry (Retry-After) and every rejected
 // request gets a log line. A client that disconnects, streaming or not,
@@ -22,6 +25,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -36,19 +40,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/govinfer/govinfer/compute"
-	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/httpapi/webui"
 	"github.com/govinfer/govinfer/kvevents"
 	"github.com/govinfer/govinfer/llm"
-	"github.com/govinfer/govinfer/model"
 	"github.com/valyala/fasthttp"
 )
 
 // Defaults of Config.
 const (
 	DefaultAddr           = "127.0.0.1:8000"
-	DefaultMaxModelLen    = llm.DefaultMaxModelLen
 	DefaultMaxBodyBytes   = 32 << 20 // a few-MB photo, base64 (4/3), fits
 	DefaultMaxConnections = 1024
 	DefaultIdleTimeout    = 60 * time.Second
@@ -57,35 +57,22 @@ const (
 	retryAfter = "1"
 )
 
-// Config configures a Server.
+// Config configures a Server: how it listens and answers. How the model
+// runs (its batch and queue, context, state memory, images, speculative
+// decoding) is the llm.Model's, set by llm.Options.
 type Config struct {
-	// ModelDir is the checkpoint directory: config.json, safetensors,
-	// generation_config.json, tokenizer.json, tokenizer_config.json and the
-	// chat template.
-	ModelDir string
 	// Addr is the host:port to listen on; port 0 picks a free one. Empty
 	// means DefaultAddr.
 	Addr string
-	// ServedModelName is the model id clients use; empty means the base
-	// name of ModelDir.
+	// ServedModelName is the model id clients use; empty means the model's
+	// name (llm.Model.Name: the base name of its directory or file).
 	ServedModelName string
-	// MaxModelLen bounds prompt plus completion tokens. Zero means the
-	// smaller of the model's context and DefaultMaxModelLen.
-	MaxModelLen int
-	// MaxNumSeqs, MaxQueue: see engine.Config.
-	MaxNumSeqs, MaxQueue int
 	// APIKey, when set, must be sent as "Authorization: Bearer KEY" on
 	// the /v1 endpoints.
 	APIKey string
 	// MaxBodyBytes bounds a request body (413 past it). Zero means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int
-	// MaxImages and MaxImagePixels: see llm.Options (vLLM's
-	// --limit-mm-per-prompt and --mm-processor-kwargs max_pixels).
-	MaxImages, MaxImagePixels int
-	// MMProj is llm.Options.MMProj: an mmproj GGUF file holding the
-	// vision tower.
-	MMProj string
 	// AllowedMediaDomains are the hosts (exact names or IP addresses)
 	// image URLs may be fetched from; none by default, so only data: URLs
 	// are taken. Loopback and private addresses are refused unless listed
@@ -99,17 +86,6 @@ type Config struct {
 	Log io.Writer
 	// LogPrompts adds the prompt text to the request log lines.
 	LogPrompts bool
-	// Backend runs the model; nil means a CPU backend on all cores (see
-	// llm.Options). The server does not close a backend given here.
-	Backend compute.Backend
-	// VisionBackend makes the vision tower's backend (llm.Options); nil
-	// gives it a CPU backend of its own.
-	VisionBackend func() (compute.Backend, error)
-	// Progress, when set, is called as weights load.
-	Progress func(llm.Progress)
-	// Quantize, when not empty, quantizes the checkpoint while it loads
-	// (llm.Options.Quantize).
-	Quantize string
 	// KVEvents, when set, is the ZeroMQ endpoint the server publishes
 	// its KV-cache events on (package kvevents), such as "tcp://*:5557".
 	KVEvents string
@@ -119,10 +95,6 @@ type Config struct {
 	// PodID names this replica in the default topic; empty means the
 	// host name.
 	PodID string
-	// DefaultTemplateArgs are chat template variables every chat gets
-	// unless its chat_template_kwargs set them
-	// (llm.Options.DefaultTemplateArgs).
-	DefaultTemplateArgs map[string]any
 	// MaxConnections caps the open connections (fasthttp's Concurrency);
 	// past it a new connection gets a 503 and is closed. Zero means
 	// DefaultMaxConnections.
@@ -131,21 +103,6 @@ type Config struct {
 	// ReadTimeout bounds reading a request, headers and body, so slow
 	// clients cannot hold connections. Zero means the defaults.
 	IdleTimeout, ReadTimeout time.Duration
-	// NoPrefixCache, StateMemory, StateMemoryFraction and KVCacheType:
-	// see llm.Options.
-	NoPrefixCache       bool
-	StateMemory         int64
-	StateMemoryFraction float64
-	KVCacheType         string
-	// MaxTokens, when positive, caps every answer at that many tokens,
-	// whatever the request asks, and bounds those that ask none
-	// (llm.Options.MaxTokens).
-	MaxTokens int
-	// Speculative turns on speculative decoding (llm.Options.Speculative,
-	// vLLM's --speculative-config): {Method: "mtp", Tokens: K} loads the
-	// checkpoint's MTP head, which drafts K tokens per round for greedy
-	// requests.
-	Speculative engine.Speculative
 	// ResponsesStoreMax and ResponsesStoreBytes bound the responses the
 	// Responses API keeps for previous_response_id and GET (store: true),
 	// in count and in bytes; the oldest go first. Zero means
@@ -155,7 +112,7 @@ type Config struct {
 	ResponsesStoreBytes int64
 	// NoWebUI turns the chat page off (package webui): GET and HEAD / and
 	// everything under webui.Prefix answer 404. Otherwise browsers (whose
-	// Accept names text/html) get the page at /, other clients the JSON
+	// Accept names text/html) get the chat page at /, other clients the JSON
 	// description of the server.
 	NoWebUI bool
 	// ReasoningKey seals the reasoning handed to clients that keep it
@@ -197,6 +154,8 @@ type Server struct {
 	// Set before ready is closed, read-only afterwards.
 	lm          *llm.Model
 	maxModelLen int
+	ownsModel   bool   // StartLoading opened lm: Close closes it
+	unobserve   func() // ends the KV events' observation of lm
 	created     int64
 
 	sealer    *reasoningSealer // reasoning handed to clients
@@ -209,21 +168,57 @@ type Server struct {
 	logMu     sync.Mutex
 }
 
-// Start listens on cfg.Addr and loads the model in the background: until it
-// is loaded /health answers 503 and the API endpoints 503. Use WaitReady to
-// wait for it. Cancelling ctx closes the server.
-func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.ModelDir == "" {
+// Start listens on cfg.Addr and serves lm, a model the program opened
+// (llm.Open), at once. The model stays the program's: Close ends the
+// server's requests on it but does not close it, and the program may use
+// it beside the server. Cancelling ctx closes the server.
+func Start(ctx context.Context, lm *llm.Model, cfg Config) (*Server, error) {
+	if lm == nil {
+		return nil, errors.New("httpapi: no model")
+	}
+	s, err := listen(ctx, cfg, cmp.Or(cfg.ServedModelName, lm.Name()), lm.MaxModelLen())
+	if err != nil {
+		return nil, err
+	}
+	s.serve(lm)
+	return s, nil
+}
+
+// StartLoading listens on cfg.Addr at once and opens the checkpoint in dir
+// in the background, as llm.Open(dir, o) does. Until the model is loaded
+// /health and the API endpoints answer 503, and /v1/models states the
+// model with the max_model_len of its configuration (llm.MaxModelLenOf);
+// a model that fails to load leaves them at 503 (WaitReady returns why)
+// until Close. The server owns the model: Close closes it. Cancelling ctx
+// closes the server.
+func StartLoading(ctx context.Context, dir string, o llm.Options, cfg Config) (*Server, error) {
+	if dir == "" {
 		return nil, errors.New("httpapi: no model directory")
 	}
+	maxLen, err := llm.MaxModelLenOf(dir, o)
+	if err != nil {
+		maxLen = 0 // unknown until loaded; the load says why
+	}
+	// The default name is llm.Model.Name's.
+	s, err := listen(ctx, cfg, cmp.Or(cfg.ServedModelName, filepath.Base(filepath.Clean(dir))), maxLen)
+	if err != nil {
+		return nil, err
+	}
+	go s.load(dir, o)
+	return s, nil
+}
+
+// listen starts a server that answers as loading until serve hands it a
+// model (or load fails).
+func listen(ctx context.Context, cfg Config, name string, loadingMaxLen int) (*Server, error) {
 	if cfg.Addr == "" {
 		cfg.Addr = DefaultAddr
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if cfg.MaxModelLen < 0 || cfg.MaxConnections < 0 || cfg.IdleTimeout < 0 || cfg.ReadTimeout < 0 {
-		return nil, errors.New("httpapi: max model length, max connections and timeouts must not be negative")
+	if cfg.MaxConnections < 0 || cfg.IdleTimeout < 0 || cfg.ReadTimeout < 0 {
+		return nil, errors.New("httpapi: max connections and timeouts must not be negative")
 	}
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = DefaultMaxConnections
@@ -233,10 +228,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = DefaultReadTimeout
-	}
-	name := cfg.ServedModelName
-	if name == "" {
-		name = filepath.Base(filepath.Clean(cfg.ModelDir))
 	}
 	sealer, err := newReasoningSealer(cfg.ReasoningKey)
 	if err != nil {
@@ -262,13 +253,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, name: name, ln: ln, ctx: sctx, cancel: cancel,
 		served: make(chan error, 1), ready: make(chan struct{}),
-		created: time.Now().Unix(), events: events, loadingMaxLen: cfg.MaxModelLen,
+		created: time.Now().Unix(), events: events, loadingMaxLen: loadingMaxLen,
 		sealer: sealer, media: newMedia(cfg), responses: newResponseStore(cfg.ResponsesStoreMax, cfg.ResponsesStoreBytes),
-	}
-	if s.loadingMaxLen == 0 {
-		if c, err := model.LoadConfig(cfg.ModelDir); err == nil {
-			s.loadingMaxLen = min(c.MaxContext(), DefaultMaxModelLen)
-		}
 	}
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
@@ -282,7 +268,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:             serverLogger{cfg.Log},
 	}
 	go func() { s.served <- s.srv.Serve(ln) }()
-	go s.load()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -293,30 +278,32 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// load opens the checkpoint and starts its engine (llm.Open).
-func (s *Server) load() {
-	defer close(s.ready)
-	lm, err := llm.Open(s.cfg.ModelDir, llm.Options{
-		Backend: s.cfg.Backend, MaxModelLen: s.cfg.MaxModelLen,
-		MaxNumSeqs: s.cfg.MaxNumSeqs, MaxQueue: s.cfg.MaxQueue, Progress: s.cfg.Progress,
-		Quantize: s.cfg.Quantize, DefaultTemplateArgs: s.cfg.DefaultTemplateArgs,
-		NoPrefixCache: s.cfg.NoPrefixCache, StateMemory: s.cfg.StateMemory,
-		StateMemoryFraction: s.cfg.StateMemoryFraction, KVCacheType: s.cfg.KVCacheType,
-		PrefixObserver: newPrefixEvents(s.events), MaxTokens: s.cfg.MaxTokens,
-		MaxImages: s.cfg.MaxImages, MaxImagePixels: s.cfg.MaxImagePixels, MMProj: s.cfg.MMProj,
-		Speculative: s.cfg.Speculative, VisionBackend: s.cfg.VisionBackend,
-	})
+// load opens the checkpoint (llm.Open) and serves it.
+func (s *Server) load(dir string, o llm.Options) {
+	lm, err := llm.Open(dir, o)
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
 		err = fmt.Errorf("closed while loading")
 	}
 	if err != nil {
 		s.loadErr = fmt.Errorf("httpapi: %w", err)
+		close(s.ready)
 		return
 	}
+	s.ownsModel = true
+	s.serve(lm)
+}
+
+// serve makes the server answer on lm, publishing its prefix cache's
+// changes as KV events when they are on.
+func (s *Server) serve(lm *llm.Model) {
 	s.lm, s.maxModelLen = lm, lm.MaxModelLen()
+	if s.events != nil {
+		s.events.AllCleared() // what lm cached before is not announced
+		s.unobserve = lm.ObservePrefixCache(newPrefixEvents(s.events))
+	}
 	s.loaded.Store(true)
-	s.events.AllCleared() // the prefix cache starts empty
+	close(s.ready)
 }
 
 // WaitReady waits until the model is loaded and returns the loading error,
@@ -333,25 +320,17 @@ func (s *Server) WaitReady(ctx context.Context) error {
 // Addr returns the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Engine returns the server's engine, or nil before the model is loaded.
-func (s *Server) Engine() *engine.Engine {
+// Model returns the model the server serves, or nil before it is loaded.
+func (s *Server) Model() *llm.Model {
 	if !s.loaded.Load() {
 		return nil
 	}
-	return s.lm.Engine()
+	return s.lm
 }
 
-// StateMemory returns the model's state memory budget (ok false before
-// the model is loaded).
-func (s *Server) StateMemory() (sm llm.StateMemory, ok bool) {
-	if !s.loaded.Load() {
-		return sm, false
-	}
-	return s.lm.StateMemory(), true
-}
-
-// Close stops accepting connections, cancels the requests in flight, waits
-// for their handlers and frees the model.
+// Close stops accepting connections, cancels the requests in flight and
+// waits for their handlers; it closes the model StartLoading opened, not
+// one handed to Start.
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
@@ -359,9 +338,15 @@ func (s *Server) Close() error {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err = s.srv.ShutdownWithContext(sctx)
+		// Shutdown closes the listener only once Serve has taken it; a
+		// Close right after Start must stop Serve too.
+		s.ln.Close()
 		<-s.served
 		<-s.ready
-		if s.lm != nil {
+		if s.unobserve != nil {
+			s.unobserve()
+		}
+		if s.ownsModel {
 			err = errors.Join(err, s.lm.Close())
 		}
 		err = errors.Join(err, s.events.Close())

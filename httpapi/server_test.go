@@ -38,7 +38,7 @@ func directChat(t *testing.T, s *Server, user string, maxTokens int) (string, in
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Engine().Submit(context.Background(), engine.Request{Prompt: s.lm.Tokenizer().Encode(prompt), MaxTokens: maxTokens, IgnoreEOS: false})
+	st, err := s.Model().Engine().Submit(context.Background(), engine.Request{Prompt: s.lm.Tokenizer().Encode(prompt), MaxTokens: maxTokens, IgnoreEOS: false})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestStreamFraming(t *testing.T) {
 }
 
 func TestConcurrentRequestsGetSoloOutput(t *testing.T) {
-	s := startServer(t, Config{MaxNumSeqs: 16})
+	s := startServer(t, Config{}, llm.Options{MaxNumSeqs: 16})
 	const n = 16
 	bodies := make([]map[string]any, n)
 	solo := make([]string, n)
@@ -414,7 +414,7 @@ func TestErrors(t *testing.T) {
 // a fixed cap); the answer ends with the length reason there. The server's
 // --max-tokens caps every answer and bounds those that ask none.
 func TestMaxTokensLowered(t *testing.T) {
-	s := startServer(t, Config{MaxModelLen: 2048})
+	s := startServer(t, Config{}, llm.Options{MaxModelLen: 2048})
 	prompt := make([]int, 2040)
 	for i := range prompt {
 		prompt[i] = 1 + i%1000
@@ -439,7 +439,7 @@ func TestMaxTokensLowered(t *testing.T) {
 		t.Errorf("chat stream: status %d: %.300s", status, data)
 	}
 
-	capped := startServer(t, Config{MaxModelLen: 2048, MaxTokens: 5})
+	capped := startServer(t, Config{}, llm.Options{MaxModelLen: 2048, MaxTokens: 5})
 	for _, asked := range []any{nil, 3, 100} {
 		body := map[string]any{"prompt": "Once upon a time", "ignore_eos": true, "min_tokens": 3}
 		if asked != nil {
@@ -514,7 +514,7 @@ func TestAPIKey(t *testing.T) {
 }
 
 func TestQueueFull503(t *testing.T) {
-	s := startServer(t, Config{MaxNumSeqs: 1, MaxQueue: 1})
+	s := startServer(t, Config{}, llm.Options{MaxNumSeqs: 1, MaxQueue: 1})
 	resp, data := postQueueFull(t, s, "/v1/chat/completions", chatBody("hi", 2))
 	checkError(t, resp.StatusCode, data, 503, "", "queue is full")
 }
@@ -547,7 +547,7 @@ func postQueueFull(t *testing.T, s *Server, path string, body map[string]any) (*
 		default:
 		}
 		cancel()
-		waitFor(t, func() bool { return s.Engine().Stats().OpenSequences == 0 })
+		waitFor(t, func() bool { return s.Model().Stats().OpenSequences == 0 })
 		if resp.StatusCode == http.StatusServiceUnavailable || !ended {
 			return resp, data
 		}
@@ -588,13 +588,13 @@ func queueTwoStreams(t *testing.T, s *Server) (context.CancelFunc, <-chan struct
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if st := s.Engine().Stats(); st.Running == 1 && st.Waiting == 1 {
+		if st := s.Model().Stats(); st.Running == 1 && st.Waiting == 1 {
 			return cancel, firstDone
 		}
 		select {
 		case <-firstDone:
 			cancel()
-			waitFor(t, func() bool { return s.Engine().Stats().OpenSequences == 0 })
+			waitFor(t, func() bool { return s.Model().Stats().OpenSequences == 0 })
 			return nil, nil
 		default:
 		}
@@ -639,15 +639,15 @@ func TestDisconnectFreesSequence(t *testing.T) {
 			break
 		}
 	}
-	if st := s.Engine().Stats(); st.OpenSequences != 1 {
+	if st := s.Model().Stats(); st.OpenSequences != 1 {
 		t.Fatalf("open sequences while streaming: %d", st.OpenSequences)
 	}
 	conn.Close()
 	waitFor(t, func() bool {
-		st := s.Engine().Stats()
-		return st.OpenSequences == 0 && st.Running == 0 && st.Finished[engine.FinishCancelled] == 1
+		st := s.Model().Stats()
+		return st.OpenSequences == 0 && st.Running == 0 && st.Finished.Cancelled == 1
 	})
-	if gen := s.Engine().Stats().GenerationTokens; gen >= 1500 {
+	if gen := s.Model().Stats().GenerationTokens; gen >= 1500 {
 		t.Errorf("generated %d tokens: the request ran to the end", gen)
 	}
 }
@@ -655,8 +655,8 @@ func TestDisconnectFreesSequence(t *testing.T) {
 func TestHealthWhileLoading(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
-	s, err := Start(context.Background(), Config{ModelDir: checkpoint(t), Addr: "127.0.0.1:0",
-		Progress: func(p model.Progress) { once.Do(func() { <-release }) }})
+	s, err := StartLoading(context.Background(), checkpoint(t), llm.Options{Progress: func(p model.Progress) { once.Do(func() { <-release }) }},
+		Config{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -820,7 +820,11 @@ func TestToolCallsAndReasoning(t *testing.T) {
 // test one (for measurements on a bigger model).
 func runLoad(t *testing.T, clients, queue int, dur time.Duration) {
 	before := countGoroutines()
-	s := startServer(t, Config{MaxNumSeqs: 16, MaxQueue: queue, ModelDir: os.Getenv("GOVINFER_LOADTEST_MODEL")})
+	dir := os.Getenv("GOVINFER_LOADTEST_MODEL")
+	if dir == "" {
+		dir = checkpoint(t)
+	}
+	s := startServerDir(t, dir, Config{}, llm.Options{MaxNumSeqs: 16, MaxQueue: queue})
 	heapBefore := heapAlloc()
 	deadline := time.Now().Add(dur)
 	var mu sync.Mutex
@@ -908,7 +912,7 @@ func runLoad(t *testing.T, clients, queue int, dur time.Duration) {
 	if okCount == 0 {
 		t.Error("no request succeeded")
 	}
-	waitFor(t, func() bool { return s.Engine().Stats().OpenSequences == 0 })
+	waitFor(t, func() bool { return s.Model().Stats().OpenSequences == 0 })
 	if grew := int64(heapAlloc()) - int64(heapBefore); grew > 32<<20 {
 		t.Errorf("heap grew by %d MiB during the load", grew>>20)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // TestChatSpeculative serves vl-tiny (which carries an MTP head) with and
@@ -36,7 +37,7 @@ func TestChatSpeculative(t *testing.T) {
 	}
 	var metrics string
 	for i, spec := range []engine.Speculative{{}, {Method: "mtp", Tokens: 2}} {
-		s := startServer(t, Config{ModelDir: dir, Speculative: spec})
+		s := startServerDir(t, dir, Config{}, llm.Options{Speculative: spec})
 		code, data := post(t, s, "/v1/chat/completions", body)
 		if code != 200 {
 			t.Fatalf("spec %+v: status %d: %s", spec, code, data)
@@ -76,7 +77,8 @@ func TestChatSpeculative(t *testing.T) {
 	}
 
 	// The test checkpoint of checkpoint(t) has no MTP head.
-	s, err := Start(context.Background(), Config{ModelDir: checkpoint(t), Addr: "127.0.0.1:0", Speculative: engine.Speculative{Method: "mtp", Tokens: 2}})
+	s, err := StartLoading(context.Background(), checkpoint(t), llm.Options{Speculative: engine.Speculative{Method: "mtp", Tokens: 2}},
+		Config{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestSpeculativeUsage(t *testing.T) {
 	var got [2]map[string]json.RawMessage // path → usage
 	var texts [2]map[string]string
 	for i, spec := range []engine.Speculative{{}, {Method: "mtp", Tokens: 3}} {
-		s := startServer(t, Config{ModelDir: dir, Speculative: spec})
+		s := startServerDir(t, dir, Config{}, llm.Options{Speculative: spec})
 		got[i], texts[i] = map[string]json.RawMessage{}, map[string]string{}
 		for path, body := range bodies {
 			code, data := post(t, s, path, body)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/govinfer/govinfer/llm"
 )
 
 // TestPrefixCacheThroughServer replays a conversation through a server
@@ -17,7 +19,7 @@ import (
 // says how much of the prompt came from the cache, which the metrics count.
 func TestPrefixCacheThroughServer(t *testing.T) {
 	warm := startServer(t, Config{})
-	cold := startServer(t, Config{NoPrefixCache: true})
+	cold := startServer(t, Config{}, llm.Options{NoPrefixCache: true})
 	msgs := []any{
 		map[string]any{"role": "system", "content": strings.Repeat("Answer in one word. ", 30)},
 		map[string]any{"role": "user", "content": "Name a colour."},
@@ -55,7 +57,7 @@ func TestPrefixCacheThroughServer(t *testing.T) {
 			t.Errorf("metric %s: %q", name, line)
 		}
 	}
-	if st := warm.Engine().Stats(); st.PrefixHitTokens == 0 || st.PrefixHitTokens >= st.PrefixQueryTokens {
+	if st := warm.Model().Stats(); st.PrefixHitTokens == 0 || st.PrefixHitTokens >= st.PrefixQueryTokens {
 		t.Errorf("prefix hits %d of %d", st.PrefixHitTokens, st.PrefixQueryTokens)
 	}
 }
@@ -84,10 +86,10 @@ func TestStateBudgetLoad(t *testing.T) {
 		maxTokens = 16
 		clients   = 32
 	)
-	probe := startServer(t, Config{MaxModelLen: maxLen, NoPrefixCache: true})
-	sm, _ := probe.StateMemory()
+	probe := startServer(t, Config{}, llm.Options{MaxModelLen: maxLen, NoPrefixCache: true})
+	sm := probe.Model().StateMemory()
 	budget := sm.PerSequence + 4*(maxLen)*sm.PerToken
-	s := startServer(t, Config{MaxModelLen: maxLen, MaxNumSeqs: 16, MaxQueue: 16, StateMemory: budget})
+	s := startServer(t, Config{}, llm.Options{MaxModelLen: maxLen, MaxNumSeqs: 16, MaxQueue: 16, StateMemory: budget})
 	r := rand.New(rand.NewPCG(1, 2))
 	vocab := 150000
 	type job struct {
@@ -156,9 +158,9 @@ func TestStateBudgetLoad(t *testing.T) {
 	if counts[200] < 4 || counts[200]+counts[503] != clients {
 		t.Errorf("statuses %v", counts)
 	}
-	eng := s.Engine()
-	waitFor(t, func() bool { return eng.Stats().OpenSequences == 0 })
-	st := eng.StateUsage()
+	lm := s.Model()
+	waitFor(t, func() bool { return lm.Stats().OpenSequences == 0 })
+	st := lm.Stats().State
 	if st.Peak > budget || st.Running != 0 || st.Peak < 2*(sm.PerSequence+int64(maxLen-200)*sm.PerToken) {
 		t.Errorf("state memory: %+v, budget %d", st, budget)
 	}
@@ -171,9 +173,9 @@ func TestStateBudgetLoad(t *testing.T) {
 // of one sequence is lowered to what that holds; a prompt that leaves no
 // room there is a 400 that says so, with the numbers.
 func TestStateBudgetLowers(t *testing.T) {
-	probe := startServer(t, Config{MaxModelLen: 1024, NoPrefixCache: true})
-	sm, _ := probe.StateMemory()
-	s := startServer(t, Config{MaxModelLen: 1024, StateMemory: sm.PerSequence + 500*sm.PerToken})
+	probe := startServer(t, Config{}, llm.Options{MaxModelLen: 1024, NoPrefixCache: true})
+	sm := probe.Model().StateMemory()
+	s := startServer(t, Config{}, llm.Options{MaxModelLen: 1024, StateMemory: sm.PerSequence + 500*sm.PerToken})
 	prompt := make([]int, 400)
 	for i := range prompt {
 		prompt[i] = 1 + i%1000

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/govinfer/govinfer/llm"
 )
 
 // templateCheckpoint returns the test checkpoint with the chat template of
@@ -41,7 +43,7 @@ func templateCheckpoint(t *testing.T, file string) string {
 func promptServer(t *testing.T, file string, defaults map[string]any) (*Server, *messagesLogBuffer) {
 	t.Helper()
 	var log messagesLogBuffer
-	s := startServer(t, Config{ModelDir: templateCheckpoint(t, file), Log: &log, LogPrompts: true, DefaultTemplateArgs: defaults})
+	s := startServerDir(t, templateCheckpoint(t, file), Config{Log: &log, LogPrompts: true}, llm.Options{DefaultTemplateArgs: defaults})
 	return s, &log
 }
 

@@ -48,6 +48,11 @@
 #                        bench of the first prompt length with --no-coopmat
 #   PROFILE [1]          one more bench of the first prompt length with
 #                        --profile: device time by shader, prefill and decode
+#   MOE [1]              also a mixture-of-experts checkpoint (MOE_SHAPE, MOE_LAYERS
+#                        [qwen3.5-35b-a3b, 4]; ~8 GB), benched at the first prompt
+#                        length on the device and with its experts on the CPU
+#                        (--cpu-moe); MOE_MODEL=DIR benches that checkpoint instead
+#                        (testdata/models/moe-tiny on lavapipe)
 #
 # Testing it without a GPU, on lavapipe (about 2 minutes on 2 cores):
 #   VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
@@ -124,6 +129,9 @@ BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
 DEVICE=${DEVICE:-0}
 COMPARE_COOPMAT=${COMPARE_COOPMAT:-1}
 PROFILE=${PROFILE:-1}
+MOE=${MOE:-1}
+MOE_SHAPE=${MOE_SHAPE:-qwen3.5-35b-a3b}
+MOE_LAYERS=${MOE_LAYERS:-4}
 
 REPORT_DIR=${OUT:-$SCRATCH/report}
 mkdir -p "$SCRATCH/bin" "$REPORT_DIR" || exit 1
@@ -303,6 +311,48 @@ if [ "$PROFILE" = 1 ]; then
 		FAILED=1
 	fi
 fi
+# A mixture of experts: every expert on the device, then the experts on the
+# CPU beside it (llama.cpp's --cpu-moe).
+MOE_FILES=()
+if [ "$MOE" = 1 ]; then
+	MOE_GIVEN=${MOE_MODEL:-}
+	if [ -n "$MOE_GIVEN" ]; then
+		row "MoE checkpoint" "$MOE_MODEL"
+	else
+		MOE_MODEL=$SCRATCH/moe-$MOE_SHAPE-$MOE_LAYERS
+	fi
+	# A random one is written once (.complete marks it whole); a given one
+	# is used as it is.
+	if [ -z "${MOE_GIVEN:-}" ] && [ ! -f "$MOE_MODEL/.complete" ]; then
+		rm -rf "$SCRATCH"/moe-*
+		t=$(date +%s)
+		say "writing a random $MOE_SHAPE checkpoint with $MOE_LAYERS layers to $MOE_MODEL"
+		if "$BIN/govinfer" make-random --shape "$MOE_SHAPE" --layers "$MOE_LAYERS" --out "$MOE_MODEL" >"$SCRATCH/make-random-moe.log" 2>&1; then
+			touch "$MOE_MODEL/.complete"
+			row "random MoE checkpoint" "$MOE_SHAPE, $MOE_LAYERS layers, $(du -sh "$MOE_MODEL" | cut -f1) (written in $(($(date +%s) - t)) s)"
+		else
+			row "random MoE checkpoint" "FAIL (see $SCRATCH/make-random-moe.log)"
+			FAILED=1
+		fi
+	fi
+	if [ -f "$MOE_MODEL/config.json" ]; then
+		p=${PROMPTS%% *}
+		for mode in device cpu-moe; do
+			out=$REPORT_DIR/bench_moe_${mode}.json
+			extra=()
+			[ "$mode" = cpu-moe ] && extra=(--cpu-moe)
+			say "bench: MoE, prompt $p, experts on the $mode"
+			if timeout "$BENCH_TIMEOUT" "$BIN/govinfer" bench --backend vulkan --device "$DEVICE" --model "$MOE_MODEL" \
+				--prompt "$p" --gen 32 --repeat "$REPEAT" --batch 8 --json "${extra[@]}" >"$out"; then
+				MOE_FILES+=("$out")
+			else
+				row "bench MoE $mode" "FAIL or timeout (${BENCH_TIMEOUT}s; see gpu-check.log)"
+				rm -f "$out"
+				FAILED=1
+			fi
+		done
+	fi
+fi
 DEVICE_LINE=$(grep -m1 -o 'backend: vulkan: .*' "$LOG" | cut -c10- || true)
 [ -n "$DEVICE_LINE" ] && row "device" "$DEVICE_LINE"
 
@@ -342,6 +392,18 @@ EOF
 		else
 			cat "${BENCH_FILES[@]}"
 		fi
+	fi
+	if [ ${#MOE_FILES[@]} -gt 0 ] && command -v python3 >/dev/null; then
+		python3 - "${MOE_FILES[@]}" <<'EOF'
+import json, sys
+print(f"\n{'MoE':10} {'prefill tok/s':>14} {'decode tok/s':>13} {'batch 8 tok/s':>14} {'GB/token':>9} {'in MoE':>7} {'projected':>10}")
+for f in sys.argv[1:]:
+    r = json.load(open(f))
+    mode = 'cpu-moe' if 'cpu-moe' in f else 'device'
+    print(f"{mode:10} {r['prefill_tokens_per_second']:>14.1f} {r['decode_tokens_per_second']:>13.2f} "
+          f"{r.get('batch_decode_tokens_per_second', 0):>14.1f} {r['decode_bytes_per_token'] / 1e9:>9.3f} "
+          f"{100 * r.get('decode_moe_fraction', 0):>6.0f}% {r.get('projected_decode_tokens_per_second', 0):>10.1f}")
+EOF
 	fi
 	if [ -n "$PROFILE_TXT" ]; then
 		sed -n '/profile/,$p' "$PROFILE_TXT"

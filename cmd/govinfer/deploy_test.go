@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/govinfer/govinfer/httpapi"
+	"github.com/govinfer/govinfer/llm"
 	"gopkg.in/yaml.v3"
 )
 
@@ -175,8 +176,8 @@ func endpointPort(t *testing.T, ep string) int {
 // returns its base URL and the metric names of a /metrics scrape.
 func liveServer(t *testing.T) (string, map[string]bool) {
 	t.Helper()
-	srv, err := httpapi.Start(context.Background(), httpapi.Config{ModelDir: servableCheckpoint(t), Addr: "127.0.0.1:0",
-		ServedModelName: "Qwen/Qwen3.5-9B", KVEvents: "tcp://127.0.0.1:0", PodID: "p", MaxModelLen: 1024})
+	srv, err := httpapi.StartLoading(context.Background(), servableCheckpoint(t), llm.Options{MaxModelLen: 1024},
+		httpapi.Config{Addr: "127.0.0.1:0", ServedModelName: "Qwen/Qwen3.5-9B", KVEvents: "tcp://127.0.0.1:0", PodID: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}

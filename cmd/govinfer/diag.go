@@ -10,7 +10,7 @@ import (
 
 	"github.com/govinfer/govinfer/diag"
 	"github.com/govinfer/govinfer/httpapi"
-	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // exitRunBroken is diag's exit code when the server could not be reached or
@@ -167,16 +167,14 @@ func startInProcessServer(ctx context.Context, dir string, bo backendOptions, io
 		return "", nil, err
 	}
 	start := time.Now()
-	srv, err := httpapi.Start(ctx, httpapi.Config{
-		ModelDir: dir,
-		Addr:     "127.0.0.1:0",
-		Backend:  be,
-		Progress: func(p model.Progress) {
+	srv, err := httpapi.StartLoading(ctx, dir, llm.Options{
+		Backend: be,
+		Progress: func(p llm.Progress) {
 			if p.Tensors == p.TotalTensors {
 				fmt.Fprintf(io.err, "loaded %d tensors (%.2f GB) in %.1fs\n", p.TotalTensors, float64(p.TotalBytes)/1e9, time.Since(start).Seconds())
 			}
 		},
-	})
+	}, httpapi.Config{Addr: "127.0.0.1:0"})
 	if err != nil {
 		be.Close()
 		return "", nil, err

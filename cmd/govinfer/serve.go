@@ -62,7 +62,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		host       = fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 		port       = fs.Int("port", 8000, "TCP port (0 picks a free one)")
 		name       = fs.String("served-model-name", "", "model id clients use (default: the checkpoint directory's name)")
-		maxLen     = fs.Int("max-model-len", 0, fmt.Sprintf("most prompt+completion tokens per request (default: the model's context, at most %d)", httpapi.DefaultMaxModelLen))
+		maxLen     = fs.Int("max-model-len", 0, fmt.Sprintf("most prompt+completion tokens per request (default: the model's context, at most %d)", llm.DefaultMaxModelLen))
 		maxSeqs    = fs.Int("max-num-seqs", engine.DefaultMaxNumSeqs, "requests generating at once (the batch size)")
 		maxQueue   = fs.Int("max-queue", engine.DefaultMaxQueue, "requests waiting beyond the batch; more get 503")
 		be         = fs.String("backend", "cpu", "compute backend: "+backendNames)
@@ -197,19 +197,23 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 			hosts = append(hosts, h)
 		}
 	}
-	srv, err := httpapi.Start(context.Background(), httpapi.Config{
-		MaxImages: maxImages, MaxImagePixels: maxImagePixels, MMProj: mm, AllowedMediaDomains: hosts,
-		MediaMaxBytes: *mediaMax, MediaTimeout: *mediaTO,
-		ModelDir: *dir, Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name,
-		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, APIKey: *apiKey,
-		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts, Backend: backend, Progress: progress,
-		VisionBackend: visionBackend(bo),
-		Quantize:      *quantize, DefaultTemplateArgs: templateArgs,
-		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
+	opts := llm.Options{
+		Backend: backend, VisionBackend: visionBackend(bo), Progress: progress, Quantize: *quantize,
+		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, MaxTokens: *maxTokens,
+		DefaultTemplateArgs: templateArgs, MaxImages: maxImages, MaxImagePixels: maxImagePixels, MMProj: mm,
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
+		Speculative: spec,
+	}
+	// The server listens at once and answers 503 while it opens the model
+	// (llm.Open(*dir, opts)).
+	srv, err := httpapi.StartLoading(context.Background(), *dir, opts, httpapi.Config{
+		Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), ServedModelName: *name, APIKey: *apiKey,
+		MaxBodyBytes: *maxBody, Log: io.err, LogPrompts: *logPrompts,
+		AllowedMediaDomains: hosts, MediaMaxBytes: *mediaMax, MediaTimeout: *mediaTO,
+		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
 		KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
-		MaxTokens: *maxTokens, ResponsesStoreMax: *storeMax, ResponsesStoreBytes: *storeSize, ReasoningKey: reasoningKey,
-		NoWebUI: *noWebUI, Speculative: spec,
+		ResponsesStoreMax: *storeMax, ResponsesStoreBytes: *storeSize, ReasoningKey: reasoningKey,
+		NoWebUI: *noWebUI,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
@@ -224,11 +228,10 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
 		return exitError
 	}
-	cfg := srv.Engine().Model().Config()
-	fmt.Fprintf(io.err, "loaded in %.1fs on %s: %d layers, vocab %d\n", time.Since(start).Seconds(), backend.Name(), cfg.NumLayers, cfg.VocabSize)
-	if sm, ok := srv.StateMemory(); ok {
-		fmt.Fprintln(io.err, sm)
-	}
+	lm := srv.Model()
+	cfg := lm.Config()
+	fmt.Fprintf(io.err, "loaded in %.1fs on %s: %d layers, vocab %d\n", time.Since(start).Seconds(), lm.BackendName(), cfg.NumLayers, cfg.VocabSize)
+	fmt.Fprintln(io.err, lm.StateMemory())
 	if *noWebUI {
 		fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
 	} else {

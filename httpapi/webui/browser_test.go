@@ -29,6 +29,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/govinfer/govinfer/httpapi"
 	"github.com/govinfer/govinfer/internal/testckpt"
+	"github.com/govinfer/govinfer/llm"
 	"github.com/govinfer/govinfer/randmodel"
 )
 
@@ -68,9 +69,8 @@ func (b *syncBuffer) String() string {
 
 func serve(t *testing.T, dir string, maxLen int, log *syncBuffer) *httpapi.Server {
 	t.Helper()
-	s, err := httpapi.Start(context.Background(), httpapi.Config{
-		ModelDir: dir, Addr: "127.0.0.1:0", ServedModelName: "test-model", MaxModelLen: maxLen, Log: log,
-	})
+	s, err := httpapi.StartLoading(context.Background(), dir, llm.Options{MaxModelLen: maxLen},
+		httpapi.Config{Addr: "127.0.0.1:0", ServedModelName: "test-model", Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +434,8 @@ func TestBrowserAPIKey(t *testing.T) {
 	if err := testckpt.Write(dir, "../../testdata"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := httpapi.Start(context.Background(), httpapi.Config{ModelDir: dir, Addr: "127.0.0.1:0", ServedModelName: "test-model", MaxModelLen: 2048, APIKey: "sesame"})
+	s, err := httpapi.StartLoading(context.Background(), dir, llm.Options{MaxModelLen: 2048},
+		httpapi.Config{Addr: "127.0.0.1:0", ServedModelName: "test-model", APIKey: "sesame"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/govinfer/govinfer/httpapi"
 	"github.com/govinfer/govinfer/internal/testckpt"
+	"github.com/govinfer/govinfer/llm"
 )
 
 // TestEventsMatchCachedTokens replays multi-turn conversations against a
@@ -24,8 +25,8 @@ func TestEventsMatchCachedTokens(t *testing.T) {
 	if err := testckpt.Write(dir, "../../testdata"); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := httpapi.Start(context.Background(), httpapi.Config{ModelDir: dir, Addr: "127.0.0.1:0", ServedModelName: "m",
-		MaxModelLen: 8192, KVEvents: "tcp://127.0.0.1:0", PodID: "pod-0"})
+	srv, err := httpapi.StartLoading(context.Background(), dir, llm.Options{MaxModelLen: 8192},
+		httpapi.Config{Addr: "127.0.0.1:0", ServedModelName: "m", KVEvents: "tcp://127.0.0.1:0", PodID: "pod-0"})
 	if err != nil {
 		t.Fatal(err)
 	}
