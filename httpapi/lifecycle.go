@@ -10,16 +10,24 @@ import (
 
 // A server's life, as a load balancer or router sees it:
 //
-//   - loading: /health answers 503 (type unavailable_error), /v1/models
-//     answers, the other API endpoints 503;
+//   - loading (StartLoading, until the model is open): /health answers
+//     503 (type unavailable_error), /v1/models answers, the other API
+//     endpoints 503;
 //   - ready: /health answers 200 {"status":"ok"};
-//   - failed (the model did not load): /health and the API answer 503;
+//   - failed (StartLoading's model did not load): /health and the API
+//     answer 503 until Close, and WaitReady returns why. The server stays
+//     up in this state for a program that wants it; govinfer serve does
+//     not: it exits with status 1 at once, the error on standard error, so
+//     that an orchestrator restarts it;
 //   - draining (Drain): /health answers 503, new API requests 503 with
 //     Retry-After while the requests already running or queued finish,
 //     streams included; /v1/models and /metrics still answer.
 //
 // Every 503 of these states has type unavailable_error, as llama.cpp's
-// server answers while loading.
+// server answers while loading. The log gets one line when loading
+// starts and one when it ends (ready or failed), and no line for the
+// /health polls answered 503 meanwhile; every other 4xx and 503 gets a
+// "rejected" line with its reason.
 
 // drainRetryAfter is the Retry-After of requests refused while draining,
 // in seconds: a router sends them to another replica at once.
@@ -49,6 +57,7 @@ func writeUnavailable(ctx *fasthttp.RequestCtx, message string) {
 	ctx.Response.Reset()
 	ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 	ctx.SetContentType("application/json")
+	ctx.SetUserValue(errorReasonKey, message)
 	if anthropicPath(ctx) {
 		b = anthropicErrorBody(fasthttp.StatusServiceUnavailable, message)
 	}

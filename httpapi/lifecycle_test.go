@@ -32,15 +32,18 @@ func checkUnavailable(t *testing.T, status int, data []byte, msg string) {
 func TestHealthAndModelsWhileLoading(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
+	var log syncBuffer
 	s, err := StartLoading(context.Background(), checkpoint(t), llm.Options{Progress: func(p model.Progress) { once.Do(func() { <-release }) }},
-		Config{Addr: "127.0.0.1:0", ServedModelName: "m"})
+		Config{Addr: "127.0.0.1:0", ServedModelName: "m", Log: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	status, data := get(t, s, "/health")
-	checkUnavailable(t, status, data, "loading")
-	status, data = post(t, s, "/v1/completions", `{"prompt":"x"}`)
+	for range 3 { // a load balancer's polls
+		status, data := get(t, s, "/health")
+		checkUnavailable(t, status, data, "loading")
+	}
+	status, data := post(t, s, "/v1/completions", `{"prompt":"x"}`)
 	checkUnavailable(t, status, data, "loading")
 	// The router polls /v1/models: it answers while loading, with the
 	// context length read from config.json.
@@ -60,6 +63,13 @@ func TestHealthAndModelsWhileLoading(t *testing.T) {
 	if status != 200 || string(data) != `{"status":"ok"}` {
 		t.Errorf("health when ready: %d %s", status, data)
 	}
+	// The log: the state changes once each, no line per /health poll, the
+	// refused completion with its reason.
+	lines := log.String()
+	if strings.Count(lines, " server loading model=\"m\"") != 1 || strings.Count(lines, " server ready model=\"m\"") != 1 ||
+		strings.Contains(lines, "GET /health") || !strings.Contains(lines, `rejected POST /v1/completions status=503 reason="the model is still loading"`) {
+		t.Errorf("log:\n%s", lines)
+	}
 }
 
 func TestHealthWhenLoadFailed(t *testing.T) {
@@ -71,7 +81,8 @@ func TestHealthWhenLoadFailed(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(dir, f), data, 0o644)
 	}
-	s, err := StartLoading(context.Background(), dir, llm.Options{}, Config{Addr: "127.0.0.1:0"})
+	var log syncBuffer
+	s, err := StartLoading(context.Background(), dir, llm.Options{}, Config{Addr: "127.0.0.1:0", Log: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +94,11 @@ func TestHealthWhenLoadFailed(t *testing.T) {
 	checkUnavailable(t, status, data, "failed to load")
 	status, data = post(t, s, "/v1/chat/completions", chatBody("x", 1))
 	checkUnavailable(t, status, data, "failed to load")
+	lines := log.String()
+	if strings.Count(lines, " server failed model=") != 1 || strings.Contains(lines, "GET /health") ||
+		!strings.Contains(lines, `rejected POST /v1/chat/completions status=503 reason="model failed to load: `) {
+		t.Errorf("log:\n%s", lines)
+	}
 }
 
 // startStream posts a streaming request and returns a channel that gets

@@ -154,8 +154,9 @@ type Server struct {
 	// Set before ready is closed, read-only afterwards.
 	lm          *llm.Model
 	maxModelLen int
-	ownsModel   bool   // StartLoading opened lm: Close closes it
-	unobserve   func() // ends the KV events' observation of lm
+	started     time.Time // when the server began listening
+	ownsModel   bool      // StartLoading opened lm: Close closes it
+	unobserve   func()    // ends the KV events' observation of lm
 	created     int64
 
 	sealer    *reasoningSealer // reasoning handed to clients
@@ -204,6 +205,7 @@ func StartLoading(ctx context.Context, dir string, o llm.Options, cfg Config) (*
 	if err != nil {
 		return nil, err
 	}
+	s.logf("loading model=%q addr=%s: /health answers 503 until it is ready", s.name, s.Addr())
 	go s.load(dir, o)
 	return s, nil
 }
@@ -253,7 +255,7 @@ func listen(ctx context.Context, cfg Config, name string, loadingMaxLen int) (*S
 	s := &Server{
 		cfg: cfg, name: name, ln: ln, ctx: sctx, cancel: cancel,
 		served: make(chan error, 1), ready: make(chan struct{}),
-		created: time.Now().Unix(), events: events, loadingMaxLen: loadingMaxLen,
+		created: time.Now().Unix(), started: time.Now(), events: events, loadingMaxLen: loadingMaxLen,
 		sealer: sealer, media: newMedia(cfg), responses: newResponseStore(cfg.ResponsesStoreMax, cfg.ResponsesStoreBytes),
 	}
 	s.srv = &fasthttp.Server{
@@ -287,6 +289,7 @@ func (s *Server) load(dir string, o llm.Options) {
 	}
 	if err != nil {
 		s.loadErr = fmt.Errorf("httpapi: %w", err)
+		s.logf("failed model=%q reason=%q: /health and the API answer 503", s.name, err.Error())
 		close(s.ready)
 		return
 	}
@@ -304,6 +307,11 @@ func (s *Server) serve(lm *llm.Model) {
 	}
 	s.loaded.Store(true)
 	close(s.ready)
+	line := fmt.Sprintf("ready model=%q addr=%s max_model_len=%d backend=%q", s.name, s.Addr(), s.maxModelLen, lm.BackendName())
+	if s.ownsModel {
+		line += fmt.Sprintf(" load_s=%.1f", time.Since(s.started).Seconds())
+	}
+	s.logf("%s", line)
 }
 
 // WaitReady waits until the model is loaded and returns the loading error,
@@ -381,7 +389,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 		status := ctx.Response.StatusCode()
 		s.count(status)
-		if status >= 400 && status < 500 && status != statusClientClosed || status == fasthttp.StatusServiceUnavailable {
+		// /health polled while loading (or after a failed load) is not
+		// logged: the state change is, once.
+		polled := status == fasthttp.StatusServiceUnavailable && string(ctx.Path()) == "/health" && !s.loaded.Load() && !s.draining.Load()
+		if (status >= 400 && status < 500 && status != statusClientClosed || status == fasthttp.StatusServiceUnavailable) && !polled {
 			s.logRejected(ctx, status)
 		}
 	}()
@@ -654,12 +665,41 @@ func (s *Server) logRejected(ctx *fasthttp.RequestCtx, status int) {
 		return
 	}
 	reason, _ := ctx.UserValue(errorReasonKey).(string)
+	if reason == "" {
+		reason = bodyReason(ctx.Response.Body(), status)
+	}
 	if len(reason) > 300 {
 		reason = reason[:300] + "..."
 	}
 	q, _ := json.Marshal(reason)
 	s.logMu.Lock()
 	fmt.Fprintf(s.cfg.Log, "%s rejected %s %s status=%d reason=%s\n", time.Now().Format(time.RFC3339), ctx.Method(), ctx.Path(), status, q)
+	s.logMu.Unlock()
+}
+
+// bodyReason returns the reason of an error response that did not go
+// through writeError: its error.message (OpenAI's and Anthropic's shapes
+// both have one), else the status's text.
+func bodyReason(body []byte, status int) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	return fasthttp.StatusMessage(status)
+}
+
+// logf writes a line about the server itself (not a request) to the log.
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Log == nil {
+		return
+	}
+	line := fmt.Sprintf(format, args...)
+	s.logMu.Lock()
+	fmt.Fprintf(s.cfg.Log, "%s server %s\n", time.Now().Format(time.RFC3339), line)
 	s.logMu.Unlock()
 }
 

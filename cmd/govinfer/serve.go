@@ -33,11 +33,12 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		"--max-model-len (or in --state-memory, for one sequence) is lowered to that\n"+
 		"room, not refused, and --max-tokens N caps every answer; the answer then\n"+
 		"ends with the endpoint's length reason. A prompt that leaves no room is a 400.\n\n"+
-		"Request log lines go to standard error (rejected requests\n"+
-		"too, without their prompts). SIGINT or SIGTERM drains it: /health and new\n"+
-		"requests answer 503 while running and queued requests finish, for up to\n"+
-		"--shutdown-timeout; then it aborts the rest and exits 0. A second signal exits\n"+
-		"at once.\n\n"+
+		"Request log lines go to standard error (rejected requests too, with their\n"+
+		"reason, without their prompts). /health answers 503 while the model loads\n"+
+		"(logged once, not per poll); a model that fails to load ends serve with exit\n"+
+		"status 1. SIGINT or SIGTERM drains it: /health and new requests answer 503\n"+
+		"while running and queued requests finish, for up to --shutdown-timeout; then\n"+
+		"it aborts the rest and exits 0. A second signal exits at once.\n\n"+
 		"Connections: at most --max-connections are open at once (past it a new one\n"+
 		"gets a 503 and is closed); one idle for --idle-timeout is closed, and a\n"+
 		"request must be read, headers and body, within --read-timeout, so slow or\n"+
