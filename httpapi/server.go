@@ -401,6 +401,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.handleRoot(ctx) // Claude Code warms its connection with HEAD /
 		return
 	}
+	if path == "/favicon.ico" {
+		handleFavicon(ctx)
+		return
+	}
 	if strings.HasPrefix(path, webui.Prefix) && !s.cfg.NoWebUI {
 		s.handleWebUI(ctx, path)
 		return
