@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/govinfer/govinfer/httpapi/webui"
+	"github.com/govinfer/govinfer/internal/version"
 	"github.com/govinfer/govinfer/kvevents"
 	"github.com/govinfer/govinfer/llm"
 	"github.com/valyala/fasthttp"
@@ -121,6 +122,10 @@ type Config struct {
 	// nobody can forge it. Replicas and restarts that share it read each
 	// other's; empty means a random key made at start.
 	ReasoningKey []byte
+	// Version is the govinfer version the server states: in /v1/models
+	// (govinfer_version), GET /version, GET / and its start-up log lines.
+	// Empty means internal/version's, which govinfer --version prints.
+	Version string
 }
 
 // Defaults of the Responses API's store (Config.ResponsesStoreMax,
@@ -205,7 +210,7 @@ func StartLoading(ctx context.Context, dir string, o llm.Options, cfg Config) (*
 	if err != nil {
 		return nil, err
 	}
-	s.logf("loading model=%q addr=%s: /health answers 503 until it is ready", s.name, s.Addr())
+	s.logf("loading model=%q addr=%s version=%s: /health answers 503 until it is ready", s.name, s.Addr(), s.cfg.Version)
 	go s.load(dir, o)
 	return s, nil
 }
@@ -215,6 +220,9 @@ func StartLoading(ctx context.Context, dir string, o llm.Options, cfg Config) (*
 func listen(ctx context.Context, cfg Config, name string, loadingMaxLen int) (*Server, error) {
 	if cfg.Addr == "" {
 		cfg.Addr = DefaultAddr
+	}
+	if cfg.Version == "" {
+		cfg.Version = version.String()
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -307,7 +315,7 @@ func (s *Server) serve(lm *llm.Model) {
 	}
 	s.loaded.Store(true)
 	close(s.ready)
-	line := fmt.Sprintf("ready model=%q addr=%s max_model_len=%d backend=%q", s.name, s.Addr(), s.maxModelLen, lm.BackendName())
+	line := fmt.Sprintf("ready model=%q addr=%s version=%s max_model_len=%d backend=%q", s.name, s.Addr(), s.cfg.Version, s.maxModelLen, lm.BackendName())
 	if s.ownsModel {
 		line += fmt.Sprintf(" load_s=%.1f", time.Since(s.started).Seconds())
 	}
@@ -438,6 +446,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	routes := map[string]route{
 		"/health":              {fasthttp.MethodGet, false, s.handleHealth},
 		"/metrics":             {fasthttp.MethodGet, false, s.handleMetrics},
+		"/version":             {fasthttp.MethodGet, false, s.handleVersion},
 		"/v1/models":           {fasthttp.MethodGet, true, s.handleModels},
 		"/v1/chat/completions": {fasthttp.MethodPost, true, s.handleChat},
 		"/v1/completions":      {fasthttp.MethodPost, true, s.handleCompletions},
@@ -463,7 +472,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		writeUnauthorized(ctx)
 		return
 	}
-	if path != "/health" && path != "/metrics" {
+	if path != "/health" && path != "/metrics" && path != "/version" {
 		if !s.admit(ctx, path) {
 			return
 		}
@@ -529,15 +538,24 @@ func (s *Server) handleRoot(ctx *fasthttp.RequestCtx) {
 	}
 	writeJSON(ctx, struct {
 		Server    string   `json:"server"`
+		Version   string   `json:"version"`
 		Model     string   `json:"model"`
 		Ready     bool     `json:"ready"`
 		WebUI     string   `json:"webui"`
 		Endpoints []string `json:"endpoints"`
-	}{"govinfer", s.name, s.loaded.Load() && !s.draining.Load(), "GET / with Accept: text/html", []string{
+	}{"govinfer", s.cfg.Version, s.name, s.loaded.Load() && !s.draining.Load(), "GET / with Accept: text/html", []string{
 		"POST /v1/chat/completions", "POST /v1/completions", "POST /v1/responses", "GET /v1/responses/{id}",
 		"DELETE /v1/responses/{id}", "POST /v1/messages", "POST /v1/messages/count_tokens", "GET /v1/models",
-		"GET /health", "GET /metrics", "POST /tokenize", "POST /detokenize",
+		"GET /health", "GET /metrics", "GET /version", "POST /tokenize", "POST /detokenize",
 	}})
+}
+
+// handleVersion answers GET /version as vLLM's server does,
+// {"version": "..."}, in every state and without the API key.
+func (s *Server) handleVersion(ctx *fasthttp.RequestCtx) {
+	writeJSON(ctx, struct {
+		Version string `json:"version"`
+	}{s.cfg.Version})
 }
 
 // wantsHTML reports whether an Accept header asks for HTML before JSON, as
@@ -599,6 +617,8 @@ type modelCard struct {
 	MaxModelLen int    `json:"max_model_len"`
 	// InputModalities are "text", and "image" when the model takes images.
 	InputModalities []string `json:"input_modalities"`
+	// GovinferVersion is the server's version (Config.Version).
+	GovinferVersion string `json:"govinfer_version"`
 }
 
 func (s *Server) card() modelCard {
@@ -610,7 +630,7 @@ func (s *Server) card() modelCard {
 	if s.loaded.Load() && s.lm.HasVision() {
 		modalities = append(modalities, "image")
 	}
-	return modelCard{s.name, "model", s.created, "govinfer", maxLen, modalities}
+	return modelCard{s.name, "model", s.created, "govinfer", maxLen, modalities, s.cfg.Version}
 }
 
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/govinfer/govinfer/chattemplate"
 	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/internal/version"
 	"github.com/govinfer/govinfer/llm"
 	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/outparse"
@@ -1004,5 +1005,46 @@ func TestRoot(t *testing.T) {
 	}
 	if status, _ := post(t, s, "/", map[string]any{}); status != 404 {
 		t.Errorf("POST /: %d, want 404", status)
+	}
+}
+
+// The server states its version in /v1/models, GET /version (vLLM's, no
+// key needed), GET / and its start-up log lines: Config.Version, by
+// default internal/version's.
+func TestVersion(t *testing.T) {
+	var log syncBuffer
+	s := startServer(t, Config{APIKey: "secret", Version: "v9.9.9-test", Log: &log})
+	status, data := get(t, s, "/version")
+	if status != 200 || string(data) != `{"version":"v9.9.9-test"}` {
+		t.Errorf("GET /version: %d %s", status, data)
+	}
+	req, _ := http.NewRequest("GET", "http://"+s.Addr()+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var models struct {
+		Data []struct {
+			Version string `json:"govinfer_version"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&models)
+	resp.Body.Close()
+	if err != nil || len(models.Data) != 1 || models.Data[0].Version != "v9.9.9-test" {
+		t.Errorf("/v1/models: %v %+v", err, models)
+	}
+	_, data = get(t, s, "/")
+	if v := decodeJSON(t, data)["version"]; v != "v9.9.9-test" {
+		t.Errorf("GET / version %v", v)
+	}
+	if lines := log.String(); !strings.Contains(lines, " server loading model=\"test-model\" addr="+s.Addr()+" version=v9.9.9-test") ||
+		!strings.Contains(lines, " version=v9.9.9-test max_model_len=2048") {
+		t.Errorf("log:\n%s", lines)
+	}
+
+	plain := startServer(t, Config{})
+	if _, data := get(t, plain, "/version"); decodeJSON(t, data)["version"] != version.String() {
+		t.Errorf("default version %s, want internal/version's %q", data, version.String())
 	}
 }
