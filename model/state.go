@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -286,4 +287,99 @@ func (s *Sequence) Restore(blocks []*KVBlock, rs *RecurrentState) error {
 	s.n = pos
 	s.ropeDelta = rs.delta
 	return nil
+}
+
+// KV blocks and recurrent states leave the backend as float32 slots and
+// come back from them unchanged (a prefix cache's disk tier stores them):
+// the slots of a KV block are its buffer, 16-bit cache types two elements
+// to a slot, so a block read back holds the very bits it was saved with.
+
+// KVBlockFloats returns the float32 slots of a KV block of n positions:
+// the length of KVBlock.Floats and of NewKVBlock's data.
+func (m *Model) KVBlockFloats(n int) int { return 2 * m.attentionLayers() * m.kvSlots(n) }
+
+// RecurrentFloats returns the float32 slots of a recurrent state: the
+// length of RecurrentState.Floats and of NewRecurrentState's data.
+func (m *Model) RecurrentFloats() int { return int(m.RecurrentBytes() / 4) }
+
+// Floats returns a copy of the block's contents (KVBlockFloats(Len())
+// slots).
+func (b *KVBlock) Floats(ctx context.Context) ([]float32, error) {
+	m := b.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]float32, m.KVBlockFloats(b.n))
+	if len(out) == 0 {
+		return out, nil
+	}
+	if b.buf == nil {
+		return nil, errors.New("model: reading a freed KV block")
+	}
+	if err := m.be.Download(ctx, out, b.buf, 0); err != nil {
+		return nil, fmt.Errorf("model: reading a KV block: %w", err)
+	}
+	return out, nil
+}
+
+// NewKVBlock makes a KV block of positions [start, start+n) from the
+// contents a KVBlock.Floats of this model returned.
+func (m *Model) NewKVBlock(start, n int, data []float32) (*KVBlock, error) {
+	if start < 0 || n <= 0 || len(data) != m.KVBlockFloats(n) {
+		return nil, fmt.Errorf("model: a KV block of %d positions at %d from %d values, want %d", n, start, len(data), m.KVBlockFloats(n))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	blk := &KVBlock{m: m, start: start, n: n}
+	if len(data) > 0 {
+		var err error
+		if blk.buf, err = m.be.NewBuffer(len(data)); err != nil {
+			return nil, fmt.Errorf("model: allocating a KV block of %d tokens: %w", n, err)
+		}
+		if err := m.be.Upload(blk.buf, 0, data); err != nil {
+			m.be.Free(blk.buf)
+			return nil, fmt.Errorf("model: loading a KV block: %w", err)
+		}
+	}
+	return blk, nil
+}
+
+// Floats returns a copy of the state's contents (RecurrentFloats slots).
+func (r *RecurrentState) Floats(ctx context.Context) ([]float32, error) {
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]float32, m.RecurrentFloats())
+	if len(out) == 0 {
+		return out, nil
+	}
+	if r.buf == nil {
+		return nil, errors.New("model: reading a freed recurrent state")
+	}
+	if err := m.be.Download(ctx, out, r.buf, 0); err != nil {
+		return nil, fmt.Errorf("model: reading a recurrent state: %w", err)
+	}
+	return out, nil
+}
+
+// NewRecurrentState makes the recurrent state of a sequence at position
+// pos with rope delta delta from the contents a RecurrentState.Floats of
+// this model returned.
+func (m *Model) NewRecurrentState(pos, delta int, data []float32) (*RecurrentState, error) {
+	if pos < 0 || len(data) != m.RecurrentFloats() {
+		return nil, fmt.Errorf("model: a recurrent state at %d from %d values, want %d", pos, len(data), m.RecurrentFloats())
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rs := &RecurrentState{m: m, pos: pos, delta: delta}
+	if len(data) > 0 {
+		var err error
+		if rs.buf, err = m.be.NewBuffer(len(data)); err != nil {
+			return nil, fmt.Errorf("model: allocating a recurrent state: %w", err)
+		}
+		if err := m.be.Upload(rs.buf, 0, data); err != nil {
+			m.be.Free(rs.buf)
+			return nil, fmt.Errorf("model: loading a recurrent state: %w", err)
+		}
+	}
+	return rs, nil
 }
