@@ -84,6 +84,11 @@ type Config struct {
 	// PrefixObserver, when set, is told what the prefix cache stores and
 	// evicts.
 	PrefixObserver PrefixObserver
+	// PrefixDisk, when set, puts a disk tier under the prefix cache
+	// (prefixdisk.go): kept points leaving memory are written there, and
+	// read back for a request whose prefix memory no longer holds, by this
+	// process or a later one. It needs PrefixCache.
+	PrefixDisk *DiskTier
 	// Speculative turns on speculative decoding of greedy requests (see
 	// Speculative); the zero value is off.
 	Speculative Speculative
@@ -386,6 +391,15 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 	if cfg.PrefixCache {
 		e.cache = newPrefixCache(m, cfg.PrefixObserver)
 	}
+	if cfg.PrefixDisk != nil {
+		if !cfg.PrefixCache {
+			return nil, errors.New("engine: a prefix cache disk tier needs the prefix cache")
+		}
+		var err error
+		if e.cache.disk, err = openDisk(m, cfg.PrefixDisk); err != nil {
+			return nil, err
+		}
+	}
 	for _, id := range cfg.EOS {
 		e.eos[id] = true
 	}
@@ -588,8 +602,12 @@ func (e *Engine) loop(ctx context.Context) {
 		}
 		e.metrics.waiting.Store(0)
 		if e.cache != nil {
+			e.cache.spillAll()
 			e.cache.clear()
 			e.noteCache()
+			if e.cache.disk != nil {
+				e.cache.disk.Close()
+			}
 		}
 	}()
 	for {
@@ -679,15 +697,19 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 	tokens := e.reserveTokens(s.req)
 	need := e.requestBytes(s.req)
 	var path []*prefixNode
+	fromDisk := 0
 	if e.cache != nil {
 		path = e.cache.lookup(s.key, s.hashes)
+		if e.cache.disk != nil {
+			path, fromDisk = e.fromDisk(s, path, need)
+		}
 	}
 	pin(path, 1)
 	if !e.makeRoom(need) {
 		// The prefix the request would resume from is all that is left
 		// to evict: start cold rather than wait.
 		pin(path, -1)
-		path = nil
+		path, fromDisk = nil, 0
 		if !e.makeRoom(need) {
 			return nil, false
 		}
@@ -731,6 +753,7 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 		r.keep = keepPoints(len(s.req.Prompt), s.req.CacheHints, hit)
 		e.metrics.prefixQueries.Add(uint64(len(s.req.Prompt)))
 		e.metrics.prefixHits.Add(uint64(hit))
+		e.metrics.diskHits.Add(uint64(fromDisk))
 	}
 	s.cached.Store(int64(hit))
 	if e.speculates(&s.req) {

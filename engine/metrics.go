@@ -69,6 +69,7 @@ type metrics struct {
 	promptTokens             atomic.Uint64
 	prefixQueries            atomic.Uint64
 	prefixHits               atomic.Uint64
+	diskHits                 atomic.Uint64 // of prefixHits, those read from the disk tier
 	generationTokens         atomic.Uint64
 	steps                    atomic.Uint64
 	stepNanos                atomic.Uint64
@@ -116,6 +117,12 @@ type Stats struct {
 	// with the prefix cache on, PrefixHitTokens those of them resumed from
 	// the cache instead of prefilled.
 	PrefixQueryTokens, PrefixHitTokens uint64
+	// PrefixDiskHitTokens counts the hit tokens that the disk tier
+	// supplied (Config.PrefixDisk): a request resuming beyond what memory
+	// held counts the difference. The memory tier's hits are the rest.
+	PrefixDiskHitTokens uint64
+	// Disk is the disk tier's state (zero without one).
+	Disk DiskUsage
 	// State is the use of the state memory budget.
 	State            StateUsage
 	GenerationTokens uint64 // tokens generated, all requests
@@ -141,19 +148,25 @@ func (e *Engine) StateUsage() StateUsage { return e.budget.usage() }
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	m := e.metrics
+	var disk DiskUsage
+	if e.cache != nil && e.cache.disk != nil {
+		disk = e.cache.disk.Stats()
+	}
 	return Stats{
-		Running:           int(m.running.Load()),
-		Waiting:           int(m.waiting.Load()),
-		OpenSequences:     int(m.seqOpen.Load()),
-		StateBytes:        m.stateBytes.Load(),
-		PromptTokens:      m.promptTokens.Load(),
-		PrefixQueryTokens: m.prefixQueries.Load(),
-		PrefixHitTokens:   m.prefixHits.Load(),
-		State:             e.budget.usage(),
-		GenerationTokens:  m.generationTokens.Load(),
-		Steps:             m.steps.Load(),
-		StepSeconds:       float64(m.stepNanos.Load()) / 1e9,
-		Rejected:          m.rejected.Load(),
+		Disk:                disk,
+		Running:             int(m.running.Load()),
+		Waiting:             int(m.waiting.Load()),
+		OpenSequences:       int(m.seqOpen.Load()),
+		StateBytes:          m.stateBytes.Load(),
+		PromptTokens:        m.promptTokens.Load(),
+		PrefixQueryTokens:   m.prefixQueries.Load(),
+		PrefixHitTokens:     m.prefixHits.Load(),
+		PrefixDiskHitTokens: m.diskHits.Load(),
+		State:               e.budget.usage(),
+		GenerationTokens:    m.generationTokens.Load(),
+		Steps:               m.steps.Load(),
+		StepSeconds:         float64(m.stepNanos.Load()) / 1e9,
+		Rejected:            m.rejected.Load(),
 		Finished: map[FinishReason]uint64{
 			FinishStop: m.stop.Load(), FinishLength: m.length.Load(),
 			FinishCancelled: m.cancel.Load(), FinishError: m.er.Load(),

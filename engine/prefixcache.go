@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/govinfer/govinfer/internal/prefixdisk"
 	"github.com/govinfer/govinfer/model"
 )
 
@@ -93,7 +94,16 @@ type PrefixSpan struct {
 	Point bool
 	// Bytes is the memory the span's blocks and state take (or took).
 	Bytes int64
+	// Medium is the tier the span is stored in or removed from: "" for
+	// the memory tier (the device's memory, vLLM's "GPU"), MediumDisk for
+	// the disk tier (Config.PrefixDisk). A point spilled to disk is
+	// reported removed from memory and stored on disk.
+	Medium string
 }
+
+// MediumDisk is PrefixSpan.Medium of the disk tier, as vLLM's KV events
+// name an offloading connector's medium.
+const MediumDisk = "DISK"
 
 // SpanImage is an image whose tokens fall within a PrefixSpan.
 type SpanImage struct {
@@ -141,6 +151,8 @@ type prefixNode struct {
 	kv       *model.KVBlock
 	state    *model.RecurrentState // at end, or nil
 	lastUse  uint64                // tick of the last hit or store of state
+	hits     int                   // requests resumed from the state
+	prio     float64               // eviction priority (evictOne)
 	pins     int
 }
 
@@ -154,6 +166,12 @@ type prefixCache struct {
 	bytes int64 // KV blocks and states held
 	tick  uint64
 	obs   PrefixObserver
+	// floor is the priority of the last point evicted (evictOne).
+	floor float64
+	// disk is the disk tier, or nil (Config.PrefixDisk).
+	disk            *prefixdisk.Store
+	diskReadBytes   int64
+	diskReadSeconds float64
 }
 
 func newPrefixCache(m *model.Model, obs PrefixObserver) *prefixCache {
@@ -186,11 +204,15 @@ func (c *prefixCache) lookup(tokens []int, hashes []uint64) []*prefixNode {
 	return path[:best]
 }
 
-// touch marks the kept point at the end of path as just used.
+// touch marks the kept point at the end of path as just used by a
+// request resuming there.
 func (c *prefixCache) touch(path []*prefixNode) {
 	if len(path) > 0 {
 		c.tick++
-		path[len(path)-1].lastUse = c.tick
+		n := path[len(path)-1]
+		n.lastUse = c.tick
+		n.hits++
+		n.prio = c.floor + float64(1+n.hits)
 	}
 }
 
@@ -269,6 +291,9 @@ func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, 
 	if err == nil {
 		c.tick++
 		n.lastUse = c.tick
+		if stored {
+			n.prio = c.floor + 1
+		}
 	}
 	if err != nil {
 		// Undo the blocks that no kept point needs.
@@ -302,15 +327,24 @@ func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, 
 	return nil
 }
 
-// evictOne frees the least recently used kept point that is not pinned,
-// with the blocks that no other point needs, and returns the bytes freed
-// (0 when nothing can be evicted).
+// evictOne frees the kept point of least value that is not pinned, with
+// the blocks that no other point needs, and returns the bytes freed (0 when
+// nothing can be evicted). With a disk tier the point is written there
+// first.
+//
+// Value is GreedyDual with frequency: a point's priority is the floor (the
+// priority of the last point evicted) plus one plus the requests that
+// resumed from it, set when it is stored or used; the least recently used
+// goes first among equals. A point many requests share (a long system
+// prompt and its tools) so outlives a one-off stored after it, and the
+// rising floor ages points that were popular once.
 func (c *prefixCache) evictOne() int64 {
 	var victim *prefixNode
 	var walk func(n *prefixNode)
 	walk = func(n *prefixNode) {
 		for _, ch := range n.children {
-			if ch.state != nil && ch.pins == 0 && (victim == nil || ch.lastUse < victim.lastUse) {
+			if ch.state != nil && ch.pins == 0 && (victim == nil || ch.prio < victim.prio ||
+				ch.prio == victim.prio && ch.lastUse < victim.lastUse) {
 				victim = ch
 			}
 			walk(ch)
@@ -320,6 +354,8 @@ func (c *prefixCache) evictOne() int64 {
 	if victim == nil {
 		return 0
 	}
+	c.floor = max(c.floor, victim.prio)
+	c.spill(victim, false)
 	before := c.bytes
 	freed := victim.state.Bytes()
 	victim.state.Free()
