@@ -146,6 +146,17 @@ func (s *Server) writeMetrics(w *promWriter) {
 	}
 	w.gauge("govinfer:prefix_cache_bytes", "Memory of the prefix cache's kept points and KV blocks.", float64(st.State.Cached))
 	w.gauge("govinfer:prefix_cache_points", "Kept points in the prefix cache.", float64(st.State.CachedPoints))
+	if d := st.PrefixDisk; d.Budget > 0 { // --prefix-cache-dir: vLLM's names for a KV connector's hits
+		w.counter("vllm:external_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache with its disk tier.", float64(st.PrefixQueryTokens))
+		w.counter("vllm:external_prefix_cache_hits_total", "Prompt tokens resumed from prefix states read from disk.", float64(st.PrefixDiskHitTokens))
+		w.counter("govinfer:prefix_cache_memory_hits_total", "Prompt tokens resumed from prefix states in memory.", float64(st.PrefixHitTokens-st.PrefixDiskHitTokens))
+		w.gauge("govinfer:prefix_cache_disk_bytes", "Bytes of the prefix cache's files on disk.", float64(d.Bytes))
+		w.gauge("govinfer:prefix_cache_disk_budget_bytes", "The disk tier's budget (--prefix-cache-disk).", float64(d.Budget))
+		w.counter("govinfer:prefix_cache_disk_written_bytes_total", "Bytes of prefix states written to disk.", float64(d.WriteBytes))
+		w.counter("govinfer:prefix_cache_disk_read_bytes_total", "Bytes of prefix states read from disk.", float64(d.ReadBytes))
+		w.counter("govinfer:prefix_cache_disk_dropped_writes_total", "Prefix states not written: the disk was slower than eviction.", float64(d.Dropped))
+		w.counter("govinfer:prefix_cache_disk_corrupt_files_total", "Prefix cache files skipped as corrupt or foreign, and removed.", float64(d.Corrupt))
+	}
 	w.gauge("govinfer:state_memory_budget_bytes", "The state memory budget (--state-memory).", float64(st.State.Budget))
 	w.gauge("govinfer:state_memory_running_bytes", "State memory reserved by running requests.", float64(st.State.Running))
 	w.counter("vllm:generation_tokens_total", "Tokens generated.", float64(st.GenerationTokens))

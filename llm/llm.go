@@ -82,6 +82,17 @@ type Options struct {
 	// evicts, e.g. to publish KV events; Model.ObservePrefixCache adds
 	// observers to an open model.
 	PrefixObserver PrefixObserver
+	// PrefixCacheDir, when set, puts a disk tier under the prefix cache:
+	// prompt states leaving memory (evicted, or cached at Close) are
+	// written there and read back, by this process or a later one, for
+	// requests whose prefix memory no longer holds (see prefixdisk.go).
+	// PrefixCacheDisk bounds its files; zero means
+	// DefaultPrefixCacheDiskFraction of the free space there.
+	// PrefixCacheLog reports the files it skips as corrupt (nil:
+	// log.Printf).
+	PrefixCacheDir  string
+	PrefixCacheDisk int64
+	PrefixCacheLog  func(format string, args ...any)
 	// StateMemory bounds, in bytes, all sequence state: KV caches,
 	// recurrent states and cached prefixes (engine.Config.StateMemory).
 	// Zero means StateMemoryFraction of the memory free once the weights
@@ -163,6 +174,7 @@ type Model struct {
 	backendName string
 	experts     compute.Backend // the CPU backend of Options.CPUMoE, owned, or nil
 	eng         *engine.Engine
+	prefixDir   string // Options.PrefixCacheDir
 	tok         *tokenizer.Tokenizer
 	tmpl        *chattemplate.Template
 	tmplErr     error
@@ -291,9 +303,14 @@ func Open(dir string, o Options) (*Model, error) {
 	lm.seqTokens = sequenceTokens(m, lm.stateMemory)
 	lm.usageBudget = lm.usageBudgetBytes(maxSeqs)
 	lm.observers.add(o.PrefixObserver)
+	disk, err := prefixDiskTier(dir, o)
+	if err != nil {
+		return fail(err)
+	}
+	lm.prefixDir = o.PrefixCacheDir
 	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos,
 		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache, PrefixObserver: &lm.observers,
-		Speculative: o.Speculative})
+		Speculative: o.Speculative, PrefixDisk: disk})
 	if err != nil {
 		return fail(fmt.Errorf("llm: %w", err))
 	}

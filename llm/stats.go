@@ -48,6 +48,13 @@ type Stats struct {
 	// PrefixQueryTokens counts the prompt tokens looked up in the prefix
 	// cache, PrefixHitTokens those of them resumed instead of prefilled.
 	PrefixQueryTokens, PrefixHitTokens uint64
+	// PrefixDiskHitTokens counts the hit tokens the disk tier supplied
+	// (Options.PrefixCacheDir); the memory tier's are the rest.
+	// PrefixDisk is the disk tier's state: its files, bytes written and
+	// read, writes dropped (the disk slower than eviction) and files
+	// skipped as corrupt.
+	PrefixDiskHitTokens uint64
+	PrefixDisk          PrefixDiskUsage
 	// State is the use of the state memory budget.
 	State StateUsage
 	// KVCacheUsage is the fraction, 0 to 1, of the state memory held by
@@ -84,6 +91,7 @@ func (lm *Model) Stats() Stats {
 		Running: st.Running, Waiting: st.Waiting, OpenSequences: st.OpenSequences, StateBytes: st.StateBytes,
 		PromptTokens: st.PromptTokens, GenerationTokens: st.GenerationTokens,
 		PrefixQueryTokens: st.PrefixQueryTokens, PrefixHitTokens: st.PrefixHitTokens, State: st.State,
+		PrefixDiskHitTokens: st.PrefixDiskHitTokens, PrefixDisk: st.Disk,
 		Steps: st.Steps, StepSeconds: st.StepSeconds, Rejected: st.Rejected,
 		SpecDraftTokens: st.SpecDraftTokens, SpecAcceptedTokens: st.SpecAcceptedTokens,
 		Finished: FinishCounts{

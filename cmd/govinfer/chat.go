@@ -62,6 +62,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	mmproj := mmprojFlag(fs.FlagSet)
 	fs.Var(&images, "image", "attach the image `FILE` (PNG, JPEG, WebP or GIF) to the question, or to the first message of an interactive chat; repeat for several (the model needs a vision tower)")
 	specConfig := fs.String("speculative-config", "", specConfigHelp)
+	pcDisk := addPrefixDiskFlags(fs.FlagSet)
 	maxLen := fs.Int("max-model-len", 0, fmt.Sprintf("most tokens of the conversation plus an answer (default: the model's context, at most %d)", llm.DefaultMaxModelLen))
 	fs.BoolVar(&o.hideThinking, "hide-thinking", false, "do not show the model's reasoning (it still reasons; /think off or --think off stops that)")
 	fs.BoolVar(&o.showThinking, "show-thinking", false, "one-shot mode: write the reasoning to standard error")
@@ -149,7 +150,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	m, err := llm.Open(*dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm,
-		VisionBackend: visionBackend(bo), Speculative: spec})
+		VisionBackend: visionBackend(bo), Speculative: spec, PrefixCacheDir: *pcDisk.dir, PrefixCacheDisk: *pcDisk.disk, PrefixCacheLog: pcDisk.logf(io.err, "chat")})
 	if err != nil {
 		if spec.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {
 			return fail(exitUsage, "--speculative-config: %v", err)

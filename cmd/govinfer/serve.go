@@ -100,6 +100,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		storeSize = sizeFlag(fs.FlagSet, "responses-store-bytes", int64(httpapi.DefaultResponsesStoreBytes), "most memory those stored responses take; the oldest go first")
 		noWebUI   = fs.Bool("no-webui", false, "turn the chat page off: / and /ui/... answer 404 (by default browsers get the chat page at /, other clients a JSON description)")
 		keyFile   = fs.String("reasoning-key-file", "", "file whose contents key the sealing of reasoning handed to clients (the Responses API's encrypted_content, the Messages API's thinking signatures), so that replicas and restarts sharing it read each other's (default: a random key made at start)")
+		pcDisk    = addPrefixDiskFlags(fs.FlagSet)
 		maxGrmr   = fs.Int("max-grammar-bytes", llm.DefaultMaxGrammarBytes, "largest grammar, regular expression or choice list a request may constrain its output with (structured_outputs, grammar, custom tools' formats); larger ones get a 400")
 	)
 	if code, done := parseFlags(fs, io, args); done {
@@ -205,6 +206,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
 		Speculative: spec,
 	}
+	pcDisk.options(&opts, io.err, "serve")
 	// The server listens at once and answers 503 while it opens the model
 	// (llm.Open(*dir, opts)).
 	srv, err := httpapi.StartLoading(context.Background(), *dir, opts, httpapi.Config{
@@ -233,6 +235,9 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	cfg := lm.Config()
 	fmt.Fprintf(io.err, "loaded in %.1fs on %s: %d layers, vocab %d\n", time.Since(start).Seconds(), lm.BackendName(), cfg.NumLayers, cfg.VocabSize)
 	fmt.Fprintln(io.err, lm.StateMemory())
+	if d := lm.PrefixCacheDisk(); d != "" {
+		fmt.Fprintln(io.err, d)
+	}
 	if *noWebUI {
 		fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
 	} else {

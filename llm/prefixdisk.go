@@ -1,0 +1,89 @@
+package llm
+
+import (
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/internal/prefixdisk"
+)
+
+// The prefix cache's disk tier (Options.PrefixCacheDir): prompt states
+// leaving memory are written to a directory and read back by later
+// requests, and by later processes, bit for bit (engine.DiskTier).
+
+// DefaultPrefixCacheDiskFraction is the share of the free space of
+// Options.PrefixCacheDir's file system that the disk tier takes when
+// Options.PrefixCacheDisk is zero.
+const DefaultPrefixCacheDiskFraction = 0.5
+
+// DefaultPrefixCacheDiskBytes is the disk tier's budget where the free
+// space cannot be told.
+const DefaultPrefixCacheDiskBytes = 16 << 30
+
+// PrefixDiskUsage is the disk tier's state (Stats.PrefixDisk).
+type PrefixDiskUsage = engine.DiskUsage
+
+// PrefixCacheDiskBudget returns the disk tier's budget in dir when none is
+// given: DefaultPrefixCacheDiskFraction of the free space there, or
+// DefaultPrefixCacheDiskBytes where that cannot be told.
+func PrefixCacheDiskBudget(dir string) int64 {
+	if free, ok := prefixdisk.FreeBytes(dir); ok {
+		return max(int64(float64(free)*DefaultPrefixCacheDiskFraction), 1)
+	}
+	return DefaultPrefixCacheDiskBytes
+}
+
+// prefixDiskTier returns the engine's disk tier for the checkpoint in dir
+// opened with o, or nil without Options.PrefixCacheDir. Its key is the
+// checkpoint's identity (its weights sampled, prefixdisk.CheckpointID), an
+// mmproj file's (the vision tower makes image states), the quantization,
+// and a slot for a LoRA adapter (none yet); the engine adds the backend,
+// the KV cache type and the model's shapes.
+func prefixDiskTier(dir string, o Options) (*engine.DiskTier, error) {
+	if o.PrefixCacheDir == "" {
+		return nil, nil
+	}
+	if o.NoPrefixCache {
+		return nil, fmt.Errorf("llm: a prefix cache directory needs the prefix cache")
+	}
+	if o.PrefixCacheDisk < 0 {
+		return nil, fmt.Errorf("llm: the prefix cache's disk budget must not be negative, got %d", o.PrefixCacheDisk)
+	}
+	if err := os.MkdirAll(o.PrefixCacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("llm: prefix cache directory: %w", err)
+	}
+	id, err := prefixdisk.CheckpointID(dir)
+	if err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	key := fmt.Appendf(nil, "checkpoint %x\nquantize %s\nlora \n", id, o.Quantize)
+	if o.MMProj != "" {
+		mm, err := prefixdisk.CheckpointID(o.MMProj)
+		if err != nil {
+			return nil, fmt.Errorf("llm: %w", err)
+		}
+		key = fmt.Appendf(key, "mmproj %x\n", mm)
+	}
+	budget := o.PrefixCacheDisk
+	if budget == 0 {
+		budget = PrefixCacheDiskBudget(o.PrefixCacheDir)
+	}
+	logf := o.PrefixCacheLog
+	if logf == nil {
+		logf = log.Printf
+	}
+	return &engine.DiskTier{Dir: o.PrefixCacheDir, Budget: budget, Key: key, Logf: logf}, nil
+}
+
+// PrefixCacheDisk describes the disk tier, for a start-up line: where it
+// is, its budget and what it holds; "" without one.
+func (lm *Model) PrefixCacheDisk() string {
+	d := lm.eng.Stats().Disk
+	if d.Budget == 0 {
+		return ""
+	}
+	return fmt.Sprintf("prefix cache on disk: %s, budget %s, holding %s (%d states, %d KV blocks)",
+		lm.prefixDir, engine.FormatBytes(d.Budget), engine.FormatBytes(d.Bytes), d.States, d.KVFiles)
+}
