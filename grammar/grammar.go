@@ -72,20 +72,47 @@ func (e *Error) Error() string {
 type Grammar struct {
 	terms []*regex.DFA
 	// Positions: one per element of each alternative.
-	elemTerm []int32 // terminal index, or -1 for a rule reference
-	elemRule []int32 // the rule referenced
-	elemNext []int32 // the next position of the alternative, -1 at its end
-	ruleAlts [][]int32
-	names    []string
-	start    int32
+	elemTerm  []int32 // terminal index, or -1 for a rule reference
+	elemRule  []int32 // the rule referenced
+	elemNext  []int32 // the next position of the alternative, -1 at its end
+	ruleAlts  [][]int32
+	names     []string
+	startRule int32
+
+	// Byte classes: bytes every terminal treats alike.
+	classOf [256]uint8
+	nclass  int
+	// minimal is the shortest string of each rule (see Completion).
+	minimal [][]byte
 
 	mu       sync.Mutex
 	stacks   []stackNode // 0 is the empty stack
 	stackIDs map[stackNode]int32
 	adv      map[[2]int32][]thread // advance's results by (position, stack)
-	masks    map[string][]uint64
-	maskOf   any // the vocabulary the masks are for
+	// States: thread sets interned as they are reached, with their
+	// transitions memoized by byte class (0: not computed, 1: dead, k+2:
+	// state k), a DFA built lazily over the grammar.
+	sets   [][]thread
+	setIDs map[string]State
+	trans  [][]int32
+	start  State
+	masks  map[State][]uint64
+	infos  map[[2]int32]*termInfo
+	maskOf any // the vocabulary the masks and infos are for
 }
+
+// State is a point of a generation under a grammar: the set of threads
+// that read the output so far, interned in the grammar, so that it is a
+// small comparable value. Dead is the state after a refused byte.
+type State int32
+
+// Dead is the state after a byte the grammar does not allow.
+const Dead State = -1
+
+// MaxStates bounds the states a grammar interns; a grammar ambiguous or
+// deep enough to need more refuses the bytes that would (the engine then
+// ends the choice).
+const MaxStates = 1 << 20
 
 type stackNode struct{ ret, parent int32 }
 
@@ -110,7 +137,7 @@ func Build(rules []Rule, start string) (*Grammar, error) {
 	if !ok {
 		return nil, &Error{Rule: start, Pos: -1, Msg: "the start rule is not defined"}
 	}
-	b.g.start = s
+	b.g.startRule = s
 	b.g.ruleAlts = make([][]int32, len(b.bodies))
 	for i := 0; i < len(b.bodies); i++ { // bodies grows with helper rules
 		if len(b.bodies) > MaxRules {
@@ -123,7 +150,164 @@ func Build(rules []Rule, start string) (*Grammar, error) {
 	if err := b.g.check(); err != nil {
 		return nil, err
 	}
-	return b.g, nil
+	g := b.g
+	g.classes()
+	g.minimalStrings()
+	g.setIDs = map[string]State{}
+	g.start = g.intern(g.initial())
+	return g, nil
+}
+
+// classes computes the grammar's byte classes: bytes in one class of every
+// terminal.
+func (g *Grammar) classes() {
+	ids := map[string]uint8{}
+	sig := make([]byte, len(g.terms))
+	for b := 0; b < 256; b++ {
+		for i, d := range g.terms {
+			sig[i] = d.Class(byte(b))
+		}
+		id, ok := ids[string(sig)]
+		if !ok {
+			id = uint8(len(ids))
+			ids[string(sig)] = id
+		}
+		g.classOf[b] = id
+	}
+	g.nclass = len(ids)
+}
+
+// minimalStrings computes each rule's shortest string by a fixed point.
+func (g *Grammar) minimalStrings() {
+	n := len(g.ruleAlts)
+	g.minimal = make([][]byte, n)
+	known := make([]bool, n)
+	for changed := true; changed; {
+		changed = false
+		for r := range n {
+			for _, a := range g.ruleAlts[r] {
+				s, ok := g.restMinimal(a, known)
+				if ok && (!known[r] || len(s) < len(g.minimal[r])) {
+					g.minimal[r], known[r], changed = s, true, true
+				}
+			}
+		}
+	}
+}
+
+// restMinimal is the shortest string from position p to the end of its
+// alternative; false while a rule on the way has no known string.
+func (g *Grammar) restMinimal(p int32, known []bool) ([]byte, bool) {
+	var out []byte
+	for ; p >= 0; p = g.elemNext[p] {
+		if t := g.elemTerm[p]; t >= 0 {
+			out = append(out, g.terms[t].Shortest(0)...)
+			continue
+		}
+		r := g.elemRule[p]
+		if known != nil && !known[r] {
+			return nil, false
+		}
+		out = append(out, g.minimal[r]...)
+	}
+	return out, true
+}
+
+// intern returns the state of a normalized thread set. g.mu is held (or g
+// is being built).
+func (g *Grammar) intern(th []thread) State {
+	k := key(th)
+	if s, ok := g.setIDs[k]; ok {
+		return s
+	}
+	if len(g.sets) >= MaxStates {
+		return Dead
+	}
+	s := State(len(g.sets))
+	g.sets = append(g.sets, th)
+	g.trans = append(g.trans, nil)
+	g.setIDs[k] = s
+	return s
+}
+
+// Start returns the state before any output.
+func (g *Grammar) Start() State { return g.start }
+
+// Step returns the state after byte b, or Dead.
+func (g *Grammar) Step(s State, b byte) State {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stepLocked(s, b)
+}
+
+// stepLocked is Step with g.mu held.
+func (g *Grammar) stepLocked(s State, b byte) State {
+	if s < 0 {
+		return Dead
+	}
+	row := g.trans[s]
+	if row == nil {
+		row = make([]int32, g.nclass)
+		g.trans[s] = row
+	}
+	c := g.classOf[b]
+	if v := row[c]; v != 0 {
+		return State(v - 2)
+	}
+	next := Dead
+	if th := g.step(g.sets[s], b, nil); len(th) > 0 {
+		next = g.intern(th)
+	}
+	row[c] = int32(next) + 2
+	return next
+}
+
+// Complete reports whether the output that led to s is a whole match.
+func (g *Grammar) Complete(s State) bool {
+	if s < 0 {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return complete(g.sets[s])
+}
+
+// CanContinue reports whether some byte may follow in state s.
+func (g *Grammar) CanContinue(s State) bool {
+	if s < 0 {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	th := g.sets[s]
+	return len(th) > 1 || len(th) == 1 && th[0].pos >= 0
+}
+
+// Completion returns the shortest bytes that complete a match from s.
+func (g *Grammar) Completion(s State) []byte {
+	if s < 0 {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var best []byte
+	found := false
+	for _, t := range g.sets[s] {
+		var out []byte
+		if t.pos >= 0 {
+			out = append(out, g.terms[g.elemTerm[t.pos]].Shortest(t.dfa)...)
+			rest, _ := g.restMinimal(g.elemNext[t.pos], nil)
+			out = append(out, rest...)
+			for st := t.stack; st != 0; st = g.stacks[st].parent {
+				rest, _ := g.restMinimal(g.stacks[st].ret, nil)
+				out = append(out, rest...)
+			}
+		}
+		if !found || len(out) < len(best) {
+			best, found = out, true
+		}
+	}
+	return best
 }
 
 type builder struct {
@@ -304,8 +488,8 @@ func (g *Grammar) check() error {
 			}
 		}
 	}
-	if !productive[g.start] {
-		return &Error{Rule: g.names[g.start], Pos: -1, Msg: "can never end: every alternative recurses without a way out"}
+	if !productive[g.startRule] {
+		return &Error{Rule: g.names[g.startRule], Pos: -1, Msg: "can never end: every alternative recurses without a way out"}
 	}
 	for r := range n {
 		g.ruleAlts[r] = slices.DeleteFunc(g.ruleAlts[r], func(a int32) bool { return !altOK(a) })
@@ -474,10 +658,8 @@ func normalize(th []thread) []thread {
 
 // initial returns the threads before any input.
 func (g *Grammar) initial() []thread {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	var out []thread
-	for _, a := range g.ruleAlts[g.start] {
+	for _, a := range g.ruleAlts[g.startRule] {
 		if a < 0 {
 			out = append(out, thread{-1, 0, 0})
 		} else {
@@ -511,32 +693,23 @@ func (g *Grammar) step(th []thread, c byte, dst []thread) []thread {
 	return dst
 }
 
-// Match reports whether the grammar accepts text as a whole.
-func (g *Grammar) Match(text []byte) bool {
-	th := g.initial()
+// Run returns the state after text from s (Dead if refused).
+func (g *Grammar) Run(s State, text []byte) State {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, c := range text {
-		th = g.step(th, c, nil)
-		if len(th) == 0 {
-			return false
+		if s = g.stepLocked(s, c); s < 0 {
+			return Dead
 		}
 	}
-	return complete(th)
+	return s
 }
 
+// Match reports whether the grammar accepts text as a whole.
+func (g *Grammar) Match(text []byte) bool { return g.Complete(g.Run(g.start, text)) }
+
 // Prefix reports whether text can be continued into a match.
-func (g *Grammar) Prefix(text []byte) bool {
-	th := g.initial()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, c := range text {
-		if th = g.step(th, c, nil); len(th) == 0 {
-			return false
-		}
-	}
-	return true
-}
+func (g *Grammar) Prefix(text []byte) bool { return g.Run(g.start, text) != Dead }
 
 // complete reports whether a thread set includes the end of the grammar.
 func complete(th []thread) bool { return len(th) > 0 && th[0].pos == -1 }

@@ -13,33 +13,30 @@ import (
 type Matcher struct {
 	g        *Grammar
 	v        *jsonconstraint.Vocab
-	th       []thread
+	s        State
 	finished bool // an end-of-sequence token was accepted
-
-	bufs [][]thread // scratch of the trie walk, by depth
 }
 
 // NewMatcher starts a generation.
 func (g *Grammar) NewMatcher(v *jsonconstraint.Vocab) *Matcher {
-	return &Matcher{g: g, v: v, th: g.initial()}
+	return &Matcher{g: g, v: v, s: g.start}
 }
 
 // Clone returns an independent copy at the same point.
-func (m *Matcher) Clone() *Matcher {
-	return &Matcher{g: m.g, v: m.v, th: m.th, finished: m.finished}
-}
+func (m *Matcher) Clone() *Matcher { c := *m; return &c }
+
+// State returns the grammar state the output so far leads to.
+func (m *Matcher) State() State { return m.s }
 
 // Done reports whether the output so far is complete under the grammar, so
 // that an end-of-sequence token is allowed.
-func (m *Matcher) Done() bool { return complete(m.th) }
+func (m *Matcher) Done() bool { return m.g.Complete(m.s) }
 
 // Finished reports whether an end-of-sequence token was accepted.
 func (m *Matcher) Finished() bool { return m.finished }
 
 // CanContinue reports whether some byte may still follow.
-func (m *Matcher) CanContinue() bool {
-	return len(m.th) > 1 || len(m.th) == 1 && m.th[0].pos >= 0
-}
+func (m *Matcher) CanContinue() bool { return m.g.CanContinue(m.s) }
 
 // AcceptBytes advances past text; false (m unchanged) if the grammar does
 // not allow it.
@@ -47,15 +44,11 @@ func (m *Matcher) AcceptBytes(text []byte) bool {
 	if m.finished {
 		return false
 	}
-	th := m.th
-	m.g.mu.Lock()
-	defer m.g.mu.Unlock()
-	for _, c := range text {
-		if th = m.g.step(th, c, nil); len(th) == 0 {
-			return false
-		}
+	s := m.g.Run(m.s, text)
+	if s == Dead {
+		return false
 	}
-	m.th = th
+	m.s = s
 	return true
 }
 
@@ -82,7 +75,7 @@ func (m *Matcher) Accept(token int) error {
 	return nil
 }
 
-// key encodes a thread set for the mask cache.
+// key encodes a thread set for interning.
 func key(th []thread) string {
 	buf := make([]byte, 12*len(th))
 	for i, t := range th {
@@ -100,48 +93,57 @@ func (m *Matcher) AllowedBits() []uint64 {
 	if m.finished {
 		return make([]uint64, m.v.Words())
 	}
-	k := key(m.th)
-	g := m.g
+	return m.g.Mask(m.v, m.s)
+}
+
+// Mask returns the tokens of v allowed in state s as a bit set (shared:
+// do not modify), with the end-of-sequence ids when s is complete. Masks
+// are cached by state.
+func (g *Grammar) Mask(v *jsonconstraint.Vocab, s State) []uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.maskOf != any(m.v) {
-		g.masks, g.maskOf = nil, m.v
+	if g.maskOf != any(v) {
+		g.masks, g.infos, g.maskOf = nil, nil, v
 	}
-	if mask, ok := g.masks[k]; ok {
+	if mask, ok := g.masks[s]; ok {
 		return mask
 	}
-	mask := make([]uint64, m.v.Words())
-	m.walk(mask)
-	if complete(m.th) {
-		m.v.SetEOS(mask)
+	mask := make([]uint64, v.Words())
+	if s >= 0 {
+		step := func(st *State, b byte) bool {
+			*st = g.stepLocked(*st, b)
+			return *st >= 0
+		}
+		// The mask of a set of threads is the union of each thread's:
+		// the tokens its terminal reads whole (precomputed per terminal
+		// state), and those among its candidates (tokens that leave the
+		// terminal after an accepting prefix) the grammar accepts from
+		// the thread alone. Leaving before the first byte needs no
+		// check: a thread at an accepting state always has its
+		// continuation's threads beside it.
+		for _, t := range g.sets[s] {
+			if t.pos < 0 {
+				continue
+			}
+			in := g.info(v, g.elemTerm[t.pos], t.dfa)
+			for w, x := range in.stay {
+				mask[w] |= x
+			}
+			if in.ncand > 0 {
+				if one := g.intern([]thread{t}); one >= 0 {
+					jsonconstraint.Walk(in.cand, one, step, mask)
+				}
+			}
+		}
+		if complete(g.sets[s]) {
+			v.SetEOS(mask)
+		}
 	}
 	if g.masks == nil || len(g.masks) >= maskCache {
-		g.masks = make(map[string][]uint64, maskCache)
+		g.masks = make(map[State][]uint64, maskCache)
 	}
-	g.masks[k] = mask
+	g.masks[s] = mask
 	return mask
-}
-
-// walkState is the state of the trie walk: the threads at a depth.
-type walkState struct {
-	th    []thread
-	depth int
-}
-
-// walk adds to mask the tokens the threads accept. g.mu is held.
-func (m *Matcher) walk(mask []uint64) {
-	g := m.g
-	step := func(s *walkState, c byte) bool {
-		d := s.depth + 1
-		for len(m.bufs) <= d {
-			m.bufs = append(m.bufs, nil)
-		}
-		out := g.step(s.th, c, m.bufs[d][:0])
-		m.bufs[d] = out
-		s.th, s.depth = out, d
-		return len(out) > 0
-	}
-	jsonconstraint.Walk(m.v.All(), walkState{th: m.th}, step, mask)
 }
 
 // ApplyMask sets the logits of the tokens that cannot come next to -Inf
@@ -157,4 +159,58 @@ func (m *Matcher) Allowed() int {
 		n += bits.OnesCount64(w)
 	}
 	return n
+}
+
+// termInfo is what a terminal state contributes to masks: stay, the
+// tokens the terminal's DFA reads whole from it, and cand, the tokens it
+// refuses after passing an accepting state (which may leave the terminal
+// there and go on in the grammar).
+type termInfo struct {
+	stay  []uint64
+	cand  jsonconstraint.Trie
+	ncand int
+}
+
+// maxInfos bounds the terminal states whose token sets a grammar keeps.
+const maxInfos = 512
+
+// info returns the token sets of terminal term at DFA state dfa over v.
+// g.mu is held.
+func (g *Grammar) info(v *jsonconstraint.Vocab, term, dfa int32) *termInfo {
+	k := [2]int32{term, dfa}
+	if in, ok := g.infos[k]; ok {
+		return in
+	}
+	d := g.terms[term]
+	in := &termInfo{stay: make([]uint64, v.Words())}
+	jsonconstraint.Walk(v.All(), dfa, func(s *int32, b byte) bool {
+		*s = d.Step(*s, b)
+		return *s >= 0
+	}, in.stay)
+	type exit struct {
+		s   int32
+		saw bool // an accepting state was passed
+	}
+	both := make([]uint64, v.Words())
+	jsonconstraint.Walk(v.All(), exit{s: dfa}, func(e *exit, b byte) bool {
+		if e.s >= 0 {
+			if e.s = d.Step(e.s, b); e.s >= 0 && d.Accept(e.s) {
+				e.saw = true
+			}
+		}
+		return e.s >= 0 || e.saw
+	}, both)
+	n := 0
+	for w := range both {
+		both[w] &^= in.stay[w]
+		n += bits.OnesCount64(both[w])
+	}
+	if in.ncand = n; n > 0 {
+		in.cand = v.SubsetBits(both)
+	}
+	if g.infos == nil || len(g.infos) >= maxInfos {
+		g.infos = make(map[[2]int32]*termInfo)
+	}
+	g.infos[k] = in
+	return in
 }

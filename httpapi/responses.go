@@ -517,6 +517,7 @@ func (s *Server) parseRespTools(o object, r *responsesRequest) *apiError {
 					if tool.Grammar, _, err = format.str("definition"); err != nil {
 						return err
 					}
+					tool.GrammarSyntax = syntax
 				default:
 					return badRequest(field+".format.type", "%s.format.type must be text or grammar, got %q", field, ft)
 				}

@@ -133,3 +133,16 @@ func (g *Grammar) Minimal() []byte { return g.root.minimal }
 // Growth bounds how many bytes one byte of output can add to a
 // completion (see Constraint.Budget).
 func (g *Grammar) Growth() int { return g.growth() }
+
+// SubsetBits returns the ordinary tokens whose ids are set in m (a bit set
+// as Walk fills).
+func (v *Vocab) SubsetBits(m []uint64) Trie {
+	var ids []int32
+	for _, id := range v.all.ids {
+		if m[id>>6]&(1<<(id&63)) != 0 {
+			ids = append(ids, id)
+		}
+	}
+	t := buildTrie(v.tokens, ids)
+	return Trie{&t}
+}

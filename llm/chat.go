@@ -88,11 +88,14 @@ type Tool struct {
 	// Custom makes it a free-form tool (OpenAI's custom tools, such as
 	// Codex's apply_patch): its input is one text, not JSON arguments. It
 	// is offered to the model as a function of one string parameter
-	// (CustomInputParam), described by Grammar when set (a Lark or regex
-	// grammar, shown to the model, not enforced), and its calls come back
+	// (CustomInputParam), described by Grammar when set (a Lark grammar,
+	// or a regular expression when GrammarSyntax is "regex"), which is
+	// shown to the model and enforced: once the model opens a call of the
+	// tool, its input is a whole match of the grammar. Its calls come back
 	// with ToolCall.Custom and ToolCall.Input. Parameters is ignored.
-	Custom  bool
-	Grammar string
+	Custom        bool
+	Grammar       string
+	GrammarSyntax string
 	// Strict constrains the arguments of this tool's calls to Parameters
 	// under tool_choice auto too, once the model opens a call (forced
 	// calls are always constrained), and refuses a schema keyword the
@@ -558,6 +561,9 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := customGrammars(req.Tools, calls); err != nil {
+		return nil, err
+	}
 	r.tools = schemas
 	for _, t := range req.Tools {
 		if t.Custom && t.raw == nil {
@@ -722,7 +728,7 @@ func (lm *Model) checkPromptBytes(param string, n int) error {
 // callProcessor returns the tool-call constraint a chat needs, or nil: a
 // forced call, strict tools under tool_choice auto, or a thinking budget.
 func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force bool, name string, budget int) (processorFactory, error) {
-	strict := slices.ContainsFunc(calls, func(c outparse.CallTool) bool { return c.Strict })
+	strict := slices.ContainsFunc(calls, func(c outparse.CallTool) bool { return c.Strict || c.Grammar != nil })
 	if !force && !strict && (budget == 0 || !r.thinking) {
 		return nil, nil
 	}

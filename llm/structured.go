@@ -3,14 +3,20 @@ package llm
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/grammar"
 	"github.com/govinfer/govinfer/grammar/gbnf"
+	"github.com/govinfer/govinfer/grammar/lark"
 	"github.com/govinfer/govinfer/grammar/regex"
+	"github.com/govinfer/govinfer/outparse"
 )
 
 // Structured constrains the output to a regular expression, a list of
@@ -198,7 +204,86 @@ func (lm *Model) structuredFor(g *grammar.Grammar) processorFactory {
 	}
 }
 
-// compileLark is set by step 3 (Lark grammars).
-var compileLark = func(src string) (*grammar.Grammar, error) {
-	return nil, fmt.Errorf("lark grammars are not supported")
+func compileLark(src string) (*grammar.Grammar, error) { return lark.Parse(src) }
+
+// customGrammars compiles the grammars of custom tools into their calls'
+// constraints (calls are prepareTools's, by name).
+func customGrammars(tools []Tool, calls []outparse.CallTool) error {
+	for i, t := range tools {
+		if !t.Custom || t.Grammar == "" || t.raw != nil {
+			continue
+		}
+		field := fmt.Sprintf("tools[%d].format.definition", i)
+		st := &Structured{Lark: t.Grammar, Field: field}
+		switch t.GrammarSyntax {
+		case "", "lark":
+		case "regex":
+			st = &Structured{Regex: t.Grammar, Field: field}
+		default:
+			return paramErr(fmt.Sprintf("tools[%d].format.syntax", i), "tools[%d].format.syntax must be lark or regex, got %q", i, t.GrammarSyntax)
+		}
+		g, err := compileStructured(st)
+		if err != nil {
+			return err
+		}
+		for j := range calls {
+			if calls[j].Name == t.Name {
+				calls[j].Grammar, calls[j].GrammarParam = g, CustomInputParam
+			}
+		}
+	}
+	return nil
+}
+
+// ConstraintSteps walks at most steps tokens under the constraint p sets
+// (ResponseFormat or Structured), through the same logit processor a
+// generation gets, drawing each token uniformly from those the mask
+// allows (seeded), and returns the time of each step's Process (the mask
+// computed and applied to a row of logits) until the constraint ends the
+// output. It measures the constraint's cost without a model.
+func (lm *Model) ConstraintSteps(p Params, steps int, seed uint64) ([]time.Duration, error) {
+	r, err := lm.resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	var f processorFactory
+	switch {
+	case r.grammar != nil:
+		f = lm.processorFor(r.grammar)
+	case r.structured != nil:
+		f = lm.structuredFor(r.structured)
+	default:
+		return nil, paramErr("", "no constraint to measure")
+	}
+	proc, err := f(steps)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	logits := make([]float32, lm.VocabSize())
+	times := make([]time.Duration, 0, steps)
+	var allowed []int
+	for range steps {
+		clear(logits)
+		t0 := time.Now()
+		proc.Process(logits)
+		times = append(times, time.Since(t0))
+		allowed = allowed[:0]
+		for id, l := range logits {
+			if !math.IsInf(float64(l), -1) {
+				allowed = append(allowed, id)
+			}
+		}
+		if len(allowed) == 0 {
+			break
+		}
+		id := allowed[rng.IntN(len(allowed))]
+		if err := proc.Accept(id); err != nil {
+			return times, err
+		}
+		if slices.Contains(lm.constraints.eos, id) {
+			break
+		}
+	}
+	return times, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/govinfer/govinfer/grammar"
 	"github.com/govinfer/govinfer/jsonconstraint"
 )
 
@@ -25,6 +26,12 @@ type CallTool struct {
 	// enforced is an error) and, under tool_choice "auto", constrains the
 	// arguments of this tool's calls.
 	Strict bool
+	// Grammar, when set, constrains the string parameter GrammarParam
+	// (a custom tool's input): its raw value must be a whole match of the
+	// grammar, and the tool's calls are constrained under tool_choice
+	// "auto" too, from the moment one opens.
+	Grammar      *grammar.Grammar
+	GrammarParam string
 }
 
 // CallOptions configure NewCallGrammar.
@@ -85,6 +92,7 @@ type callTool struct {
 type callParam struct {
 	name    string
 	text    *jsonconstraint.TextRule // raw values
+	gram    *grammar.Grammar         // raw values under a grammar
 	json    *jsonconstraint.Grammar  // JSON values
 	minimal []byte
 }
@@ -106,7 +114,7 @@ func NewCallGrammar(cv *CallVocab, o CallOptions) (*CallGrammar, error) {
 		if o.Force && o.Function != "" && t.Name != o.Function {
 			continue
 		}
-		ct := callTool{name: t.Name, constrained: o.Force || t.Strict}
+		ct := callTool{name: t.Name, constrained: o.Force || t.Strict || t.Grammar != nil}
 		if ct.constrained {
 			if err := ct.compile(t); err != nil {
 				return nil, err
@@ -114,7 +122,7 @@ func NewCallGrammar(cv *CallVocab, o CallOptions) (*CallGrammar, error) {
 			g.watch = true
 			ts := ToolSchema{}
 			for _, p := range ct.params {
-				if p.text != nil {
+				if p.text != nil || p.gram != nil {
 					ts[p.name] = []string{"string"}
 				} else {
 					ts[p.name] = []string{jsonType}
@@ -125,6 +133,9 @@ func NewCallGrammar(cv *CallVocab, o CallOptions) (*CallGrammar, error) {
 				extra := len(paramOpen) + len(p.name) + 2 + len(p.minimal) + len(paramEnd)
 				if p.json != nil {
 					extra = max(extra, p.json.Growth())
+				}
+				if p.gram != nil {
+					extra += grammarGrowth
 				}
 				maxExtra = max(maxExtra, extra)
 			}
@@ -171,7 +182,10 @@ func (ct *callTool) compile(t CallTool) error {
 				return fmt.Errorf("outparse: tool %q: the parameter name %q is empty or holds '>' or a newline", t.Name, p.Name)
 			}
 			cp := callParam{name: p.Name}
-			if r := p.Grammar.TextRule(); r != nil {
+			if t.Grammar != nil && p.Name == t.GrammarParam {
+				cp.gram = t.Grammar
+				cp.minimal = t.Grammar.Completion(t.Grammar.Start())
+			} else if r := p.Grammar.TextRule(); r != nil {
 				cp.text = r
 				cp.minimal = []byte(r.Minimal())
 			} else {
@@ -346,6 +360,7 @@ type callState struct {
 	used   uint64
 	text   jsonconstraint.Text // raw: the value so far
 	before jsonconstraint.Text // raw: the value before a possible end
+	gs     grammar.State       // raw under a grammar: the grammar's state
 	json   jsonconstraint.Acceptor
 }
 
@@ -466,6 +481,10 @@ func (t *callTool) viable(n int32, used uint64) bool {
 func (g *CallGrammar) enterParam(s *callState, p int) {
 	par := &g.tools[s.tool].params[p]
 	s.param, s.used, s.ac, s.pos, s.dead = int16(p), s.used|1<<p, 0, 0, false
+	if par.gram != nil {
+		s.phase, s.text, s.before, s.gs = phRaw, jsonconstraint.Text{}, jsonconstraint.Text{}, par.gram.Start()
+		return
+	}
 	if par.text != nil {
 		s.phase, s.text, s.before = phRaw, par.text.Start(), jsonconstraint.Text{}
 		return
@@ -485,17 +504,24 @@ func (g *CallGrammar) stepRaw(s *callState, b byte) bool {
 		s.phase, s.node = phKeys, 0
 		return true
 	}
+	gram := g.tools[s.tool].params[s.param].gram
 	alive := false
 	var text jsonconstraint.Text
+	var gs grammar.State
 	var ac int16
 	if !s.dead {
 		var hit int
 		text = s.text
-		if ac, hit = valueWatch.step(s.ac, b); hit < 0 && text.Step(b) {
-			alive = true
+		if ac, hit = valueWatch.step(s.ac, b); hit < 0 {
+			if gram != nil {
+				gs = gram.Step(s.gs, b)
+				alive = gs != grammar.Dead
+			} else {
+				alive = text.Step(b)
+			}
 		}
 	}
-	if b == '\n' && !s.dead && s.text.Complete() {
+	if b == '\n' && !s.dead && (gram == nil && s.text.Complete() || gram != nil && gram.Complete(s.gs)) {
 		s.before, end = s.text, 1
 	}
 	if !alive && end < 0 {
@@ -503,10 +529,16 @@ func (g *CallGrammar) stepRaw(s *callState, b byte) bool {
 	}
 	s.pos, s.dead = int16(max(end, 0)), !alive
 	if alive {
-		s.text, s.ac = text, ac
+		s.text, s.ac, s.gs = text, ac, gs
 	}
 	return true
 }
+
+// grammarGrowth bounds how much one token can lengthen the completion of
+// a value under a grammar, for the margin of the request's budget (a
+// grammar's completion can grow by a whole required section when one
+// token opens it; this covers the tool grammars agents send).
+const grammarGrowth = 64
 
 // completion returns bytes that finish the call s is in (empty outside a
 // constrained call), or, in a forced grammar's reasoning, that end the
@@ -530,9 +562,12 @@ func (g *CallGrammar) completion(s callState) []byte {
 		return g.keysCompletion(int(s.tool), s.node, s.used)
 	case phRaw:
 		var out []byte
-		if s.pos > 0 {
+		switch gram := g.tools[s.tool].params[s.param].gram; {
+		case s.pos > 0:
 			out = []byte(paramEnd[s.pos:])
-		} else {
+		case gram != nil:
+			out = append(gram.Completion(s.gs), paramEnd...)
+		default:
 			out = append(s.text.Completion(), paramEnd...)
 		}
 		return append(out, g.keysCompletion(int(s.tool), 0, s.used)...)

@@ -104,7 +104,7 @@ func (c *CallConstraint) mask() []uint64 {
 	case s.phase == phFree && !g.watch:
 		copy(m, cv.all)
 	case (s.phase == phThink || s.phase == phFree || s.phase == phFreeCall) && s.ac == 0,
-		s.phase == phRaw && s.ac == 0 && s.pos == 0 && !s.dead && s.text.Boundary():
+		s.phase == phRaw && s.ac == 0 && s.pos == 0 && !s.dead && s.text.Boundary() && g.tools[s.tool].params[s.param].gram == nil:
 		// Tokens without '<' cannot complete a tag from here, and a raw
 		// value takes any text: only the others need the automaton.
 		if s.phase == phRaw {

@@ -409,3 +409,7 @@ func (d *DFA) MaxShortest() int {
 	}
 	return int(m)
 }
+
+// Class returns the byte class of b: bytes of one class lead every state
+// to the same state.
+func (d *DFA) Class(b byte) uint8 { return d.class[b] }
