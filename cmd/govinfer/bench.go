@@ -246,6 +246,10 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	agent := fs.Bool("agent-replay", false, "replay a scripted 10-turn agent conversation (2k-token system prompt with tools, reasoning, tool calls and results) through the engine with the prefix cache and without, and report per turn the prompt and prefilled tokens and the time to first token; --gen is the tokens generated per turn (needs a checkpoint with a tokenizer and chat template)")
 	turns := fs.Int("turns", 10, "--agent-replay: turns to replay")
 	offTurns := fs.String("no-cache-turns", "", "--agent-replay: comma-separated turns also run without the prefix cache (default all; those are full prefills)")
+	restart := fs.Bool("restart", false, "--agent-replay: with the prefix cache's disk tier, restart the model between the turns (each turn opens it on --prefix-cache-dir, closing writes its states), and report per turn the time to first token against the memory tier and a cold prefill, and the bytes written and read")
+	sessions := fs.Int("sessions", 0, "--agent-replay: run `N` sessions of the conversation taking turns, over a state memory holding about one (or --state-memory), with the disk tier and without")
+	benchDir := fs.String("prefix-cache-dir", "", "--restart, --sessions: the disk tier's directory (default: a temporary one)")
+	benchMem := sizeFlag(fs.FlagSet, "state-memory", int64(0), "--sessions: the state memory (default: about one session's state)")
 	specConfig := fs.String("speculative-config", "", specConfigHelp)
 	acceptance := fs.Float64("draft-acceptance", -1, "with --speculative-config, for the benchmark only: replace each draft by the true next token (from a plain greedy run of the same request beforehand) with probability `P` (0 to 1), by another token otherwise, to time speculation at the acceptance real weights give")
 	kvType := fs.String("kv-cache-dtype", "f32", "--agent-replay: KV cache element type (f32, bf16, f16)")
@@ -305,6 +309,25 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer inner.Close()
+	if *agent && (*restart || *sessions > 0) {
+		nThreads := *threads
+		if nThreads <= 0 {
+			nThreads = runtimeThreads()
+		}
+		res, err := agentDiskReplay(ctx, io, diskReplayOptions{agentOptions: agentOptions{dir: *dir, backend: inner, threads: nThreads, gen: *gen, turns: *turns,
+			offTurns: off, kvType: *kvType, quantize: *quantize}, cacheDir: *benchDir, restart: *restart, sessions: *sessions, stateMemory: *benchMem})
+		if err != nil {
+			return fail(exitError, "--agent-replay: %v", err)
+		}
+		if *asJSON {
+			if err := printIndentedJSON(io.out, res); err != nil {
+				return fail(exitError, "%v", err)
+			}
+			return exitOK
+		}
+		res.print(io)
+		return exitOK
+	}
 	if *agent {
 		nThreads := *threads
 		if nThreads <= 0 {
