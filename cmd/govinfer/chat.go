@@ -58,6 +58,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	bf16In := bf16InputsFlag(fs.FlagSet)
 	amxTiles := amxTilesFlag(fs.FlagSet)
 	fmaTiles := fmaTilesFlag(fs.FlagSet)
+	cpuMoE := cpuMoEFlags(fs.FlagSet)
 	var images fileList
 	mmproj := mmprojFlag(fs.FlagSet)
 	fs.Var(&images, "image", "attach the image `FILE` (PNG, JPEG, WebP or GIF) to the question, or to the first message of an interactive chat; repeat for several (the model needs a vision tower)")
@@ -105,6 +106,10 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	if err != nil {
 		return fail(exitUsage, "--speculative-config: %v", err)
 	}
+	moeLayers, err := cpuMoE()
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
 	// The images are read (and checked) before the model loads.
 	var attached []chatImage
 	for _, f := range images {
@@ -150,7 +155,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	m, err := llm.Open(*dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm,
-		VisionBackend: visionBackend(bo), Speculative: spec, PrefixCacheDir: *pcDisk.dir, PrefixCacheDisk: *pcDisk.disk, PrefixCacheLog: pcDisk.logf(io.err, "chat")})
+		VisionBackend: visionBackend(bo), Speculative: spec, CPUMoE: moeLayers, PrefixCacheDir: *pcDisk.dir, PrefixCacheDisk: *pcDisk.disk, PrefixCacheLog: pcDisk.logf(io.err, "chat")})
 	if err != nil {
 		if spec.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {
 			return fail(exitUsage, "--speculative-config: %v", err)

@@ -103,10 +103,16 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		pcDisk    = addPrefixDiskFlags(fs.FlagSet)
 		maxGrmr   = fs.Int("max-grammar-bytes", llm.DefaultMaxGrammarBytes, "largest grammar, regular expression or choice list a request may constrain its output with (structured_outputs, grammar, custom tools' formats); larger ones get a 400")
 	)
+	cpuMoE := cpuMoEFlags(fs.FlagSet)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
 	llm.SetMaxGrammarBytes(*maxGrmr)
+	moeLayers, moeErr := cpuMoE()
+	if moeErr != nil {
+		fmt.Fprintf(io.err, "govinfer serve: %v\n", moeErr)
+		return exitUsage
+	}
 	switch {
 	case *dir == "":
 		fmt.Fprintln(io.err, "govinfer serve: --model is required (see govinfer serve --help)")
@@ -204,7 +210,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, MaxTokens: *maxTokens,
 		DefaultTemplateArgs: templateArgs, MaxImages: maxImages, MaxImagePixels: maxImagePixels, MMProj: mm,
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
-		Speculative: spec,
+		Speculative: spec, CPUMoE: moeLayers,
 	}
 	pcDisk.options(&opts, io.err, "serve")
 	// The server listens at once and answers 503 while it opens the model
