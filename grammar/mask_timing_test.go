@@ -28,3 +28,25 @@ func BenchmarkMaskFresh(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyMask measures setting the disallowed logits of a row to
+// -Inf for masks of a few, many and most tokens.
+func BenchmarkApplyMask(b *testing.B) {
+	q := qwen3(b)
+	logits := make([]float32, q.vocab.Size())
+	for _, c := range []struct{ name, pattern, prefix string }{
+		{"few", `\(\d{3}\) \d{3}-\d{4}`, "(555) 1"},
+		{"words", `[a-z]+( [a-z]+)*\.`, "hello wor"},
+		{"most", `[^\n]*\n`, "Some words"},
+	} {
+		g := mustRegex(b, c.pattern)
+		m := g.NewMatcher(q.vocab)
+		m.AcceptBytes([]byte(c.prefix))
+		m.AllowedBits()
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				m.ApplyMask(logits)
+			}
+		})
+	}
+}

@@ -287,9 +287,13 @@ func (c *Constraint) stateMask() []uint64 {
 			copy(m, v.keyStay)
 		case l.rule:
 			copy(m, v.ruleStay)
-			if r := c.s.target().str; r.maxLen >= 0 {
+			if r := c.s.target().str; r.maxLen >= 0 && int(uint32(r.maxLen)-l.cnt) < v.maxRuleChars {
 				// Drop the tokens with more characters than are left.
 				left := uint32(r.maxLen) - l.cnt
+				if left < ruleUpToLen {
+					copy(m, v.ruleUpTo[left])
+					break
+				}
 				for w, word := range m {
 					for z := word; z != 0; z &= z - 1 {
 						id := w*64 + bits.TrailingZeros64(z)

@@ -3,6 +3,7 @@ package jsonconstraint
 import (
 	"bytes"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -29,6 +30,12 @@ type Vocab struct {
 	// rules (no \u escapes), and ruleChars the characters each starts.
 	ruleStay  []uint64
 	ruleChars []uint16
+	// ruleUpTo[k] are the tokens of ruleStay of at most k characters (k
+	// below ruleUpToLen), and maxRuleChars the most characters a token of
+	// ruleStay starts: a string with that many characters left needs no
+	// filtering.
+	ruleUpTo     [][]uint64
+	maxRuleChars int
 
 	// For budgets (see Constraint.Budget): structs counts the bytes of
 	// each token that can open a container, a member, a key or a value
@@ -124,10 +131,27 @@ func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
 			v.keyStay[id>>6] |= 1 << (id & 63)
 		}
 	}
+	v.ruleUpTo = make([][]uint64, ruleUpToLen)
+	for k := range v.ruleUpTo {
+		v.ruleUpTo[k] = make([]uint64, words)
+	}
+	for w, word := range v.ruleStay {
+		for z := word; z != 0; z &= z - 1 {
+			id := w*64 + bits.TrailingZeros64(z)
+			n := int(v.ruleChars[id])
+			v.maxRuleChars = max(v.maxRuleChars, n)
+			for k := n; k < ruleUpToLen; k++ {
+				v.ruleUpTo[k][w] |= 1 << (id & 63)
+			}
+		}
+	}
 	v.all = buildTrie(tokens, all)
 	v.quoted = buildTrie(tokens, quoted)
 	return v, nil
 }
+
+// ruleUpToLen bounds the character counts ruleUpTo is kept for.
+const ruleUpToLen = 64
 
 // buildTrie builds the trie of the given token ids.
 func buildTrie(tokens [][]byte, ids []int32) tokTrie {

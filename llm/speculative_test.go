@@ -3,6 +3,7 @@ package llm_test
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 
@@ -13,7 +14,8 @@ import (
 // TestSpeculativeConstraintsMatchPlain runs greedy chats whose logits go
 // through the constraints llm adds (a thinking budget's forced
 // "</think>", forced tool calls finished near max_tokens, a JSON
-// response format) with MTP speculation on a checkpoint with a head: the
+// response format, a regex, a GBNF grammar, a custom tool's Lark
+// grammar) with MTP speculation on a checkpoint with a head: the
 // tokens and the finish are plain decoding's, and drafts were made.
 func TestSpeculativeConstraintsMatchPlain(t *testing.T) {
 	openVL(t) // writes the checkpoint
@@ -28,6 +30,10 @@ func TestSpeculativeConstraintsMatchPlain(t *testing.T) {
 	}
 	defer spec.Close()
 	tools, _ := forcedTools(rand.New(rand.NewPCG(5, 6)), 2)
+	patchGrammar, err := os.ReadFile("../grammar/lark/testdata/patch.lark")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]llm.ChatRequest{
 		"thinking budget": {Messages: user("Think about it."), Thinking: llm.Bool(true), ThinkingBudget: 4, Params: greedy(24)},
 		"forced call near max_tokens": {Messages: user("Use a tool."), Tools: tools, ToolChoice: llm.ToolChoice{Mode: "function", Function: tools[1].Name},
@@ -36,6 +42,13 @@ func TestSpeculativeConstraintsMatchPlain(t *testing.T) {
 			Thinking: llm.Bool(false), Params: greedy(60)},
 		"json": {Messages: user("Give JSON."), Thinking: llm.Bool(false),
 			Params: llm.Params{MaxTokens: 30, Temperature: llm.F64(0), ResponseFormat: &llm.ResponseFormat{Type: "json_object"}}},
+		"regex": {Messages: user("Say it."), Thinking: llm.Bool(false),
+			Params: llm.Params{MaxTokens: 30, Temperature: llm.F64(0), Structured: &llm.Structured{Regex: `[a-z]+( [a-z]+){0,8}\.`}}},
+		"gbnf": {Messages: user("List."), Thinking: llm.Bool(false),
+			Params: llm.Params{MaxTokens: 30, Temperature: llm.F64(0), Structured: &llm.Structured{GBNF: `root ::= "[" [0-9]+ ("," [0-9]+)* "]"`}}},
+		"custom tool grammar": {Messages: user("Patch it."), Thinking: llm.Bool(false), Params: greedy(60),
+			Tools:      []llm.Tool{{Name: "apply_patch", Custom: true, Grammar: string(patchGrammar)}},
+			ToolChoice: llm.ToolChoice{Mode: "function", Function: "apply_patch"}},
 	}
 	for name, req := range cases {
 		var got [2]collected

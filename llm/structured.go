@@ -3,9 +3,8 @@ package llm
 import (
 	"errors"
 	"fmt"
-	"math"
+	"math/bits"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -235,16 +234,37 @@ func customGrammars(tools []Tool, calls []outparse.CallTool) error {
 	return nil
 }
 
+// stepMasker is a processor whose mask can be computed apart from
+// applying it (for measurements).
+type stepMasker interface {
+	engine.LogitProcessor
+	maskBits() []uint64
+}
+
+func (p *jsonProcessor) maskBits() []uint64 {
+	p.c.Budget(p.maxTokens-p.generated, p.encode)
+	return p.c.AllowedBits()
+}
+
+func (p grammarProcessor) maskBits() []uint64 { return p.m.AllowedBits() }
+
+// StepTimes are the costs of a constraint's steps: Mask computes the
+// allowed tokens as a bit set, Apply sets the others' logits to -Inf in a
+// row of the vocabulary's size.
+type StepTimes struct{ Mask, Apply []time.Duration }
+
 // ConstraintSteps walks at most steps tokens under the constraint p sets
 // (ResponseFormat or Structured), through the same logit processor a
-// generation gets, drawing each token uniformly from those the mask
-// allows (seeded), and returns the time of each step's Process (the mask
-// computed and applied to a row of logits) until the constraint ends the
-// output. It measures the constraint's cost without a model.
-func (lm *Model) ConstraintSteps(p Params, steps int, seed uint64) ([]time.Duration, error) {
+// generation gets, drawing each token uniformly from those its mask
+// allows (seeded), and returns the time of each step until the
+// constraint ends the output or steps are taken. The constraint's budget
+// is p.MaxTokens (steps when unset). It measures the constraint's cost
+// without a model.
+func (lm *Model) ConstraintSteps(p Params, steps int, seed uint64) (StepTimes, error) {
+	var st StepTimes
 	r, err := lm.resolve(p)
 	if err != nil {
-		return nil, err
+		return st, err
 	}
 	var f processorFactory
 	switch {
@@ -253,25 +273,30 @@ func (lm *Model) ConstraintSteps(p Params, steps int, seed uint64) ([]time.Durat
 	case r.structured != nil:
 		f = lm.structuredFor(r.structured)
 	default:
-		return nil, paramErr("", "no constraint to measure")
+		return st, paramErr("", "no constraint to measure")
 	}
-	proc, err := f(steps)
+	proc, err := f(max(steps, p.MaxTokens))
 	if err != nil {
-		return nil, err
+		return st, err
+	}
+	pm := proc.(stepMasker)
+	v, err := lm.constraints.get()
+	if err != nil {
+		return st, err
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	logits := make([]float32, lm.VocabSize())
-	times := make([]time.Duration, 0, steps)
 	var allowed []int
 	for range steps {
-		clear(logits)
 		t0 := time.Now()
-		proc.Process(logits)
-		times = append(times, time.Since(t0))
+		m := pm.maskBits()
+		t1 := time.Now()
+		v.MaskLogits(m, logits)
+		st.Mask, st.Apply = append(st.Mask, t1.Sub(t0)), append(st.Apply, time.Since(t1))
 		allowed = allowed[:0]
-		for id, l := range logits {
-			if !math.IsInf(float64(l), -1) {
-				allowed = append(allowed, id)
+		for w, x := range m {
+			for ; x != 0; x &= x - 1 {
+				allowed = append(allowed, w*64+bits.TrailingZeros64(x))
 			}
 		}
 		if len(allowed) == 0 {
@@ -279,11 +304,11 @@ func (lm *Model) ConstraintSteps(p Params, steps int, seed uint64) ([]time.Durat
 		}
 		id := allowed[rng.IntN(len(allowed))]
 		if err := proc.Accept(id); err != nil {
-			return times, err
+			return st, err
 		}
-		if slices.Contains(lm.constraints.eos, id) {
+		if v.IsEOS(id) {
 			break
 		}
 	}
-	return times, nil
+	return st, nil
 }

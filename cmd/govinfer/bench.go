@@ -253,6 +253,9 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	specConfig := fs.String("speculative-config", "", specConfigHelp)
 	acceptance := fs.Float64("draft-acceptance", -1, "with --speculative-config, for the benchmark only: replace each draft by the true next token (from a plain greedy run of the same request beforehand) with probability `P` (0 to 1), by another token otherwise, to time speculation at the acceptance real weights give")
 	kvType := fs.String("kv-cache-dtype", "f32", "--agent-replay: KV cache element type (f32, bf16, f16)")
+	grammarFile := fs.String("grammar", "", "`FILE`: a GBNF grammar (Lark when it ends in .lark); "+benchGrammarHelp)
+	schemaFile := fs.String("json-schema", "", "`FILE`: a JSON schema, as --grammar")
+	regexArg := fs.String("regex", "", "`RE`: a regular expression, as --grammar")
 	imageTokens := fs.Int("image-tokens", 0, "instead of the text benchmark: encode one random image of `N` merged tokens with the checkpoint's vision tower (encoder only; 1024 is a 1024x1024 image at Qwen3.5's 16-pixel patches), and prefill a prompt holding it against a text prompt of the same length (encoding --repeat times, each followed by two prefills of each prompt, in turns)")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -309,6 +312,21 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer inner.Close()
+	if *grammarFile != "" || *schemaFile != "" || *regexArg != "" {
+		res, err := benchGrammar(ctx, grammarBenchOptions{dir: *dir, backend: inner, gen: *gen, repeat: *repeat,
+			grammar: *grammarFile, schema: *schemaFile, regex: *regexArg})
+		if err != nil {
+			return fail(exitError, "%v", err)
+		}
+		if *asJSON {
+			if err := printIndentedJSON(io.out, res); err != nil {
+				return fail(exitError, "%v", err)
+			}
+			return exitOK
+		}
+		res.print(io.out)
+		return exitOK
+	}
 	if *agent && (*restart || *sessions > 0) {
 		nThreads := *threads
 		if nThreads <= 0 {

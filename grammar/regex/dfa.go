@@ -307,8 +307,17 @@ func (d *DFA) prune() (*DFA, error) {
 			out.trans[int(ns)*d.nclass+cl] = t
 			if t >= 0 {
 				any = true
-				if dist[s] > 0 && out.nextB[ns] == 0 && out.dist[t] == dist[s]-1 {
-					out.nextB[ns] = rep[cl]
+			}
+		}
+		if dist[s] > 0 {
+			// The byte of a shortest completion: a letter, digit or
+			// other printable character where one will do, so that
+			// completions read (and tokenize) as text.
+			for _, b := range completionOrder {
+				t := out.trans[int(ns)*d.nclass+int(d.class[b])]
+				if t >= 0 && out.dist[t] == dist[s]-1 {
+					out.nextB[ns] = b
+					break
 				}
 			}
 		}
@@ -316,6 +325,29 @@ func (d *DFA) prune() (*DFA, error) {
 	}
 	return out, nil
 }
+
+// completionOrder is the order Shortest tries bytes in: lowercase letters,
+// uppercase, digits, other printable ASCII, space, then the rest.
+var completionOrder = func() []byte {
+	var out []byte
+	seen := [256]bool{}
+	add := func(lo, hi int) {
+		for b := lo; b <= hi; b++ {
+			if !seen[b] {
+				seen[b] = true
+				out = append(out, byte(b))
+			}
+		}
+	}
+	add('a', 'z')
+	add('A', 'Z')
+	add('0', '9')
+	add('!', '~')
+	add(' ', ' ')
+	add(0x80, 0xFF)
+	add(0, 0xFF)
+	return out
+}()
 
 // Start is the initial state (0).
 func (d *DFA) Start() int32 { return 0 }
