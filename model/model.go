@@ -75,6 +75,10 @@ type Options struct {
 	// CPUMoELayers is the number of leading layers whose experts
 	// ExpertBackend runs; negative means all.
 	CPUMoELayers int
+
+	// load is OpenContext's loader: its context and packed-weight cache
+	// (nil under New and NewGGUF).
+	load *loader
 }
 
 // Model is a loaded Qwen3.5 text model. Its methods are safe for concurrent
@@ -105,10 +109,8 @@ type Model struct {
 	msc      *mtpScratch // the MTP head's activations, made by its first step
 }
 
-// Open loads the checkpoint at path: a directory of config.json and
-// safetensors weights, or a qwen35 GGUF file (a .gguf file, any part of a
-// split one, or a directory holding one and no config.json).
-func Open(path string, o Options) (*Model, error) {
+// open is OpenContext, its loader in o.load.
+func open(path string, o Options) (*Model, error) {
 	if file, ok, err := locateGGUF(path); err != nil {
 		return nil, err
 	} else if ok {
@@ -166,7 +168,7 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if draft != quant.Keep && !o.MTP {
 		return nil, errors.New("model: a draft quantization (Options.DraftQuantize) needs the MTP head (Options.MTP)")
 	}
-	w, err := loadWeights(src, cfg, m.be, o.Quantize, o.Progress, expertPlace{o.ExpertBackend, o.CPUMoELayers})
+	w, err := loadWeights(src, cfg, o.load.backend(m.be, src, o.Quantize), o.Quantize, o.Progress, expertPlace{o.ExpertBackend, o.CPUMoELayers})
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
