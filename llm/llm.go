@@ -26,6 +26,7 @@ package llm
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,6 +216,12 @@ type Defaults struct {
 // file, or a directory holding one: weights, tokenizer, chat template and
 // sampling defaults (general.sampling.*) then all come from the file.
 func Open(dir string, o Options) (*Model, error) {
+	return OpenContext(context.Background(), dir, o)
+}
+
+// OpenContext is Open, stopping when ctx is done before the weights are
+// loaded (model.OpenContext): the error then wraps ctx's.
+func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	if o.MaxModelLen < 0 {
 		return nil, fmt.Errorf("llm: max model length must not be negative, got %d", o.MaxModelLen)
 	}
@@ -260,7 +267,7 @@ func Open(dir string, o Options) (*Model, error) {
 	// Every step is one pass over the weights (see engine.Config); a step
 	// that only prefills fills it (prefillPassTokens).
 	maxSeqs := cmp.Or(o.MaxNumSeqs, engine.DefaultMaxNumSeqs)
-	m, err := model.Open(dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize, KVCacheType: kvType,
+	m, err := model.OpenContext(ctx, dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize, KVCacheType: kvType,
 		MTP: o.Speculative.Method == "mtp", DraftQuantize: o.Speculative.DraftQuantize, MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens),
 		ExpertBackend: experts, CPUMoELayers: o.CPUMoE})
 	if err != nil {

@@ -385,9 +385,12 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	if experts != nil {
 		defer experts.Close()
 	}
-	m, err := model.Open(*dir, model.Options{Backend: backend, MaxStepTokens: max(*prompt, *imageTokens+2), ExpertBackend: experts, CPUMoELayers: moeLayers,
+	m, err := model.OpenContext(ctx, *dir, model.Options{Backend: backend, MaxStepTokens: max(*prompt, *imageTokens+2), ExpertBackend: experts, CPUMoELayers: moeLayers,
 		Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize)})
 	if err != nil {
+		if ctx.Err() != nil {
+			return fail(exitError, "interrupted while loading")
+		}
 		if spec.Method == "mtp" {
 			return fail(exitUsage, "--speculative-config: method mtp needs the checkpoint's MTP head (mtp.* tensors): %s", firstLine(err))
 		}

@@ -154,7 +154,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	m, err := llm.Open(*dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm,
+	m, err := llm.OpenContext(ctx, *dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm,
 		VisionBackend: visionBackend(bo), Speculative: spec, CPUMoE: moeLayers, PrefixCacheDir: *pcDisk.dir, PrefixCacheDisk: *pcDisk.disk, PrefixCacheLog: pcDisk.logf(io.err, "chat")})
 	if err != nil {
 		if spec.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {

@@ -132,9 +132,12 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	if experts != nil {
 		defer experts.Close()
 	}
-	m, err := model.Open(*dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize),
+	m, err := model.OpenContext(ctx, *dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize),
 		ExpertBackend: experts, CPUMoELayers: moeLayers})
 	if err != nil {
+		if ctx.Err() != nil {
+			return fail(exitError, "interrupted while loading")
+		}
 		if spec.Method == "mtp" {
 			return fail(exitUsage, "--speculative-config: method mtp needs the checkpoint's MTP head (mtp.* tensors): %s", firstLine(err))
 		}

@@ -95,13 +95,35 @@ func checkQuantize(mix string) error {
 	return nil
 }
 
-// loadProgress returns a model.Progress callback that prints a line to w
-// at most once a second and at the end, and every note (a tensor kept in a
-// wider format than asked for) as it comes.
+// loadProgress returns a model.Progress callback that prints a line to
+// io.err at most once a second and at the end, and every note (a tensor
+// kept in a wider format than asked for, where packed weights are kept) as
+// it comes.
 func loadProgress(io stdio, dir, mix string) func(model.Progress) {
+	return loadPrinter(io, dir, mix, 0)
+}
+
+// quietProgress is loadProgress for loads that may take a while or not:
+// its lines start two seconds into the load (at once when quantizing), so
+// that a start from memory maps prints only its notes.
+func quietProgress(io stdio, dir, mix string) func(model.Progress) {
+	after := progressAfter
+	if mix != "" {
+		after = 0
+	}
+	return loadPrinter(io, dir, mix, after)
+}
+
+// progressAfter is how long a load that does not quantize runs before
+// quietProgress prints a line.
+var progressAfter = 2 * time.Second
+
+// loadPrinter is loadProgress, printing no line until after has
+// passed since it was made.
+func loadPrinter(io stdio, dir, mix string, after time.Duration) func(model.Progress) {
 	start := time.Now()
 	var mu sync.Mutex
-	lastPrint := time.Time{}
+	var lastPrint time.Time
 	verb := "loading"
 	if mix != "" {
 		verb = "loading and quantizing (" + mix + ")"
@@ -112,21 +134,12 @@ func loadProgress(io stdio, dir, mix string) func(model.Progress) {
 		if p.Note != "" {
 			fmt.Fprintf(io.err, "note: %s\n", p.Note)
 		}
-		if p.Tensors < p.TotalTensors && time.Since(lastPrint) < time.Second {
+		now := time.Now()
+		if now.Sub(start) < after || p.Tensors < p.TotalTensors && now.Sub(lastPrint) < time.Second {
 			return
 		}
-		lastPrint = time.Now()
+		lastPrint = now
 		fmt.Fprintf(io.err, "%s %s: %d/%d tensors, %.2f/%.2f GB, %.1fs\n", verb, dir, p.Tensors, p.TotalTensors,
-			float64(p.Bytes)/1e9, float64(p.TotalBytes)/1e9, time.Since(start).Seconds())
+			float64(p.Bytes)/1e9, float64(p.TotalBytes)/1e9, now.Sub(start).Seconds())
 	}
-}
-
-// quietProgress is loadProgress when quantizing or reading a GGUF file
-// (loads that convert tensors and take time) and nil otherwise (a memory
-// map opens at once).
-func quietProgress(io stdio, dir, mix string) func(model.Progress) {
-	if _, isGGUF, _ := gguf.Locate(dir); mix == "" && !isGGUF {
-		return nil
-	}
-	return loadProgress(io, dir, mix)
 }
