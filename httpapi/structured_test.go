@@ -159,3 +159,49 @@ func TestSchemaPattern(t *testing.T) {
 		}
 	}
 }
+
+// TestStructuredAfterThinking checks that with thinking on the reasoning
+// is free and the constraint applies to the answer after "</think>",
+// within the thinking budget, for a regex and a JSON schema.
+func TestStructuredAfterThinking(t *testing.T) {
+	s := startServer(t, Config{})
+	for name, c := range map[string]struct {
+		field map[string]any
+		check *regexp.Regexp
+	}{
+		"regex": {map[string]any{"structured_outputs": map[string]any{"regex": `(yes|no), [a-z]{1,6}\.`}}, regexp.MustCompile(`^(yes|no), [a-z]{1,6}\.$`)},
+		"json": {map[string]any{"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "a",
+			"schema": map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}, "required": []any{"ok"}, "additionalProperties": false}}}},
+			regexp.MustCompile(`^\s*\{\s*"ok"\s*:\s*(true|false)\s*\}\s*$`)},
+	} {
+		for _, stream := range []bool{false, true} {
+			body := chatBody("Think, then answer.", 60)
+			body["n"], body["temperature"], body["seed"], body["stream"] = 2, 1.0, 4, stream
+			body["chat_template_kwargs"] = map[string]any{"enable_thinking": true}
+			body["thinking_token_budget"] = 6
+			for k, v := range c.field {
+				body[k] = v
+			}
+			status, data := post(t, s, "/v1/chat/completions", body)
+			if status != 200 {
+				t.Fatalf("%s: %d %s", name, status, data)
+			}
+			if stream {
+				for _, text := range streamTexts(t, data) {
+					if !c.check.MatchString(text) {
+						t.Errorf("%s streamed: answer %q does not match", name, text)
+					}
+				}
+				continue
+			}
+			for _, ch := range decodeJSON(t, data)["choices"].([]any) {
+				m := ch.(map[string]any)["message"].(map[string]any)
+				content, _ := m["content"].(string)
+				reasoning, _ := m["reasoning_content"].(string)
+				if !c.check.MatchString(content) || reasoning == "" {
+					t.Errorf("%s: reasoning %q, answer %q", name, reasoning, content)
+				}
+			}
+		}
+	}
+}

@@ -373,3 +373,35 @@ func TestWalkMatchesBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// TestTextRulePattern checks a raw text under a pattern: accepted, refused
+// and completed.
+func TestTextRulePattern(t *testing.T) {
+	g := mustCompile(t, `{"type":"string","pattern":"^[a-z]+-\\d{2}$","maxLength":6}`)
+	r := g.TextRule()
+	run := func(s string) (Text, bool) {
+		x := r.Start()
+		for _, b := range []byte(s) {
+			if !x.Step(b) {
+				return x, false
+			}
+		}
+		return x, true
+	}
+	for s, want := range map[string]bool{"ab-12": true, "abc-12": true, "abcd-12": false, "ab12": false, "ab-1": false} {
+		x, ok := run(s)
+		if got := ok && x.Complete(); got != want {
+			t.Errorf("%q: %v, want %v", s, got, want)
+		}
+	}
+	for _, prefix := range []string{"", "a", "abc-", "ab-1"} {
+		x, ok := run(prefix)
+		if !ok {
+			t.Fatalf("%q refused", prefix)
+		}
+		full := prefix + string(x.Completion())
+		if y, ok := run(full); !ok || !y.Complete() {
+			t.Errorf("%q + completion %q = %q does not match", prefix, x.Completion(), full)
+		}
+	}
+}

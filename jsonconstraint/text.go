@@ -7,7 +7,8 @@ import (
 
 // TextRule constrains a text written raw rather than as a JSON string
 // (the string parameters of a Qwen3.5 tool call): the schema's string
-// keywords (minLength, maxLength) or its string enum and const values.
+// keywords (minLength, maxLength, pattern) or its string enum and const
+// values.
 // Texts are valid UTF-8; their lengths count code points.
 type TextRule struct {
 	str  *strRule // nil: any length
@@ -56,6 +57,7 @@ type Text struct {
 	t      int32  // enum: node of the enum trie
 	need   uint8  // UTF-8 continuation bytes still expected
 	lo, hi uint8  // range of the next continuation byte
+	dfa    int32  // the pattern's state, for a rule with a pattern
 }
 
 // Step reads one byte of the text; false means it cannot come next (t is
@@ -98,6 +100,11 @@ func (t *Text) Step(b byte) bool {
 			return false
 		}
 	}
+	if r := n.r.str; r != nil && r.pat != nil {
+		if n.dfa = r.pat.Step(n.dfa, b); n.dfa < 0 {
+			return false
+		}
+	}
 	*t = n
 	return true
 }
@@ -110,7 +117,7 @@ func (t Text) Complete() bool {
 	if e := t.r.enum; e != nil {
 		return e.nodes[t.t].terminal
 	}
-	return t.r.str == nil || t.cnt >= uint32(t.r.str.minLen)
+	return t.r.str == nil || t.cnt >= uint32(t.r.str.minLen) && (t.r.str.pat == nil || t.r.str.pat.Accept(t.dfa))
 }
 
 // Boundary reports whether the text is between characters with nothing
@@ -121,6 +128,9 @@ func (t Text) Boundary() bool { return t.need == 0 && t.r.Free() }
 // character being read finished, then the rest of the nearest enum value
 // or filler characters up to minLength ('a', never markup).
 func (t Text) Completion() []byte {
+	if r := t.r.str; r != nil && r.pat != nil {
+		return r.pat.Shortest(t.dfa) // within the lengths, characters finished
+	}
 	var out []byte
 	if t.need > 0 {
 		out = append(out, t.lo)

@@ -631,8 +631,12 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 		r.grammar = lm.structuredFor(params.structured)
 	}
 	r.text = prompt
-	// Constrained output is the answer itself, never reasoning.
-	r.thinking = outparse.ThinkingOpened(prompt) && r.grammar == nil
+	r.thinking = outparse.ThinkingOpened(prompt)
+	if r.grammar != nil && r.thinking {
+		// A constrained answer comes after the reasoning, which is free
+		// and bounded by the thinking budget.
+		r.grammar = lm.thinkFirst(r.grammar, req.ThinkingBudget, r.params.askedTokens)
+	}
 	if r.grammar == nil {
 		if r.grammar, err = lm.callProcessor(r, calls, forceCall, forceName, req.ThinkingBudget); err != nil {
 			return nil, err

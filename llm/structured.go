@@ -3,8 +3,10 @@ package llm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -311,4 +313,129 @@ func (lm *Model) ConstraintSteps(p Params, steps int, seed uint64) (StepTimes, e
 		}
 	}
 	return st, nil
+}
+
+// thinkFirst wraps the factory of an answer's constraint for a prompt
+// that leaves the model thinking: the reasoning is free (but for the end
+// of sequence), "</think>" and the "\n\n" the template writes after it
+// end it, and the constraint starts there. Once budget reasoning tokens
+// are spent (lowered as a call's budget is; half the answer, at most
+// outparse.DefaultThinkingBudget, when none is set) "\n</think>\n\n" is
+// forced.
+func (lm *Model) thinkFirst(inner processorFactory, budget, asked int) processorFactory {
+	closeID, ok := lm.tok.TokenID("</think>")
+	if !ok {
+		return inner
+	}
+	closing := lm.tok.Encode("\n</think>\n\n")
+	after := lm.tok.Encode("\n\n")
+	if !slices.Contains(closing, closeID) {
+		return inner
+	}
+	eos := lm.constraints.eos
+	return func(maxTokens int) (engine.LogitProcessor, error) {
+		if _, err := inner(maxTokens); err != nil { // fail now, not mid-answer
+			return nil, err
+		}
+		b := lowerBudget(budget, asked, maxTokens)
+		if b == 0 {
+			b = min(outparse.DefaultThinkingBudget, maxTokens/2)
+		}
+		return &thinkingProcessor{factory: inner, maxTokens: maxTokens, closeID: closeID, closing: closing, after: after, eos: eos,
+			budget: b, thinking: true}, nil
+	}
+}
+
+// thinkingProcessor is thinkFirst's processor.
+type thinkingProcessor struct {
+	// inner is the answer's constraint, made when the reasoning is over
+	// with the tokens left then, so that its budget is the answer's.
+	inner     engine.LogitProcessor
+	factory   processorFactory
+	maxTokens int
+	used      int // tokens accepted so far
+	closeID   int
+	closing   []int // "\n</think>\n\n", forced at the budget
+	after     []int // "\n\n", forced after a "</think>" the model wrote
+	eos       []int
+	force     []int // tokens still forced (shared, never written)
+	budget    int
+	thought   int
+	thinking  bool
+}
+
+func (p *thinkingProcessor) Process(logits []float32) {
+	if len(p.force) == 0 && p.thinking && p.thought >= p.budget {
+		p.force = p.closing
+	}
+	switch {
+	case len(p.force) > 0:
+		id := p.force[0]
+		keep := logits[id]
+		fillNegInf(logits)
+		logits[id] = keep
+	case p.thinking:
+		for _, id := range p.eos {
+			if id >= 0 && id < len(logits) {
+				logits[id] = float32(math.Inf(-1))
+			}
+		}
+	default:
+		p.inner.Process(logits)
+	}
+}
+
+func (p *thinkingProcessor) Accept(token int) error {
+	switch {
+	case len(p.force) > 0:
+		if token != p.force[0] {
+			return fmt.Errorf("token %d where %d was forced", token, p.force[0])
+		}
+		p.force = p.force[1:]
+		if token == p.closeID {
+			p.thinking = false
+		}
+	case p.thinking:
+		p.thought++
+		if token == p.closeID {
+			p.thinking, p.force = false, p.after
+		}
+	default:
+		p.used++
+		return p.inner.Accept(token)
+	}
+	p.used++
+	if !p.thinking && len(p.force) == 0 {
+		in, err := p.factory(max(1, p.maxTokens-p.used))
+		if err != nil {
+			return err
+		}
+		p.inner = in
+	}
+	return nil
+}
+
+// Fork returns a copy at the same point (engine.ForkingProcessor).
+func (p *thinkingProcessor) Fork() engine.LogitProcessor {
+	c := *p
+	if f, ok := p.inner.(engine.ForkingProcessor); ok && p.inner != nil {
+		c.inner = f.Fork()
+	}
+	return &c
+}
+
+// maskBits reports the inner constraint's mask once thinking is over (for
+// measurements; the reasoning allows every token).
+func (p *thinkingProcessor) maskBits() []uint64 {
+	if m, ok := p.inner.(stepMasker); ok {
+		return m.maskBits()
+	}
+	return nil
+}
+
+func fillNegInf(l []float32) {
+	ninf := float32(math.Inf(-1))
+	for i := range l {
+		l[i] = ninf
+	}
 }
