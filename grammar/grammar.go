@@ -92,13 +92,14 @@ type Grammar struct {
 	// States: thread sets interned as they are reached, with their
 	// transitions memoized by byte class (0: not computed, 1: dead, k+2:
 	// state k), a DFA built lazily over the grammar.
-	sets   [][]thread
-	setIDs map[string]State
-	trans  [][]int32
-	start  State
-	masks  map[State][]uint64
-	infos  map[[2]int32]*termInfo
-	maskOf any // the vocabulary the masks and infos are for
+	sets    [][]thread
+	setIDs  map[string]State
+	threads int // threads of all the states
+	trans   [][]int32
+	start   State
+	masks   map[State][]uint64
+	infos   map[[2]int32]*termInfo
+	maskOf  any // the vocabulary the masks and infos are for
 }
 
 // State is a point of a generation under a grammar: the set of threads
@@ -109,10 +110,14 @@ type State int32
 // Dead is the state after a byte the grammar does not allow.
 const Dead State = -1
 
-// MaxStates bounds the states a grammar interns; a grammar ambiguous or
-// deep enough to need more refuses the bytes that would (the engine then
-// ends the choice).
-const MaxStates = 1 << 20
+// MaxStates and MaxStateThreads bound the states a grammar interns and
+// the threads they hold in all (about 12 bytes each), so that a grammar
+// ambiguous or deep enough to need more costs bounded memory: it refuses
+// the bytes that would pass them (the engine then ends the choice).
+const (
+	MaxStates       = 1 << 18
+	MaxStateThreads = 1 << 21
+)
 
 type stackNode struct{ ret, parent int32 }
 
@@ -220,9 +225,10 @@ func (g *Grammar) intern(th []thread) State {
 	if s, ok := g.setIDs[k]; ok {
 		return s
 	}
-	if len(g.sets) >= MaxStates {
+	if len(g.sets) >= MaxStates || g.threads+len(th) > MaxStateThreads {
 		return Dead
 	}
+	g.threads += len(th)
 	s := State(len(g.sets))
 	g.sets = append(g.sets, th)
 	g.trans = append(g.trans, nil)
@@ -713,3 +719,10 @@ func (g *Grammar) Prefix(text []byte) bool { return g.Run(g.start, text) != Dead
 
 // complete reports whether a thread set includes the end of the grammar.
 func complete(th []thread) bool { return len(th) > 0 && th[0].pos == -1 }
+
+// States returns how many states the grammar has interned so far.
+func (g *Grammar) States() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sets)
+}

@@ -172,7 +172,7 @@ type termInfo struct {
 }
 
 // maxInfos bounds the terminal states whose token sets a grammar keeps.
-const maxInfos = 512
+const maxInfos = 256
 
 // info returns the token sets of terminal term at DFA state dfa over v.
 // g.mu is held.

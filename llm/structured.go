@@ -136,7 +136,7 @@ func grammarErr(param string, err error) *ParamError {
 }
 
 // grammarCacheSize bounds the compiled constraints kept by content.
-const grammarCacheSize = 64
+const grammarCacheSize = 32
 
 // grammarCache keeps compiled constraints by their source, so that a
 // client sending the same grammar with every request (as Codex does)

@@ -71,5 +71,5 @@ func TestPatchMaskTimes(t *testing.T) {
 		_ = walk
 	}
 	slices.Sort(times)
-	t.Logf("%d masks: median %v, p90 %v, p99 %v, max %v", len(times), times[len(times)/2], times[len(times)*9/10], times[len(times)*99/100], times[len(times)-1])
+	t.Logf("%d masks: median %v, p90 %v, p99 %v, max %v; %d grammar states", len(times), times[len(times)/2], times[len(times)*9/10], times[len(times)*99/100], times[len(times)-1], g.States())
 }
