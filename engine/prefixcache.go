@@ -94,16 +94,7 @@ type PrefixSpan struct {
 	Point bool
 	// Bytes is the memory the span's blocks and state take (or took).
 	Bytes int64
-	// Medium is the tier the span is stored in or removed from: "" for
-	// the memory tier (the device's memory, vLLM's "GPU"), MediumDisk for
-	// the disk tier (Config.PrefixDisk). A point spilled to disk is
-	// reported removed from memory and stored on disk.
-	Medium string
 }
-
-// MediumDisk is PrefixSpan.Medium of the disk tier, as vLLM's KV events
-// name an offloading connector's medium.
-const MediumDisk = "DISK"
 
 // SpanImage is an image whose tokens fall within a PrefixSpan.
 type SpanImage struct {

@@ -110,9 +110,7 @@ func (c *prefixCache) spill(n *prefixNode, wait bool) {
 	if err != nil {
 		return
 	}
-	if c.disk.Put(&prefixdisk.Item{Kind: prefixdisk.KindState, Hash: n.hash, End: n.end, Delta: n.state.RopeDelta(), Data: data}, wait) && c.obs != nil {
-		c.obs.PrefixStored(PrefixSpan{ParentHash: n.hash, Start: n.end, End: n.end, Point: true, Bytes: n.state.Bytes(), Medium: MediumDisk})
-	}
+	c.disk.Put(&prefixdisk.Item{Kind: prefixdisk.KindState, Hash: n.hash, End: n.end, Delta: n.state.RopeDelta(), Data: data}, wait)
 }
 
 // spillAll hands every kept point to the disk tier, waiting for room, and
@@ -200,14 +198,24 @@ func (c *prefixCache) load(tokens []int, hashes []uint64, depth int, prompt []in
 	n := &c.root
 	var added []*prefixNode
 	var read int64
+	stateRead := false
 	defer func() {
 		if err != nil && len(added) > 0 {
 			c.prune(added[len(added)-1], false)
 			added = nil
 		}
 		c.diskReadSeconds += time.Since(start).Seconds()
-		if len(added) > 0 && c.obs != nil {
-			sp := PrefixSpan{Start: added[0].end - PrefixBlock, End: depth * PrefixBlock, ParentHash: added[0].parent.hash, Point: true}
+		if err != nil || c.obs == nil {
+			return
+		}
+		// Reported as the memory tier's stores are (store).
+		end := depth * PrefixBlock
+		sp := PrefixSpan{Start: end, End: end, ParentHash: n.hash, Point: stateRead}
+		if stateRead {
+			sp.Bytes = c.m.RecurrentBytes()
+		}
+		if len(added) > 0 {
+			sp.Start, sp.ParentHash = added[0].end-PrefixBlock, added[0].parent.hash
 			if prompt == nil {
 				prompt = tokens
 			}
@@ -217,7 +225,8 @@ func (c *prefixCache) load(tokens []int, hashes []uint64, depth int, prompt []in
 				sp.BlockHashes = append(sp.BlockHashes, a.hash)
 				sp.Bytes += a.kv.Bytes()
 			}
-			sp.Bytes += c.m.RecurrentBytes()
+		}
+		if stateRead || len(added) > 0 {
 			c.obs.PrefixStored(sp)
 		}
 	}()
@@ -253,6 +262,7 @@ func (c *prefixCache) load(tokens []int, hashes []uint64, depth int, prompt []in
 		}
 		c.bytes += n.state.Bytes()
 		read += n.state.Bytes()
+		stateRead = true
 		c.tick++
 		n.lastUse = c.tick
 		n.prio = c.floor + 1

@@ -132,7 +132,8 @@ func TestPrefixDiskOverflow(t *testing.T) {
 	longest := len(hist[sessions-1]) + turns*(maxTokens+12)
 	seq := m.SequenceBytes(longest + maxTokens)
 	budget := seq + m.SequenceBytes(longest) + m.SequenceBytes(0)
-	e := newEngine(t, m, Config{PrefixCache: true, StateMemory: budget, MaxNumSeqs: 1,
+	obs := &observer{}
+	e := newEngine(t, m, Config{PrefixCache: true, StateMemory: budget, MaxNumSeqs: 1, PrefixObserver: obs,
 		PrefixDisk: &DiskTier{Dir: t.TempDir(), Budget: 1 << 30}})
 	cold := newEngine(t, m, Config{})
 	for turn := range turns {
@@ -157,6 +158,11 @@ func TestPrefixDiskOverflow(t *testing.T) {
 	if st.PrefixDiskHitTokens == 0 || st.State.Peak > budget {
 		t.Errorf("disk hits %d tokens, peak %d of a budget of %d", st.PrefixDiskHitTokens, st.State.Peak, budget)
 	}
+	obs.mu.Lock()
+	if obs.bytes != st.State.Cached {
+		t.Errorf("the observer was told of %d bytes; the memory tier holds %d", obs.bytes, st.State.Cached)
+	}
+	obs.mu.Unlock()
 	t.Logf("hits %d tokens (%d from disk) of %d; disk %+v", st.PrefixHitTokens, st.PrefixDiskHitTokens, st.PrefixQueryTokens, st.Disk)
 }
 
