@@ -40,6 +40,7 @@ import (
 	"github.com/govinfer/govinfer/compute/cpu"
 	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/model"
+	"github.com/govinfer/govinfer/modelpath"
 	"github.com/govinfer/govinfer/tokenizer"
 )
 
@@ -169,7 +170,7 @@ var ErrQueueFull = engine.ErrQueueFull
 
 // Model is an open checkpoint with its engine.
 type Model struct {
-	name        string // the base name of Open's path
+	name        string // Open's path's modelpath name: its base name, or a cached Org/Name
 	m           *model.Model
 	be          compute.Backend // owned, or nil
 	backendName string
@@ -215,6 +216,12 @@ type Defaults struct {
 // template serves text completions only. dir may also be a qwen35 GGUF
 // file, or a directory holding one: weights, tokenizer, chat template and
 // sampling defaults (general.sampling.*) then all come from the file.
+//
+// dir goes through modelpath.Resolve: a Hugging Face cache folder (or Hub
+// name) whose one snapshot is there opens that snapshot, and a path that
+// names no checkpoint, or a checkpoint folder without tokenizer.json, is a
+// *modelpath.Error saying what is wrong; a config of another architecture
+// than Qwen3.5 wraps model.ErrArchitecture.
 func Open(dir string, o Options) (*Model, error) {
 	return OpenContext(context.Background(), dir, o)
 }
@@ -228,11 +235,19 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	if o.MaxTokens < 0 {
 		return nil, fmt.Errorf("llm: max tokens must not be negative, got %d", o.MaxTokens)
 	}
+	found, err := modelpath.Resolve(dir)
+	if err == nil {
+		err = found.CheckTokenizer()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	dir = found.Path
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	lm := &Model{name: filepath.Base(filepath.Clean(dir)), tok: tok, defaultArgs: maps.Clone(o.DefaultTemplateArgs)}
+	lm := &Model{name: found.Name, tok: tok, defaultArgs: maps.Clone(o.DefaultTemplateArgs)}
 	lm.tmpl, lm.tmplErr = chattemplate.Load(dir)
 	if lm.special, err = chattemplate.LoadSpecialTokens(dir); err != nil {
 		return nil, fmt.Errorf("llm: %w", err)

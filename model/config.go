@@ -1,14 +1,18 @@
 package model
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/govinfer/govinfer/gguf"
+	"github.com/govinfer/govinfer/modelpath"
 )
 
 // Layer kinds of the Qwen3.5 schedule, as written in config.json's layer_types.
@@ -80,12 +84,58 @@ type rawConfig struct {
 	PartialRotaryFactor *float64        `json:"partial_rotary_factor"`
 	EOSTokenID          json.RawMessage `json:"eos_token_id"`
 	TieWordEmbeddings   *bool           `json:"tie_word_embeddings"`
+	ModelType           string          `json:"model_type"`
+}
+
+// ModelTypes are the config.json model_type values of Qwen3.5 checkpoints:
+// the multimodal classes' (top level) and their text models' (text_config,
+// or the top level of a text-only export), dense and mixture of experts.
+var ModelTypes = []string{"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
+
+// ErrArchitecture is wrapped by the errors of configs and GGUF files of
+// models other than Qwen3.5's.
+var ErrArchitecture = errors.New("not a Qwen3.5 model")
+
+// checkModelType refuses a config whose model_type (top, else text's: the
+// text_config's) is not Qwen3.5's, naming it. A config without one passes
+// only when it is flat and has Qwen3.5's linear_num_key_heads.
+func checkModelType(top, text string, archs []string, nested, qwen35Keys bool) error {
+	mt := cmp.Or(top, text)
+	if mt == "" {
+		if !nested && qwen35Keys {
+			return nil
+		}
+		return fmt.Errorf("%w: no model_type, and not a flat text config with Qwen3.5's keys (linear_num_key_heads, ...); govinfer runs Qwen3.5 checkpoints (%s)",
+			ErrArchitecture, modelTypeList())
+	}
+	for _, t := range []string{top, text} {
+		if t == "" || slices.Contains(ModelTypes, t) {
+			continue
+		}
+		class := ""
+		if len(archs) > 0 {
+			class = " (" + strings.Join(archs, ", ") + ")"
+		}
+		return fmt.Errorf("%w: model_type is %q%s; govinfer runs Qwen3.5 checkpoints (%s)", ErrArchitecture, t, class, modelTypeList())
+	}
+	return nil
+}
+
+// modelTypeList lists ModelTypes for the errors.
+func modelTypeList() string {
+	n := len(ModelTypes)
+	return "model_type " + strings.Join(ModelTypes[:n-1], ", ") + " or " + ModelTypes[n-1]
 }
 
 // LoadConfig reads the configuration of the checkpoint at path: its
 // config.json, or the metadata of a GGUF file (path a .gguf file or a
 // directory holding one; see ConfigFromGGUF).
 func LoadConfig(path string) (*Config, error) {
+	ck, err := modelpath.Resolve(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	path = ck.Path
 	if file, ok, err := locateGGUF(path); err != nil {
 		return nil, err
 	} else if ok {
@@ -111,9 +161,15 @@ func LoadConfig(path string) (*Config, error) {
 
 // ParseConfig decodes a config.json, nested (text settings under
 // text_config, as the multimodal Qwen3.5 checkpoints) or flat (a text-only
-// export), fills HF's defaults and validates the result.
+// export), fills HF's defaults and validates the result. A config of
+// another architecture is refused (ErrArchitecture): its model_type must
+// be one of ModelTypes, and only a flat config with Qwen3.5's keys may go
+// without one.
 func ParseConfig(data []byte) (*Config, error) {
 	var top struct {
+		ModelType          string          `json:"model_type"`
+		Architectures      []string        `json:"architectures"`
+		LinearKeyHeads     json.RawMessage `json:"linear_num_key_heads"`
 		TextConfig         json.RawMessage `json:"text_config"`
 		TieWordEmbeddings  *bool           `json:"tie_word_embeddings"`
 		QuantizationConfig *struct {
@@ -126,12 +182,16 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("config is not valid JSON: %w", err)
 	}
 	text := data
-	if len(top.TextConfig) > 0 && string(top.TextConfig) != "null" {
+	nested := len(top.TextConfig) > 0 && string(top.TextConfig) != "null"
+	if nested {
 		text = top.TextConfig
 	}
 	var r rawConfig
 	if err := json.Unmarshal(text, &r); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := checkModelType(top.ModelType, r.ModelType, top.Architectures, nested, len(top.LinearKeyHeads) > 0); err != nil {
+		return nil, err
 	}
 	c := r.Config
 	// The multimodal class is configured by the top-level flag when present.

@@ -257,8 +257,12 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	if arch != qwen35.Arch && arch != qwen35.ArchMoE {
-		return nil, fmt.Errorf("model: the GGUF file's architecture is %q; govinfer runs %q (Qwen3.5) and %q (Qwen3.5 mixture of experts)",
-			arch, qwen35.Arch, qwen35.ArchMoE)
+		hint := ""
+		if arch == "clip" {
+			hint = " (an mmproj file: a vision tower, given with --mmproj beside the model)"
+		}
+		return nil, fmt.Errorf("model: %w: the GGUF file's general.architecture is %q%s; govinfer runs %q (Qwen3.5) and %q (Qwen3.5 mixture of experts)",
+			ErrArchitecture, arch, hint, qwen35.Arch, qwen35.ArchMoE)
 	}
 	var errs []error
 	geti := func(key string) int {

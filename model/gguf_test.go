@@ -395,7 +395,7 @@ func TestGGUFErrors(t *testing.T) {
 		{"Q4_0", retype("token_embd.weight", gguf.Q4_0), "tensor token_embd.weight is Q4_0"},
 		{"quantized norm", retype("output_norm.weight", gguf.Q8_0), "tensor output_norm.weight is Q8_0; the converter stores it in F32"},
 		{"missing", drop("blk.2.ssm_alpha.weight"), "tensor blk.2.ssm_alpha.weight (for model.layers.2.linear_attn.in_proj_a.weight)"},
-		{"architecture", setKey("general.architecture", "llama"), `architecture is "llama"; govinfer runs "qwen35"`},
+		{"architecture", setKey("general.architecture", "llama"), `not a Qwen3.5 model: the GGUF file's general.architecture is "llama"; govinfer runs "qwen35"`},
 		{"key type", setKey(qwen35.KeyHeadCount, "four"), `key "qwen35.attention.head_count" is a string, want an integer`},
 		{"missing key", func(md *gguf.Metadata, ts []gguf.Tensor) []gguf.Tensor {
 			kept, _ := gguf.NewMetadata(slices.DeleteFunc(md.KVs(), func(kv gguf.KV) bool { return kv.Key == qwen35.KeyInnerSize })...)

@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/modelpath"
 	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/safetensors"
 )
@@ -111,6 +112,11 @@ type Model struct {
 
 // open is OpenContext, its loader in o.load.
 func open(path string, o Options) (*Model, error) {
+	found, err := modelpath.Resolve(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	path = found.Path
 	if file, ok, err := locateGGUF(path); err != nil {
 		return nil, err
 	} else if ok {
