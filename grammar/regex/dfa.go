@@ -13,6 +13,10 @@ const (
 	MaxDFAStates = 1 << 13
 )
 
+// maxWork bounds the NFA states the subset construction visits (a few
+// tenths of a second of work), so that no pattern takes long to refuse.
+const maxWork = 1 << 23
+
 // ErrTooComplex is wrapped by the errors of patterns whose automaton
 // exceeds MaxNFAStates or MaxDFAStates.
 var ErrTooComplex = fmt.Errorf("the pattern's automaton is too large")
@@ -30,6 +34,23 @@ type nstate struct {
 type nfa struct {
 	states []nstate
 	err    error
+	ranges map[[3]int32]int32 // byte-range states by (lo, hi, out), shared
+}
+
+// addRange returns a state reading [lo, hi] to out, shared with any
+// identical one: the UTF-8 sequences of a large class then share their
+// continuation-byte suffixes, as RE2's compiler does.
+func (a *nfa) addRange(lo, hi byte, out int32) int32 {
+	k := [3]int32{int32(lo), int32(hi), out}
+	if s, ok := a.ranges[k]; ok {
+		return s
+	}
+	s := a.add(nstate{lo: lo, hi: hi, out: out})
+	if a.ranges == nil {
+		a.ranges = map[[3]int32]int32{}
+	}
+	a.ranges[k] = s
+	return s
 }
 
 func (a *nfa) add(s nstate) int32 {
@@ -65,7 +86,7 @@ func (a *nfa) build(n *Node, next int32) int32 {
 			utf8Sequences(n.Ranges[i], n.Ranges[i+1], func(seq []byteRange) {
 				cur := next
 				for j := len(seq) - 1; j >= 0; j-- {
-					cur = a.add(nstate{lo: seq[j].lo, hi: seq[j].hi, out: cur})
+					cur = a.addRange(seq[j].lo, seq[j].hi, cur)
 				}
 				starts = append(starts, cur)
 			})
@@ -158,8 +179,10 @@ func Compile(n *Node) (*DFA, error) {
 
 	seen := make([]uint32, len(a.states))
 	gen := uint32(0)
+	work := 0 // NFA states visited, bounded by maxWork
 	closure := func(roots []int32) []int32 {
 		gen++
+		work += len(roots)
 		var out, stack []int32
 		stack = append(stack, roots...)
 		for len(stack) > 0 {
@@ -169,6 +192,7 @@ func Compile(n *Node) (*DFA, error) {
 				continue
 			}
 			seen[s] = gen
+			work++
 			if st := &a.states[s]; st.isEps {
 				for i := len(st.eps) - 1; i >= 0; i-- {
 					stack = append(stack, st.eps[i])
@@ -216,21 +240,44 @@ func Compile(n *Node) (*DFA, error) {
 	if len(sets) == 0 {
 		return nil, &Error{-1, "the pattern matches nothing"}
 	}
-	var next []int32
+	_ = rep
+	buckets := make([][]int32, d.nclass) // the NFA states each class leads to
+	byBucket := map[string]int32{}
 	for i := 0; i < len(sets); i++ {
-		for cl := 0; cl < d.nclass; cl++ {
-			b := rep[cl]
-			next = next[:0]
-			for _, s := range sets[i] {
-				if st := &a.states[s]; !st.match && st.lo <= b && b <= st.hi {
-					next = append(next, st.out)
+		for cl := range buckets {
+			buckets[cl] = buckets[cl][:0]
+		}
+		for _, s := range sets[i] {
+			st := &a.states[s]
+			if st.match {
+				continue
+			}
+			for cl := d.class[st.lo]; ; cl++ {
+				buckets[cl] = append(buckets[cl], st.out)
+				work++
+				if cl == d.class[st.hi] {
+					break
 				}
 			}
-			id, err := intern(closure(next))
-			if err != nil {
-				return nil, err
+		}
+		for cl := range buckets {
+			// Classes often lead to the same NFA states: their closure
+			// and state are computed once.
+			bk := key(buckets[cl])
+			id, ok := byBucket[bk]
+			if !ok {
+				c := closure(buckets[cl])
+				work += len(c)
+				var err error
+				if id, err = intern(c); err != nil {
+					return nil, err
+				}
+				byBucket[bk] = id
 			}
 			d.trans = append(d.trans, id)
+		}
+		if work > maxWork {
+			return nil, fmt.Errorf("%w: building it takes more than %d steps", ErrTooComplex, maxWork)
 		}
 	}
 	return d.prune()

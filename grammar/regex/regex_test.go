@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -125,6 +126,23 @@ func TestECMAScriptEscapes(t *testing.T) {
 		d, err := Compile(n)
 		if err != nil || !d.Match([]byte(text)) {
 			t.Errorf("%q should match %q (%v)", p, text, err)
+		}
+	}
+}
+
+// TestCompileTimeBounded checks that large Unicode classes under
+// repetition, searched, compile or are refused quickly (\p{L}{3,20} as a
+// JSON Schema pattern took 74 s before classes shared their UTF-8
+// suffixes and classes leading to the same NFA states were merged).
+func TestCompileTimeBounded(t *testing.T) {
+	for _, p := range []string{`\p{L}{3,20}`, `\pC+`, `[\s\S]{0,1000}`, `(\p{Han}|\p{Greek}|\d){5,40}x`} {
+		start := time.Now()
+		n, err := Parse(p, true)
+		if err == nil {
+			_, err = Compile(n)
+		}
+		if d := time.Since(start); d > 3*time.Second || err != nil && !errors.Is(err, ErrTooComplex) {
+			t.Errorf("%q: %v after %v", p, err, d)
 		}
 	}
 }
