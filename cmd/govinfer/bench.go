@@ -276,9 +276,11 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	case *imageTokens < 0:
 		return fail(exitUsage, "--image-tokens must not be negative")
 	}
-	if err := checkModelPath(*dir); err != nil {
+	ck, err := resolveModel(io, "--model", *dir, false)
+	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
+	*dir = ck.Path
 	spec, err := parseSpeculativeConfig(*specConfig, true)
 	if err != nil {
 		return fail(exitUsage, "--speculative-config: %v", err)

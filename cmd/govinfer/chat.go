@@ -99,9 +99,11 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	case checkQuantize(*quantize) != nil:
 		return fail(exitUsage, "%v", checkQuantize(*quantize))
 	}
-	if _, err := os.Stat(*dir); err != nil {
-		return fail(exitUsage, "--model %s: %v", *dir, errors.Unwrap(err))
+	ck, err := resolveModel(io, "--model", *dir, true)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
 	}
+	*dir = ck.Path
 	spec, err := parseSpeculativeConfig(*specConfig, true)
 	if err != nil {
 		return fail(exitUsage, "--speculative-config: %v", err)

@@ -408,7 +408,7 @@ func TestChatTerminalErrors(t *testing.T) {
 		t.Errorf("bad model path: exit %d, want %d", code, exitUsage)
 	}
 	c.waitFor("the error message", func(s string) bool {
-		return strings.Contains(s, "govinfer chat: --model /nonexistent/model: no such file or directory")
+		return strings.Contains(s, "govinfer chat: --model /nonexistent/model: no such file or folder")
 	})
 	pty, tty, err := termtest.OpenPTY(80, 24)
 	if err != nil {

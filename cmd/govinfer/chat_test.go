@@ -120,8 +120,8 @@ func TestChatErrors(t *testing.T) {
 		want  string
 	}{
 		{"no model", "", []string{"hi"}, exitUsage, "--model is required"},
-		{"missing path", "", []string{"--model", missing, "hi"}, exitUsage, missing + ": no such file or directory"},
-		{"not a checkpoint", "", []string{"--model", t.TempDir(), "hi"}, exitError, "govinfer chat: llm:"},
+		{"missing path", "", []string{"--model", missing, "hi"}, exitUsage, missing + ": no such file or folder"},
+		{"not a checkpoint", "", []string{"--model", t.TempDir(), "hi"}, exitUsage, "no config.json or .gguf file in this folder"},
 		{"no question", "", []string{"--model", dir}, exitUsage, "no question"},
 		{"blank question", " \n\n", []string{"--model", dir}, exitUsage, "no question"},
 		{"bad temperature", "", []string{"--model", dir, "--temperature", "-1", "hi"}, exitUsage, "temperature must be"},

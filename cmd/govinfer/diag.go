@@ -103,7 +103,7 @@ func runDiag(ctx context.Context, io stdio, args []string) int {
 	if *modelDir != "" {
 		url, stop, err := startInProcessServer(ctx, *modelDir, backendOptions{name: *backendName, threads: *threads, device: *device, bf16Inputs: *bf16In, noAMXTiles: !*amxTiles, noFMATiles: !*fmaTiles, log: io.err}, io)
 		if err != nil {
-			runErr = fmt.Errorf("start the in-process server for %s: %w", *modelDir, err)
+			runErr = fmt.Errorf("start the in-process server: %w", err)
 			rep = &diag.Report{Status: diag.StatusFailed, Error: runErr.Error(), Scope: diag.Scope,
 				Model: *model, Behavior: []diag.CheckResult{}, LongContext: []diag.LongContextResult{},
 				DecodeRuns: []diag.DecodeRun{}}
@@ -159,9 +159,11 @@ func diagCompare(io stdio, pathA, pathB string) int {
 // loopback port and returns the server's base URL and a function that shuts
 // it down. It is the one place where diag meets govinfer's own server.
 func startInProcessServer(ctx context.Context, dir string, bo backendOptions, io stdio) (baseURL string, stop func(), err error) {
-	if err := checkModelPath(dir); err != nil {
+	ck, err := resolveModel(io, "--model-dir", dir, true)
+	if err != nil {
 		return "", nil, err
 	}
+	dir = ck.Path
 	be, err := newBackend(bo)
 	if err != nil {
 		return "", nil, err

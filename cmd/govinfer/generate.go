@@ -65,9 +65,11 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	if *dir == "" {
 		return fail(exitUsage, "--model is required")
 	}
-	if err := checkModelPath(*dir); err != nil {
+	ck, err := resolveModel(io, "--model", *dir, *promptText != "")
+	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
+	*dir = ck.Path
 	if err := checkQuantize(*quantize); err != nil {
 		return fail(exitUsage, "%v", err)
 	}

@@ -66,7 +66,7 @@ func TestQuantizeErrors(t *testing.T) {
 		t.Error("a failed run left a file")
 	}
 	code, _, stderr := run(t, "", "generate", "--model", filepath.Join(ksmallDir, "config.json"), "--ids", "1")
-	if code != exitUsage || !strings.Contains(stderr, "not a checkpoint directory or a GGUF file") {
+	if code != exitUsage || !strings.Contains(stderr, "a file of the checkpoint folder "+ksmallDir+", not the checkpoint: pass the folder") {
 		t.Errorf("generate --model config.json: exit %d, stderr %q", code, stderr)
 	}
 }

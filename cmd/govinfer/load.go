@@ -15,23 +15,32 @@ import (
 	"github.com/govinfer/govinfer/gguf"
 	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/model/vision"
+	"github.com/govinfer/govinfer/modelpath"
 	"github.com/govinfer/govinfer/quant"
 )
 
-// checkModelPath checks a --model value: a checkpoint directory, or a GGUF
-// file (a .gguf file or any part of a split one).
-func checkModelPath(path string) error {
-	st, err := os.Stat(path)
+// resolveModel resolves the checkpoint a --model value names, for a
+// command that loads it (flag is the flag's name, for the errors): what
+// modelpath.Resolve finds wrong with the path, a checkpoint folder without
+// tokenizer.json (when tok) and a config of another architecture than
+// Qwen3.5 are errors before anything loads. How the path was found, when
+// it is not the one given (a Hugging Face cache's snapshot), is noted on
+// io.err. The checkpoint's Path is what to open.
+func resolveModel(io stdio, flag, path string, tok bool) (modelpath.Checkpoint, error) {
+	ck, err := modelpath.Resolve(path)
+	if err == nil && tok {
+		err = ck.CheckTokenizer()
+	}
 	if err != nil {
-		return fmt.Errorf("--model %s: %w", path, err)
+		return ck, fmt.Errorf("%s %w", flag, err)
 	}
-	if st.IsDir() {
-		return nil
+	if _, err := model.LoadConfig(ck.Path); err != nil {
+		return ck, err
 	}
-	if _, ok, err := gguf.Locate(path); err != nil || !ok {
-		return fmt.Errorf("--model %s: not a checkpoint directory or a GGUF file", path)
+	if ck.Note != "" {
+		fmt.Fprintln(io.err, ck.Note)
 	}
-	return nil
+	return ck, nil
 }
 
 // mmprojFlag adds --mmproj to fs.

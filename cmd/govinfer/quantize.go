@@ -14,6 +14,7 @@ import (
 	"github.com/govinfer/govinfer/gguf"
 	"github.com/govinfer/govinfer/model"
 	"github.com/govinfer/govinfer/model/vision"
+	"github.com/govinfer/govinfer/modelpath"
 )
 
 // runQuantize implements "govinfer quantize": write a checkpoint as a GGUF
@@ -65,6 +66,15 @@ func runQuantize(ctx context.Context, io stdio, args []string) int {
 	case *mmproj != "" && *mmproj == *out:
 		return fail(exitUsage, "--mmproj and --out name the same file")
 	}
+	// The path only: convert reads the config, and refuses a GGUF file.
+	ck, err := modelpath.Resolve(*dir)
+	if err != nil {
+		return fail(exitUsage, "--model %v", err)
+	}
+	if ck.Note != "" {
+		fmt.Fprintln(io.err, ck.Note)
+	}
+	*dir = ck.Path
 	if *out == "" {
 		return writeMMProj(ctx, io, *dir, *mmproj, *mmType, *name)
 	}

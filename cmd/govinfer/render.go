@@ -9,6 +9,7 @@ import (
 
 	"github.com/govinfer/govinfer/chattemplate"
 	"github.com/govinfer/govinfer/jsonvalue"
+	"github.com/govinfer/govinfer/modelpath"
 )
 
 // runRender renders one chat conversation with a chat template:
@@ -34,6 +35,14 @@ func runRender(ctx context.Context, io stdio, args []string) int {
 	if err := ctx.Err(); err != nil {
 		fmt.Fprintf(io.err, "govinfer render: %v\n", err)
 		return exitError
+	}
+	if *model != "" {
+		ck, err := modelpath.ResolveFiles(*model, "chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+		if err != nil {
+			fmt.Fprintf(io.err, "govinfer render: --model %v\n", err)
+			return exitUsage
+		}
+		*model = ck.Path
 	}
 	prompt, err := renderRequest(*model, *tmplFile, io.in)
 	if err != nil {

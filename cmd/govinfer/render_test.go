@@ -114,7 +114,7 @@ func TestRenderErrors(t *testing.T) {
 		{"no messages", `{}`, []string{"--model", dir}, exitError, "no \"messages\""},
 		{"bad agp", `{"messages": [], "add_generation_prompt": "yes"}`, []string{"--model", dir}, exitError, "add_generation_prompt"},
 		{"raise", `{"messages": []}`, []string{"--model", dir}, exitError, "TemplateError: No messages provided."},
-		{"missing dir", `{}`, []string{"--model", filepath.Join(dir, "none")}, exitError, "no chat template"},
+		{"missing dir", `{}`, []string{"--model", filepath.Join(dir, "none")}, exitUsage, "none: no such file or folder"},
 		{"syntax", `{"messages": []}`, []string{"--template", bad}, exitError, "TemplateSyntaxError"},
 	} {
 		code, out, errOut := renderCmd(t, tc.stdin, tc.args...)

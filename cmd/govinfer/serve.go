@@ -183,6 +183,15 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		return exitUsage
 	}
 	defer backend.Close()
+	ck, err := resolveModel(io, "--model", *dir, true)
+	if err != nil {
+		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
+		return exitUsage
+	}
+	*dir = ck.Path
+	if *name == "" {
+		*name = ck.Name // Org/Name for a Hugging Face cache's snapshot
+	}
 
 	start := time.Now()
 	progress := loadProgress(io, *dir, *quantize)

@@ -69,7 +69,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--model", "x", "--speculative-config", `{"method": "mtp", "num_speculative_tokens": 5}`}, exitUsage, "num_speculative_tokens must be 1 to 4"},
 		{[]string{"--model", "x", "--speculative-config", `{"method": "eagle", "num_speculative_tokens": 2}`}, exitUsage, "unknown method"},
 		{[]string{"--model", "x", "--speculative-config", "mtp"}, exitUsage, "--speculative-config"},
-		{[]string{"--model", filepath.Join(t.TempDir(), "missing"), "--port", "0"}, exitError, "govinfer serve:"},
+		{[]string{"--model", filepath.Join(t.TempDir(), "missing"), "--port", "0"}, exitUsage, "missing: no such file or folder"},
 	}
 	for _, c := range cases {
 		code, out, errOut := serve(context.Background(), c.args...)

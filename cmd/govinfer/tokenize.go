@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/govinfer/govinfer/modelpath"
 	"github.com/govinfer/govinfer/tokenizer"
 )
 
@@ -42,7 +43,15 @@ func runTokenize(ctx context.Context, io stdio, args []string) int {
 		err error
 	)
 	if *model != "" {
-		tok, err = tokenizer.Load(*model)
+		ck, perr := modelpath.ResolveFiles(*model, "tokenizer.json")
+		if perr == nil {
+			perr = ck.CheckTokenizer()
+		}
+		if perr != nil {
+			fmt.Fprintf(io.err, "govinfer tokenize: --model %v\n", perr)
+			return exitUsage
+		}
+		tok, err = tokenizer.Load(ck.Path)
 	} else {
 		tok, err = tokenizer.LoadFile(*file)
 	}
