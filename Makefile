@@ -53,14 +53,15 @@ fmt: ## gofmt every file
 demo: build ## serve a small random checkpoint in-process and run the diagnostic against it
 	@if [ ! -f "$(DEMO_DIR)/model.safetensors" ]; then \
 		echo "creating the demo checkpoint in $(DEMO_DIR) (once)"; \
-		$(BIN) make-random --out "$(DEMO_DIR)" --shape small --seed 1 \
-			--tokenizer testdata/tokenizer/qwen3 --chat-template testdata/chat/chat_template.jinja; \
+		$(BIN) make-random --out "$(DEMO_DIR)" --shape small --seed 1; \
 	fi
 	$(BIN) diag --model-dir "$(DEMO_DIR)" --report "$(DEMO_REPORT)"
 	@echo
 	@echo "The weights are random: the behaviour checks fail, as they must. The plumbing checks"
 	@echo "(identical greedy completions, request isolation, decode timing, long-context prefill) are real."
 	@echo "Report: $(DEMO_REPORT)"
+	@echo "The checkpoint: $(DEMO_DIR). Chat with it: $(BIN) chat --model $(DEMO_DIR)"
+	@echo "or serve it (the chat page at http://127.0.0.1:8000/): $(BIN) serve --model $(DEMO_DIR)"
 
 bench: ## decode and prefill benchmarks of the model package
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./model/

@@ -31,6 +31,12 @@ func ReadTokenizer(path string) (TokenizerInfo, error) {
 	if err != nil {
 		return TokenizerInfo{}, fmt.Errorf("randmodel: %w", err)
 	}
+	return parseTokenizer(data, path)
+}
+
+// parseTokenizer is ReadTokenizer of the contents of a tokenizer.json,
+// named path in its errors.
+func parseTokenizer(data []byte, path string) (TokenizerInfo, error) {
 	var tj struct {
 		Model struct {
 			Vocab map[string]int `json:"vocab"`

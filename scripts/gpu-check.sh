@@ -250,7 +250,7 @@ else
 	rm -rf "$SCRATCH"/model-*
 	t=$(date +%s)
 	say "writing a random $SHAPE checkpoint with $LAYERS layers to $MODEL"
-	"$BIN/govinfer" make-random --shape "$SHAPE" --layers "$LAYERS" --out "$MODEL" >"$SCRATCH/make-random.log" 2>&1
+	"$BIN/govinfer" make-random --shape "$SHAPE" --layers "$LAYERS" --no-tokenizer --out "$MODEL" >"$SCRATCH/make-random.log" 2>&1
 	rc=$?
 	tr '\r' '\n' <"$SCRATCH/make-random.log" | grep -v '^writing ' || true
 	if [ "$rc" != 0 ]; then
@@ -327,7 +327,7 @@ if [ "$MOE" = 1 ]; then
 		rm -rf "$SCRATCH"/moe-*
 		t=$(date +%s)
 		say "writing a random $MOE_SHAPE checkpoint with $MOE_LAYERS layers to $MOE_MODEL"
-		if "$BIN/govinfer" make-random --shape "$MOE_SHAPE" --layers "$MOE_LAYERS" --out "$MOE_MODEL" >"$SCRATCH/make-random-moe.log" 2>&1; then
+		if "$BIN/govinfer" make-random --shape "$MOE_SHAPE" --layers "$MOE_LAYERS" --no-tokenizer --out "$MOE_MODEL" >"$SCRATCH/make-random-moe.log" 2>&1; then
 			touch "$MOE_MODEL/.complete"
 			row "random MoE checkpoint" "$MOE_SHAPE, $MOE_LAYERS layers, $(du -sh "$MOE_MODEL" | cut -f1) (written in $(($(date +%s) - t)) s)"
 		else

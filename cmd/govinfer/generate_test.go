@@ -104,7 +104,7 @@ func TestGenerateErrors(t *testing.T) {
 
 func TestMakeRandomLoads(t *testing.T) {
 	dir := t.TempDir()
-	code, _, errOut := run(t, "", "make-random", "--out", dir, "--shape", "tiny", "--layers", "5", "--vocab", "300", "--seed", "7")
+	code, _, errOut := run(t, "", "make-random", "--out", dir, "--shape", "tiny", "--layers", "5", "--vocab", "300", "--seed", "7", "--no-tokenizer")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -117,7 +117,7 @@ func TestMakeRandomLoads(t *testing.T) {
 	}
 	// Same seed, same bytes.
 	dir2 := t.TempDir()
-	if code, _, errOut := run(t, "", "make-random", "--out", dir2, "--shape", "tiny", "--layers", "5", "--vocab", "300", "--seed", "7"); code != exitOK {
+	if code, _, errOut := run(t, "", "make-random", "--out", dir2, "--shape", "tiny", "--layers", "5", "--vocab", "300", "--seed", "7", "--no-tokenizer"); code != exitOK {
 		t.Fatal(errOut)
 	}
 	a, _ := os.ReadFile(filepath.Join(dir, "model.safetensors"))

@@ -27,18 +27,22 @@ func shapeNames() string {
 
 // runMakeRandom implements "govinfer make-random": write a random checkpoint.
 func runMakeRandom(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape NAME] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR [--chat-template FILE]] [--mtp] [--vision] [--config-only] [--max-gb N]")
+	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape NAME] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR | --no-tokenizer] [--chat-template FILE] [--mtp] [--vision] [--config-only] [--max-gb N]\n\n"+
+		"Writes a random checkpoint that chat, serve and diag open as it is: with "+randmodel.BundledTokenizerName+"\n"+
+		"(bundled in the binary; --tokenizer DIR copies another's, --no-tokenizer leaves them out), its vocabulary\n"+
+		"grown to cover the tokenizer's ids where the shape's is smaller (tiny and small: 151,669).")
 	out := fs.String("out", "", "`DIR` to write the checkpoint to (created if needed)")
 	shapeName := fs.String("shape", "small", "model widths `NAME`: "+shapeNames()+
 		" (the qwen3.5-* are the family's real widths; the -aNb ones mixtures of experts)")
 	layers := fs.Int("layers", 0, "number of layers, every 4th one full attention (0: the shape's own)")
-	vocab := fs.Int("vocab", 0, "vocabulary size (0: the shape's own)")
+	vocab := fs.Int("vocab", 0, "vocabulary size (0: the shape's own, grown to cover the tokenizer's ids); smaller than the tokenizer's needs --no-tokenizer")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same bytes")
 	tied := fs.String("tied", "", "tie the output matrix to the embeddings: true or false (default: the shape's own)")
-	tokDir := fs.String("tokenizer", "", "copy tokenizer.json (+ tokenizer_config.json, chat_template.jinja) from `DIR`; the vocabulary and eos ids follow it")
+	tokDir := fs.String("tokenizer", "", "copy tokenizer.json (+ tokenizer_config.json, chat_template.jinja) from `DIR` instead of the bundled Qwen3 tokenizer; the vocabulary and eos ids follow it")
+	noTok := fs.Bool("no-tokenizer", false, "write no tokenizer or chat template: the checkpoint then runs token ids only (generate --ids, bench), not chat or serve")
 	mtp := fs.Bool("mtp", false, "also write a multi-token-prediction head (mtp.*) for speculative decoding")
 	vision := fs.Bool("vision", false, "also write a vision tower (model.visual.*, vision_config, preprocessor_config.json): Qwen3.5-9B's for --shape qwen3.5-9b, a small one otherwise")
-	chatTemplate := fs.String("chat-template", "", "copy this chat_template.jinja `FILE` into the checkpoint")
+	chatTemplate := fs.String("chat-template", "", "write this chat_template.jinja `FILE` into the checkpoint, in place of the tokenizer's (the bundled one: Qwen3.5's)")
 	configOnly := fs.Bool("config-only", false, "write config.json and generation_config.json (and the tokenizer, preprocessor config) but no weights: enough for shapes too large to write, such as qwen3.5-397b-a17b")
 	maxGB := fs.Float64("max-gb", defaultMaxGB, "refuse to write more than `N` GB of weights (0: no limit); the size is printed before writing starts")
 	if code, done := parseFlags(fs, io, args); done {
@@ -76,24 +80,29 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	default:
 		return fail(exitUsage, "--tied must be true or false, got %q", *tied)
 	}
+	if *noTok && (*tokDir != "" || *chatTemplate != "") {
+		return fail(exitUsage, "--no-tokenizer leaves the tokenizer and chat template out: it does not go with --tokenizer or --chat-template")
+	}
 	var eos []int
 	var visionIDs randmodel.VisionIDs
-	if *tokDir != "" {
-		info, err := randmodel.ReadTokenizer(filepath.Join(*tokDir, "tokenizer.json"))
+	if !*noTok {
+		var info randmodel.TokenizerInfo
+		what := "the bundled tokenizer's"
+		if *tokDir != "" {
+			info, err = randmodel.ReadTokenizer(filepath.Join(*tokDir, "tokenizer.json"))
+			what = "the tokenizer's"
+		} else {
+			info, err = randmodel.BundledTokenizer()
+		}
 		if err != nil {
 			return fail(exitUsage, "--tokenizer: %v", err)
 		}
 		if *vocab > 0 && *vocab < info.Vocab {
-			return fail(exitUsage, "--vocab %d is smaller than the tokenizer's %d ids", *vocab, info.Vocab)
+			return fail(exitUsage, "--vocab %d is smaller than %s %d ids: add --no-tokenizer for a checkpoint without one (token ids only)", *vocab, what, info.Vocab)
 		}
-		if *vocab == 0 {
-			shape.Vocab = info.Vocab
-		}
+		shape.Vocab = max(shape.Vocab, info.Vocab)
 		eos = info.EOS
 		visionIDs = info.Vision
-	}
-	if *chatTemplate != "" && *tokDir == "" {
-		return fail(exitUsage, "--chat-template needs --tokenizer")
 	}
 	opts := randmodel.Options{
 		Seed:   *seed,
@@ -122,17 +131,38 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
-	if *tokDir != "" {
-		if err := randmodel.CopyTokenizer(*out, *tokDir, *chatTemplate); err != nil {
-			return fail(exitError, "%v", err)
-		}
+	tokNote := "with " + randmodel.BundledTokenizerName + " (bundled; --no-tokenizer leaves them out)"
+	switch {
+	case *noTok:
+		tokNote = "without a tokenizer (--no-tokenizer)"
+	case *tokDir != "":
+		err = randmodel.CopyTokenizer(*out, *tokDir, *chatTemplate)
+		tokNote = "with the tokenizer of " + *tokDir
+	default:
+		err = randmodel.WriteBundledTokenizer(*out, *chatTemplate)
+	}
+	if err != nil {
+		return fail(exitError, "%v", err)
 	}
 	if *configOnly {
-		fmt.Fprintf(io.err, "wrote the config of %s (%s; the weights would be %s) without weights\n", *out, what, gb(sizes.Total))
+		fmt.Fprintf(io.err, "wrote the config of %s (%s; the weights would be %s) without weights, %s\n", *out, what, gb(sizes.Total), tokNote)
 		return exitOK
 	}
-	fmt.Fprintf(io.err, "wrote %s (%s) in %.1fs\n", *out, what, time.Since(start).Seconds())
+	fmt.Fprintf(io.err, "wrote %s (%s) in %.1fs, %s\n", *out, what, time.Since(start).Seconds(), tokNote)
+	if *noTok {
+		fmt.Fprintf(io.err, "next: govinfer generate --model %s --ids 1,2,3 -n 8 (it has no tokenizer: chat and serve need one)\n", shellQuote(*out))
+	} else {
+		fmt.Fprintf(io.err, "next: govinfer chat --model %s (or serve --model %[1]s); the weights are random, so the answers are noise\n", shellQuote(*out))
+	}
 	return exitOK
+}
+
+// shellQuote quotes a path for a command line to copy when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./+=:,@%~") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // progressPrinter returns a randmodel.Options.Progress that rewrites one
