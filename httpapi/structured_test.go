@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -203,5 +204,41 @@ func TestStructuredAfterThinking(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAutoToolCallsConstrained checks that a call the model opens on its
+// own under tool_choice auto (pushed here with a logit bias on
+// "<tool_call>", id 151657 in the Qwen3 tokenizer) names a declared tool
+// and has arguments that follow its schema.
+func TestAutoToolCallsConstrained(t *testing.T) {
+	s := startServer(t, Config{})
+	calls := 0
+	for seed := range 4 {
+		body := toolChoiceBody("auto", false, false)
+		body["temperature"], body["seed"], body["max_tokens"] = 1.0, seed, 80
+		body["logit_bias"] = map[string]any{"151657": 100}
+		status, data := post(t, s, "/v1/chat/completions", body)
+		if status != 200 {
+			t.Fatalf("%d %s", status, data)
+		}
+		msg := decodeJSON(t, data)["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+		list, _ := msg["tool_calls"].([]any)
+		for _, c := range list {
+			fn := c.(map[string]any)["function"].(map[string]any)
+			name := fn["name"].(string)
+			var args map[string]any
+			if err := json.Unmarshal([]byte(fn["arguments"].(string)), &args); err != nil {
+				t.Fatalf("seed %d: arguments %q: %v", seed, fn["arguments"], err)
+			}
+			want := map[string]string{"get_weather": "city", "search": "query"}[name]
+			if _, ok := args[want].(string); want == "" || !ok || len(args) != 1 {
+				t.Errorf("seed %d: call %s(%v) does not follow the declared tools", seed, name, args)
+			}
+			calls++
+		}
+	}
+	if calls == 0 {
+		t.Errorf("no call was opened")
 	}
 }

@@ -733,7 +733,10 @@ func (lm *Model) checkPromptBytes(param string, n int) error {
 // forced call, strict tools under tool_choice auto, or a thinking budget.
 func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force bool, name string, budget int) (processorFactory, error) {
 	strict := slices.ContainsFunc(calls, func(c outparse.CallTool) bool { return c.Strict || c.Grammar != nil })
-	if !force && !strict && (budget == 0 || !r.thinking) {
+	// Under tool_choice auto every declared tool's calls are constrained
+	// from the moment the model opens one.
+	auto := !force && len(calls) > 0
+	if !force && !strict && !auto && (budget == 0 || !r.thinking) {
 		return nil, nil
 	}
 	if !r.thinking {
@@ -743,7 +746,7 @@ func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force b
 	if err != nil {
 		return nil, err
 	}
-	g, err := outparse.NewCallGrammar(cv, outparse.CallOptions{Tools: calls, Force: force, Function: name, Thinking: r.thinking})
+	g, err := outparse.NewCallGrammar(cv, outparse.CallOptions{Tools: calls, Force: force, Function: name, Thinking: r.thinking, Auto: auto})
 	if err != nil {
 		param := "tools"
 		if force {

@@ -45,6 +45,13 @@ type CallOptions struct {
 	Function string
 	// Thinking says the prompt left the model thinking.
 	Thinking bool
+	// Auto constrains every tool's calls under tool_choice "auto", from
+	// the moment the model opens one: the name is a declared tool's and
+	// the arguments follow its schema (compiled leniently: a keyword the
+	// automaton does not enforce is ignored unless the tool is strict,
+	// and a tool whose schema cannot be compiled leniently is left
+	// unconstrained).
+	Auto bool
 }
 
 // The grammar's fixed texts, as the chat template writes them.
@@ -114,11 +121,16 @@ func NewCallGrammar(cv *CallVocab, o CallOptions) (*CallGrammar, error) {
 		if o.Force && o.Function != "" && t.Name != o.Function {
 			continue
 		}
-		ct := callTool{name: t.Name, constrained: o.Force || t.Strict || t.Grammar != nil}
+		ct := callTool{name: t.Name, constrained: o.Force || t.Strict || t.Grammar != nil || o.Auto}
 		if ct.constrained {
 			if err := ct.compile(t); err != nil {
-				return nil, err
+				if o.Force || t.Strict || t.Grammar != nil {
+					return nil, err
+				}
+				ct = callTool{name: t.Name} // auto only: leave it free
 			}
+		}
+		if ct.constrained {
 			g.watch = true
 			ts := ToolSchema{}
 			for _, p := range ct.params {
