@@ -98,8 +98,11 @@ type Grammar struct {
 	trans   [][]int32
 	start   State
 	masks   map[State][]uint64
-	infos   map[[2]int32]*termInfo
-	maskOf  any // the vocabulary the masks and infos are for
+	// threadMasks are the masks of single threads (as states), which
+	// masks of sets of threads are unions of.
+	threadMasks map[State][]uint64
+	infos       map[[2]int32]*termInfo
+	maskOf      any // the vocabulary the masks and infos are for
 }
 
 // State is a point of a generation under a grammar: the set of threads

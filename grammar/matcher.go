@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/govinfer/govinfer/jsonconstraint"
 )
@@ -103,7 +104,7 @@ func (g *Grammar) Mask(v *jsonconstraint.Vocab, s State) []uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.maskOf != any(v) {
-		g.masks, g.infos, g.maskOf = nil, nil, v
+		g.masks, g.threadMasks, g.infos, g.maskOf = nil, nil, nil, v
 	}
 	if mask, ok := g.masks[s]; ok {
 		return mask
@@ -121,18 +122,37 @@ func (g *Grammar) Mask(v *jsonconstraint.Vocab, s State) []uint64 {
 		// the thread alone. Leaving before the first byte needs no
 		// check: a thread at an accepting state always has its
 		// continuation's threads beside it.
-		for _, t := range g.sets[s] {
+		th := g.sets[s]
+		for _, t := range th {
 			if t.pos < 0 {
 				continue
 			}
 			in := g.info(v, g.elemTerm[t.pos], t.dfa)
-			for w, x := range in.stay {
-				mask[w] |= x
-			}
-			if in.ncand > 0 {
-				if one := g.intern([]thread{t}); one >= 0 {
-					jsonconstraint.Walk(in.cand, one, step, mask)
+			if in.ncand == 0 {
+				for w, x := range in.stay {
+					mask[w] |= x
 				}
+				continue
+			}
+			// A thread's own mask is kept: the thread recurs in other
+			// states (the same terminal and stack beside other threads).
+			one := s
+			if len(th) > 1 {
+				if one = g.intern([]thread{t}); one < 0 {
+					continue
+				}
+			}
+			tm, ok := g.threadMasks[one]
+			if !ok {
+				tm = slices.Clone(in.stay)
+				jsonconstraint.Walk(in.cand, one, step, tm)
+				if g.threadMasks == nil || len(g.threadMasks) >= maskCache {
+					g.threadMasks = make(map[State][]uint64, maskCache)
+				}
+				g.threadMasks[one] = tm
+			}
+			for w, x := range tm {
+				mask[w] |= x
 			}
 		}
 		if complete(g.sets[s]) {

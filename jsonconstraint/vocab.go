@@ -153,15 +153,20 @@ func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
 // ruleUpToLen bounds the character counts ruleUpTo is kept for.
 const ruleUpToLen = 64
 
+// compareTokens orders token ids by their bytes, then by id.
+func compareTokens(tokens [][]byte, a, b int32) int {
+	if c := bytes.Compare(tokens[a], tokens[b]); c != 0 {
+		return c
+	}
+	return int(a - b)
+}
+
 // buildTrie builds the trie of the given token ids.
 func buildTrie(tokens [][]byte, ids []int32) tokTrie {
 	var tr tokTrie
-	slices.SortFunc(ids, func(a, b int32) int {
-		if c := bytes.Compare(tokens[a], tokens[b]); c != 0 {
-			return c
-		}
-		return int(a - b)
-	})
+	if !slices.IsSortedFunc(ids, func(a, b int32) int { return compareTokens(tokens, a, b) }) {
+		slices.SortFunc(ids, func(a, b int32) int { return compareTokens(tokens, a, b) })
+	}
 	tr.ids = ids
 	var open []int32 // nodes on the current path, by depth-1
 	var prev []byte
