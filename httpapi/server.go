@@ -290,7 +290,7 @@ func listen(ctx context.Context, cfg Config, name string, loadingMaxLen int) (*S
 
 // load opens the checkpoint (llm.Open) and serves it.
 func (s *Server) load(dir string, o llm.Options) {
-	lm, err := llm.Open(dir, o)
+	lm, err := llm.OpenContext(s.ctx, dir, o)
 	if err == nil && s.ctx.Err() != nil {
 		lm.Close()
 		err = fmt.Errorf("closed while loading")
