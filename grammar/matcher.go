@@ -203,28 +203,28 @@ func (g *Grammar) info(v *jsonconstraint.Vocab, term, dfa int32) *termInfo {
 	}
 	d := g.terms[term]
 	in := &termInfo{stay: make([]uint64, v.Words())}
-	jsonconstraint.Walk(v.All(), dfa, func(s *int32, b byte) bool {
-		*s = d.Step(*s, b)
-		return *s >= 0
-	}, in.stay)
 	type exit struct {
 		s   int32
 		saw bool // an accepting state was passed
 	}
-	both := make([]uint64, v.Words())
-	jsonconstraint.Walk(v.All(), exit{s: dfa}, func(e *exit, b byte) bool {
+	cand := make([]uint64, v.Words())
+	jsonconstraint.WalkSplit(v.All(), exit{s: dfa}, func(e *exit, b byte) (bool, uint8) {
 		if e.s >= 0 {
-			if e.s = d.Step(e.s, b); e.s >= 0 && d.Accept(e.s) {
-				e.saw = true
+			if e.s = d.Step(e.s, b); e.s >= 0 {
+				e.saw = e.saw || d.Accept(e.s)
+				return true, 1
 			}
 		}
-		return e.s >= 0 || e.saw
-	}, both)
+		if e.saw {
+			return true, 2
+		}
+		return false, 0
+	}, in.stay, cand)
 	n := 0
-	for w := range both {
-		both[w] &^= in.stay[w]
-		n += bits.OnesCount64(both[w])
+	for _, x := range cand {
+		n += bits.OnesCount64(x)
 	}
+	both := cand
 	if in.ncand = n; n > 0 {
 		in.cand = v.SubsetBits(both)
 	}

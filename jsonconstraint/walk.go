@@ -191,3 +191,31 @@ func (v *Vocab) SubsetBits(m []uint64) Trie {
 	t := buildTrie(v.tokens, ids)
 	return Trie{&t}
 }
+
+// WalkSplit is Walk sorting the tokens into two sets in one pass: step
+// says whether the walk goes on below a byte (descend) and where the
+// tokens ending there go: 1 into a, 2 into b, 0 neither.
+func WalkSplit[S any](tr Trie, start S, step func(s *S, b byte) (descend bool, set uint8), a, b []uint64) {
+	t := tr.t
+	walk := make([]S, t.maxDepth+1)
+	walk[0] = start
+	for i := 0; i < len(t.nodeByte); {
+		d := t.nodeDepth[i]
+		walk[d] = walk[d-1]
+		descend, set := step(&walk[d], t.nodeByte[i])
+		if !descend {
+			i = int(t.nodeSkip[i])
+			continue
+		}
+		if set != 0 {
+			m := a
+			if set == 2 {
+				m = b
+			}
+			for _, id := range t.ids[t.idLo[i]:t.idHi[i]] {
+				m[id>>6] |= 1 << (id & 63)
+			}
+		}
+		i++
+	}
+}
