@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/govinfer/govinfer/engine"
+	"github.com/govinfer/govinfer/internal/diskfree"
 	"github.com/govinfer/govinfer/internal/prefixdisk"
 )
 
@@ -29,7 +30,7 @@ type PrefixDiskUsage = engine.DiskUsage
 // given: DefaultPrefixCacheDiskFraction of the free space there, or
 // DefaultPrefixCacheDiskBytes where that cannot be told.
 func PrefixCacheDiskBudget(dir string) int64 {
-	if free, ok := prefixdisk.FreeBytes(dir); ok {
+	if free, ok := diskfree.Bytes(dir); ok {
 		return max(int64(float64(free)*DefaultPrefixCacheDiskFraction), 1)
 	}
 	return DefaultPrefixCacheDiskBytes

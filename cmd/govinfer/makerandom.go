@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/govinfer/govinfer/internal/diskfree"
 	"github.com/govinfer/govinfer/randmodel"
 )
 
@@ -120,7 +121,7 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 			return fail(exitUsage, "%s would be %s (%s), more than --max-gb %g: use --layers N for fewer layers, --config-only for the config alone, or a larger --max-gb (0: no limit)",
 				what, gb(sizes.Total), describeSizes(sizes), *maxGB)
 		}
-		if free, ok := freeBytes(*out); ok && free < sizes.Total {
+		if free, ok := diskfree.Bytes(*out); ok && free < sizes.Total {
 			return fail(exitError, "%s needs %s but its file system has %s free", *out, gb(sizes.Total), gb(free))
 		}
 		fmt.Fprintf(io.err, "make-random: %s: %s to write (%s)\n", what, gb(sizes.Total), describeSizes(sizes))
