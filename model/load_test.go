@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/compute/cpu"
 	"github.com/govinfer/govinfer/safetensors"
@@ -102,21 +103,29 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 }
 
 // TestPackCache checks the packed-weight cache on bf16 checkpoints (a
-// dense one, and a MoE one whose experts load as parts of one tensor):
-// the first start makes the file beside it, the next reads it, and both
-// compute the logits of weights packed in memory (New, which has no
-// cache) bit for bit.
+// dense one, and a MoE one whose experts load as parts of one tensor),
+// with the best kernel set and the AVX2 one (whose outer-product kernel
+// reads the same tile layout): the first start makes the file beside the
+// checkpoint, the next reads it, and both compute the logits of weights
+// packed in memory (New, which has no cache) bit for bit.
 func TestPackCache(t *testing.T) {
-	for _, name := range []string{"small", "moe-tiny"} {
-		t.Run(name, func(t *testing.T) {
-			checkPackCache(t, copyFiles(t, filepath.Join("..", "testdata", "models", name), "config.json", "model.safetensors"))
-		})
+	for _, k := range []*asm.Kernels{asm.Detect(), asm.New(asm.Features{AVX2: true})} {
+		be := cpu.New(cpu.Options{Kernels: k})
+		defer be.Close()
+		if layout, _ := be.Packing(compute.BF16, 16, 32); layout == "" {
+			t.Logf("%s packs no bf16 weights", be.Name())
+			continue
+		}
+		for _, name := range []string{"small", "moe-tiny"} {
+			t.Run(k.Name()+"/"+name, func(t *testing.T) {
+				checkPackCache(t, be, copyFiles(t, filepath.Join("..", "testdata", "models", name), "config.json", "model.safetensors"))
+			})
+		}
 	}
 }
 
-func checkPackCache(t *testing.T, dir string) {
+func checkPackCache(t *testing.T, be *cpu.Backend, dir string) {
 	cacheEveryCheckpoint(t)
-	be := packingCPU(t)
 
 	cfg, err := LoadConfig(dir)
 	if err != nil {
