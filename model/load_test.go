@@ -437,3 +437,48 @@ func TestPackCacheNote(t *testing.T) {
 		}
 	}
 }
+
+// TestPackCacheMTP checks that the MTP head's weights go into the cache
+// with the model's, and that a start with the head after one without it
+// makes the file again (the head's weights were missing).
+func TestPackCacheMTP(t *testing.T) {
+	cacheEveryCheckpoint(t)
+	be := packingCPU(t)
+	dir := copyFiles(t, filepath.Join("..", "testdata", "models", "moe-tiny"), "config.json", "model.safetensors")
+	open := func(mtp bool) (state string, mtpEntries, misses int) {
+		m, err := OpenContext(context.Background(), dir, Options{Backend: be, MTP: mtp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		c := m.file.(closers)[1].(*loader).cache
+		if c.mem != nil {
+			state = "read"
+			for _, e := range c.entries {
+				if strings.HasPrefix(e.Name, "mtp.") {
+					mtpEntries++
+				}
+			}
+		} else if c.build != nil {
+			state = "made"
+		}
+		return state, mtpEntries, c.misses
+	}
+	for i, want := range []struct {
+		mtp        bool
+		state      string
+		mtpEntries bool
+		misses     bool
+	}{
+		{false, "made", false, false},
+		{true, "read", false, true}, // the head's weights missing: the file is removed
+		{true, "made", false, false},
+		{true, "read", true, false},
+		{false, "read", true, false},
+	} {
+		state, n, misses := open(want.mtp)
+		if state != want.state || (n > 0) != want.mtpEntries || (misses > 0) != want.misses {
+			t.Fatalf("start %d (MTP %v): cache %q with %d MTP weights, %d missing; want %+v", i+1, want.mtp, state, n, misses, want)
+		}
+	}
+}

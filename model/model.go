@@ -184,10 +184,10 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 		if o.CPUMoELayers < 0 {
 			host = o.ExpertBackend
 		}
-		if m.mtp, err = loadMTP(src, cfg, m.be, o.Quantize, draft, host); err != nil {
+		if m.mtp, err = loadMTP(src, cfg, o.load.backend(m.be, src, o.Quantize), o.Quantize, draft, host); err != nil {
 			return nil, fmt.Errorf("model: MTP head: %w", err)
 		}
-		if m.draftHead, err = loadDraftHead(src, cfg, m.be, w.lmHead, draft); err != nil {
+		if m.draftHead, err = loadDraftHead(src, cfg, o.load.backend(m.be, src, o.Quantize), w.lmHead, draft); err != nil {
 			return nil, fmt.Errorf("model: MTP head: %w", err)
 		}
 	}
