@@ -62,7 +62,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// TestScrapeLoad is the load test behind the README's claim that 20
+// TestScrapeLoad is the load test behind docs/replicas.md's claim that 20
 // scrapes/s do not slow decoding measurably: rounds of greedy 128-token
 // completions alternate between no scraper and one at 20 scrapes/s, and
 // the medians of their tokens/s are compared. It takes a minute, so it

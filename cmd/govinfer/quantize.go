@@ -29,7 +29,7 @@ func runQuantize(ctx context.Context, io stdio, args []string) int {
 		"module per expert, are written as llama.cpp's stacked ffn_{gate,up,down}_exps,\n"+
 		"its router and shared expert gate in F32. bf16 keeps every matrix in BF16;\n"+
 		"q8_0 is llama.cpp's Q8_0; q4_k_m and q5_k_m are govinfer's mixes (see\n"+
-		"--quantize in the README; the experts as llama.cpp's Q4_K_M and Q5_K_M have\n"+
+		"docs/quantization-gguf.md; the experts as llama.cpp's Q4_K_M and Q5_K_M have\n"+
 		"them), labelled as llama.cpp labels Q4_K_M and Q5_K_M.\n"+
 		"A multi-token-prediction head (mtp.*) is written as llama.cpp's nextn block, one\n"+
 		"block after the layers (qwen35.nextn_predict_layers = 1), for --speculative-config.\n"+
