@@ -264,6 +264,18 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		fmt.Fprintf(io.err, "govinfer bench: "+format+"\n", a...)
 		return code
 	}
+	// report ends a run with its result: as JSON with --json, else as
+	// printText writes it.
+	report := func(res any, printText func()) int {
+		if *asJSON {
+			if err := printIndentedJSON(io.out, res); err != nil {
+				return fail(exitError, "%v", err)
+			}
+			return exitOK
+		}
+		printText()
+		return exitOK
+	}
 	switch {
 	case *dir == "":
 		return fail(exitUsage, "--model is required")
@@ -320,14 +332,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		if err != nil {
 			return fail(exitError, "%v", err)
 		}
-		if *asJSON {
-			if err := printIndentedJSON(io.out, res); err != nil {
-				return fail(exitError, "%v", err)
-			}
-			return exitOK
-		}
-		res.print(io.out)
-		return exitOK
+		return report(res, func() { res.print(io.out) })
 	}
 	if *agent && (*restart || *sessions > 0) {
 		nThreads := *threads
@@ -339,14 +344,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		if err != nil {
 			return fail(exitError, "--agent-replay: %v", err)
 		}
-		if *asJSON {
-			if err := printIndentedJSON(io.out, res); err != nil {
-				return fail(exitError, "%v", err)
-			}
-			return exitOK
-		}
-		res.print(io)
-		return exitOK
+		return report(res, func() { res.print(io) })
 	}
 	if *agent {
 		nThreads := *threads
@@ -358,16 +356,11 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		if err != nil {
 			return fail(exitError, "--agent-replay: %v", err)
 		}
-		if *asJSON {
-			if err := printIndentedJSON(io.out, res); err != nil {
-				return fail(exitError, "%v", err)
-			}
-			return exitOK
-		}
-		fmt.Fprintf(io.out, "%d turns: %d prompt tokens, %d prefilled with the prefix cache; TTFT %.2fs with it, %.2fs without over %d turns; worst TTFT / fresh %.2f; short prompt: %d of %d cached the second time\n",
-			len(res.Turns), res.PromptTokens, res.PrefilledTokens, res.TTFTCacheSeconds, res.TTFTNoCacheSeconds, res.NoCacheTurns,
-			res.WorstTTFTRatio, res.ShortPromptCachedSecond, res.ShortPromptTokens)
-		return exitOK
+		return report(res, func() {
+			fmt.Fprintf(io.out, "%d turns: %d prompt tokens, %d prefilled with the prefix cache; TTFT %.2fs with it, %.2fs without over %d turns; worst TTFT / fresh %.2f; short prompt: %d of %d cached the second time\n",
+				len(res.Turns), res.PromptTokens, res.PrefilledTokens, res.TTFTCacheSeconds, res.TTFTNoCacheSeconds, res.NoCacheTurns,
+				res.WorstTTFTRatio, res.ShortPromptCachedSecond, res.ShortPromptTokens)
+		})
 	}
 	backend := inner
 	var prof opProfiler
@@ -412,14 +405,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			return fail(exitError, "--image-tokens: %v", err)
 		}
 		res.Model = *dir
-		if *asJSON {
-			if err := printIndentedJSON(io.out, res); err != nil {
-				return fail(exitError, "%v", err)
-			}
-			return exitOK
-		}
-		res.print(io.out)
-		return exitOK
+		return report(res, func() { res.print(io.out) })
 	}
 	res := benchResult{Model: *dir, Backend: inner.Name(), Threads: nThreads, Prompt: *prompt, Gen: *gen,
 		Repeat: *repeat, DecodeBytesPerToken: m.DecodeBytes(), Batch: *batch}
