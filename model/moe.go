@@ -224,12 +224,7 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 		for decode < n && int(group[decode]) < sc.decodeRows {
 			decode++
 		}
-		for i := range group {
-			mo.ones[i] = 1
-			mo.idx[i] = int32(i)
-		}
-		mo.idx[n] = int32(n)
-		xbe.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.idx[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
+		xbe.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.seq[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
 		x := &f.experts[e]
 		if x.gateUp != nil {
 			matMulOn(xbe, xs.up, xs.ex, x.gateUp, n, decode) // [n, 2*width]
@@ -356,15 +351,16 @@ type moeScratch struct {
 	byExpert [][]int32
 	at, pos  []int32
 
-	idx  []int32   // 0, 1, 2, ... and the sums' starts
-	ones []float32 // weights of the gathers
+	seq  []int32   // 0, 1, 2, ...: the gathers' starts
+	ones []float32 // 1, 1, 1, ...: the gathers' weights
+	idx  []int32   // the sums' starts
 	src  []int32   // the sums' terms
 	wts  []float32
 }
 
 func newMoEScratch(c *Config, rows int) moeScratch {
 	ne, k := c.NumExperts, c.NumExpertsPerTok
-	return moeScratch{
+	mo := moeScratch{
 		logits:   make([]float32, rows*ne),
 		gates:    make([]float32, rows),
 		probs:    make([]float64, ne),
@@ -374,11 +370,19 @@ func newMoEScratch(c *Config, rows int) moeScratch {
 		byExpert: make([][]int32, ne),
 		at:       make([]int32, ne),
 		pos:      make([]int32, ne),
-		idx:      make([]int32, rows+1),
+		seq:      make([]int32, rows+1),
 		ones:     make([]float32, rows),
+		idx:      make([]int32, rows+1),
 		src:      make([]int32, rows*(k+1)),
 		wts:      make([]float32, rows*(k+1)),
 	}
+	for i := range mo.seq {
+		mo.seq[i] = int32(i)
+	}
+	for i := range mo.ones {
+		mo.ones[i] = 1
+	}
+	return mo
 }
 
 // route picks each row's k experts and their weights from the router
