@@ -175,10 +175,17 @@ func (p *configParser) fail(err error) {
 	}
 }
 
+// failField keeps a field error; a nil *FieldError is no error.
+func (p *configParser) failField(ferr *jsonvalue.FieldError) {
+	if ferr != nil {
+		p.fail(ferr)
+	}
+}
+
 func (p *configParser) str(key, def string) string {
 	s, ok, ferr := p.f.Str(key)
 	if ferr != nil {
-		p.fail(ferr)
+		p.failField(ferr)
 	}
 	if !ok {
 		return def
@@ -189,7 +196,7 @@ func (p *configParser) str(key, def string) string {
 func (p *configParser) boolean(key string) bool {
 	b, _, ferr := p.f.Bool(key)
 	if ferr != nil {
-		p.fail(ferr)
+		p.failField(ferr)
 	}
 	return b
 }
@@ -197,7 +204,7 @@ func (p *configParser) boolean(key string) bool {
 func (p *configParser) strList(key string) []string {
 	a, _, ferr := p.f.Array(key)
 	if ferr != nil {
-		p.fail(ferr)
+		p.failField(ferr)
 		return nil
 	}
 	out := make([]string, 0, len(a))
@@ -243,11 +250,11 @@ func (p *configParser) targets(key string) Targets {
 		}
 		return Targets{Regex: s, re: re}
 	}
-	names := p.strList(key)
-	if names == nil {
+	if _, isList := v.([]any); !isList {
 		p.fail(fmt.Errorf("%s must be a list of names or a regular expression, got %s", key, jsonvalue.Kind(v)))
+		return Targets{}
 	}
-	return Targets{Names: names}
+	return Targets{Names: p.strList(key)}
 }
 
 // compilePython compiles a Python re pattern as Go's RE2 reads it. The
@@ -300,7 +307,7 @@ func (p *configParser) parse() Config {
 	r, ok, ferr := p.f.Int("r")
 	switch {
 	case ferr != nil:
-		p.fail(ferr)
+		p.failField(ferr)
 	case !ok:
 		p.fail(fmt.Errorf("r is missing"))
 	case r <= 0:
@@ -310,7 +317,7 @@ func (p *configParser) parse() Config {
 	alpha, ok, ferr := p.f.Float("lora_alpha")
 	switch {
 	case ferr != nil:
-		p.fail(ferr)
+		p.failField(ferr)
 	case !ok:
 		p.fail(fmt.Errorf("lora_alpha is missing"))
 	}
@@ -410,11 +417,11 @@ func (p *configParser) layers(c *Config) {
 	if v, ok := p.f.Get("layers_to_transform"); ok {
 		if _, isNum := v.(json.Number); isNum {
 			n, _, ferr := p.f.Int("layers_to_transform")
-			p.fail(ferr)
+			p.failField(ferr)
 			c.LayersToTransform = []int{n}
 		} else {
 			l, ferr := p.f.IntList("layers_to_transform")
-			p.fail(ferr)
+			p.failField(ferr)
 			c.LayersToTransform = l
 			if c.LayersToTransform == nil {
 				c.LayersToTransform = []int{}
@@ -454,7 +461,7 @@ func patternRegex(field, key string) (*regexp.Regexp, error) {
 func (p *configParser) rankPattern() []RankRule {
 	f, ok, ferr := p.f.Object("rank_pattern")
 	if ferr != nil || !ok {
-		p.fail(ferr)
+		p.failField(ferr)
 		return nil
 	}
 	var out []RankRule
@@ -481,7 +488,7 @@ func (p *configParser) rankPattern() []RankRule {
 func (p *configParser) alphaPattern() []AlphaRule {
 	f, ok, ferr := p.f.Object("alpha_pattern")
 	if ferr != nil || !ok {
-		p.fail(ferr)
+		p.failField(ferr)
 		return nil
 	}
 	var out []AlphaRule
