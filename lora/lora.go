@@ -198,8 +198,8 @@ func (m *Module) FitBase(shape []int) error {
 // whose product is (B_e·A_e)ᵀ, and In and Out swap.
 func (m *Module) reorient() {
 	r, in, out := m.Rank, m.In, m.Out
-	a := make([]float32, len(m.A))
-	b := make([]float32, len(m.B))
+	a := make([]float32, len(m.B)) // E·r·out
+	b := make([]float32, len(m.A)) // E·in·r
 	for e := 0; e < m.Experts; e++ {
 		ae := m.A[e*r*in : (e+1)*r*in]   // [r][in]
 		be := m.B[e*out*r : (e+1)*out*r] // [out][r]
