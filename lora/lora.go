@@ -96,6 +96,7 @@ func Load(dir string) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lora: %s: %w", cfgPath, err)
 	}
+	// A config govinfer refuses is refused before the weights are read.
 	wPath := filepath.Join(dir, WeightsFile)
 	f, err := safetensors.Open(wPath)
 	if err != nil {
