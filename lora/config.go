@@ -2,9 +2,11 @@ package lora
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 
@@ -245,7 +247,7 @@ func (p *configParser) targets(key string) Targets {
 		}
 		re, err := compilePython(`^(?:` + s + `)$`)
 		if err != nil {
-			p.fail(fmt.Errorf("%s: %q is not a regular expression govinfer can read: %w", key, s, err))
+			p.fail(fmt.Errorf("%s: %s is not a regular expression govinfer can read: %w", key, quote(s), err))
 			return Targets{}
 		}
 		return Targets{Regex: s, re: re}
@@ -261,7 +263,13 @@ func (p *configParser) targets(key string) Targets {
 // patterns PEFT configs use (alternations, classes, repetitions, anchors)
 // mean the same in both; lookarounds and back-references fail to compile.
 func compilePython(pattern string) (*regexp.Regexp, error) {
-	return regexp.Compile(pattern)
+	re, err := regexp.Compile(pattern)
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		// The parser's error repeats the pattern; keep it short.
+		return nil, fmt.Errorf("%s at %s", se.Code, quote(se.Expr))
+	}
+	return re, err
 }
 
 func (p *configParser) parse() Config {
@@ -284,17 +292,17 @@ func (p *configParser) parse() Config {
 	case c.PeftType == "":
 		p.fail(fmt.Errorf("peft_type is missing (want \"LORA\")"))
 	case c.PeftType != "LORA":
-		p.fail(unsupported(fmt.Sprintf("PEFT type %q", c.PeftType), "only LORA adapters are read"))
+		p.fail(unsupported("PEFT type "+quote(c.PeftType), "only LORA adapters are read"))
 	case c.UseDoRA:
 		p.fail(unsupported("DoRA (use_dora)", "its magnitude vectors rescale the adapted weight; merge the adapter into the base with PEFT instead"))
 	case c.Bias != "none":
-		p.fail(unsupported(fmt.Sprintf("bias %q", c.Bias), "the adapter trains the base model's biases; only bias \"none\" is read"))
+		p.fail(unsupported("bias "+quote(c.Bias), "the adapter trains the base model's biases; only bias \"none\" is read"))
 	}
 	if p.err != nil {
 		return c
 	}
 	if mts := p.strList("modules_to_save"); len(mts) > 0 {
-		p.fail(unsupported("modules_to_save", "the adapter carries full copies of %s", strings.Join(mts, ", ")))
+		p.fail(unsupported("modules_to_save", "the adapter carries full copies of %s", list(mts)))
 		return c
 	}
 	p.refuseVariants()
@@ -333,7 +341,7 @@ func (p *configParser) parse() Config {
 		c.TargetParameters = p.strList("target_parameters")
 		for _, t := range c.TargetParameters {
 			if t == "" || strings.HasPrefix(t, ".") || strings.HasSuffix(t, ".") {
-				p.fail(fmt.Errorf("target_parameters: %q is not a parameter name", t))
+				p.fail(fmt.Errorf("target_parameters: %s is not a parameter name", quote(t)))
 			}
 		}
 		if len(c.TargetParameters) > 0 && c.FanInFanOut {
@@ -400,7 +408,7 @@ func (p *configParser) initWeights() string {
 		l := strings.ToLower(x)
 		for _, mut := range []string{"pissa", "olora", "corda", "loftq", "lora_ga"} {
 			if strings.HasPrefix(l, mut) {
-				p.fail(unsupported(fmt.Sprintf("init_lora_weights %q", x),
+				p.fail(unsupported("init_lora_weights "+quote(x),
 					"the adapter fits a base model PEFT changed at initialisation; save it with path_initial_model_for_weight_conversion to get a plain LoRA"))
 				return x
 			}
@@ -441,7 +449,7 @@ func (p *configParser) layers(c *Config) {
 	for _, lp := range c.LayersPattern {
 		re, err := compilePython(`^.*?\.(?:` + lp + `)\.(\d+)\.`)
 		if err != nil {
-			p.fail(fmt.Errorf("layers_pattern: %q is not a regular expression govinfer can read: %w", lp, err))
+			p.fail(fmt.Errorf("layers_pattern: %s is not a regular expression govinfer can read: %w", quote(lp), err))
 			return
 		}
 		c.layerRes = append(c.layerRes, re)
@@ -453,7 +461,7 @@ func (p *configParser) layers(c *Config) {
 func patternRegex(field, key string) (*regexp.Regexp, error) {
 	re, err := compilePython(`^(?:.*\.)?(?:` + key + `)$`)
 	if err != nil {
-		return nil, fmt.Errorf("%s: key %q is not a regular expression govinfer can read: %w", field, key, err)
+		return nil, fmt.Errorf("%s: key %s is not a regular expression govinfer can read: %w", field, quote(key), err)
 	}
 	return re, nil
 }
@@ -468,11 +476,11 @@ func (p *configParser) rankPattern() []RankRule {
 	for _, k := range f.Obj.Keys() {
 		r, _, ferr := f.Int(k)
 		if ferr != nil {
-			p.fail(fmt.Errorf("rank_pattern[%q]: %s", k, ferr.Message))
+			p.fail(fmt.Errorf("rank_pattern[%s]: %s", quote(k), ferr.Message))
 			return nil
 		}
 		if r <= 0 {
-			p.fail(fmt.Errorf("rank_pattern[%q]: the rank must be a positive integer, got %d", k, r))
+			p.fail(fmt.Errorf("rank_pattern[%s]: the rank must be a positive integer, got %d", quote(k), r))
 			return nil
 		}
 		re, err := patternRegex("rank_pattern", k)
@@ -495,7 +503,7 @@ func (p *configParser) alphaPattern() []AlphaRule {
 	for _, k := range f.Obj.Keys() {
 		a, _, ferr := f.Float(k)
 		if ferr != nil {
-			p.fail(fmt.Errorf("alpha_pattern[%q]: %s", k, ferr.Message))
+			p.fail(fmt.Errorf("alpha_pattern[%s]: %s", quote(k), ferr.Message))
 			return nil
 		}
 		re, err := patternRegex("alpha_pattern", k)
@@ -598,8 +606,8 @@ func (c *Config) paramTargets(module string) ([]string, error) {
 	// of the MoE experts' stacked tensors in transformers.
 	for _, p := range ps {
 		if paramOrder(p) < 0 {
-			return nil, fmt.Errorf("target_parameters select %d parameters of %s (%s), and govinfer cannot tell which nested wrapper in the file adapts %q",
-				len(ps), module, strings.Join(ps, ", "), p)
+			return nil, fmt.Errorf("target_parameters select %d parameters of %s (%s), and govinfer cannot tell which nested wrapper in the file adapts %s",
+				len(ps), quote(module), list(ps), quote(p))
 		}
 	}
 	sortByParamOrder(ps)
@@ -634,6 +642,36 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// quote quotes a name from the input for an error message, shortening
+// absurdly long ones.
+func quote(s string) string {
+	const limit = 200
+	if len(s) > limit {
+		return strconv.Quote(s[:limit]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// list joins names for an error message, at most a few of them.
+func list(names []string) string {
+	const limit = 8
+	var b strings.Builder
+	for i, n := range names {
+		if i == limit {
+			fmt.Fprintf(&b, " and %d more", len(names)-limit)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if len(n) > 200 {
+			n = n[:200] + "..."
+		}
+		b.WriteString(n)
+	}
+	return b.String()
 }
 
 func lastComponent(name string) string {

@@ -215,6 +215,13 @@ func TestParameterTargets(t *testing.T) {
 		t.Errorf("down_proj module %s experts %d in %d out %d", m.Name, m.Experts, m.In, m.Out)
 	}
 
+	allLinear := `{"peft_type": "LORA", "r": 2, "lora_alpha": 2, "target_modules": "all-linear", "target_parameters": ["experts.down_proj"]}`
+	q, _, _ := linearPair(t, rng, qProj, safetensors.F32, 2, 4, 4)
+	ad, err = Load(writeAdapter(t, allLinear, append(q, dn.tensors(t, experts, safetensors.F16)...)))
+	if err != nil || len(ad.Modules) != 2 || ad.Modules[0].Experts != nExperts || ad.Modules[1].Name != qProj {
+		t.Fatalf("all-linear with target_parameters: %v", err)
+	}
+
 	gu := newExpertFactors(rng, 3, 2*ffn, hidden)
 	both := append(gu.tensors(t, experts+".base_layer", safetensors.F32), dn.tensors(t, experts, safetensors.F32)...)
 	for _, c := range []struct {

@@ -246,6 +246,10 @@ const (
 
 const peftPrefix = "base_model.model."
 
+// maxNameLen bounds tensor names, so that error messages naming them stay
+// short; real module names are under 200 bytes.
+const maxNameLen = 1024
+
 // classify reads a tensor name: which factor it is, of which module path
 // (with any base_layer infixes of nested wrappers), under which adapter-name
 // segment. Tensors that are not LoRA factors give the error saying what they
@@ -300,6 +304,9 @@ func readModules(cfg *Config, f *safetensors.File) ([]Module, error) {
 	wrappers := map[string]map[int]*pair{} // unwrapped module → nesting depth → factors
 	adapterNames := map[string]bool{}
 	for _, name := range f.Names() {
+		if len(name) > maxNameLen {
+			return nil, fmt.Errorf("tensor %s: a %d-byte name is not a module's", quote(name), len(name))
+		}
 		kind, path, adapter, err := classify(cfg, name)
 		if err != nil {
 			return nil, err
@@ -309,7 +316,7 @@ func readModules(cfg *Config, f *safetensors.File) ([]Module, error) {
 		}
 		adapterNames[adapter] = true
 		if len(adapterNames) > 1 {
-			return nil, fmt.Errorf("tensor %q: the file mixes adapter-name segments (%s); want one adapter", name, strings.Join(sortedKeys(adapterNames), ", "))
+			return nil, fmt.Errorf("tensor %q: the file mixes adapter-name segments (%s); want one adapter", name, list(sortedKeys(adapterNames)))
 		}
 		module, depth := unwrap(path)
 		if module == "" || contains(strings.Split(module, "."), "base_layer") || contains(strings.Split(module, "."), "") {
@@ -346,7 +353,9 @@ func readModules(cfg *Config, f *safetensors.File) ([]Module, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ConfigFile, err)
 		}
-		isTarget := cfg.IsTarget(module)
+		// "all-linear" selects nn.Linear modules only, never a module whose
+		// parameters target_parameters select (an experts block).
+		isTarget := cfg.IsTarget(module) && !(len(params) > 0 && cfg.TargetModules.AllLinear)
 		if len(params) > 0 && isTarget {
 			return nil, fmt.Errorf("module %q is selected both by target_modules and by target_parameters (PEFT refuses that)", module)
 		}
@@ -367,12 +376,12 @@ func readModules(cfg *Config, f *safetensors.File) ([]Module, error) {
 		for d := range ws {
 			if d >= len(params) {
 				return nil, fmt.Errorf("module %q has LoRA wrappers nested %d deep, but target_parameters select %d of its parameters (%s)",
-					module, maxKey(ws)+1, len(params), strings.Join(params, ", "))
+					module, maxKey(ws)+1, len(params), list(params))
 			}
 		}
 		if len(ws) != len(params) {
 			return nil, fmt.Errorf("module %q has %d LoRA wrappers, but target_parameters select %d of its parameters (%s)",
-				module, len(ws), len(params), strings.Join(params, ", "))
+				module, len(ws), len(params), list(params))
 		}
 		for d := 0; d < len(params); d++ {
 			// The first parameter PEFT wraps is the innermost wrapper.
@@ -418,9 +427,9 @@ func describeTargets(cfg *Config) string {
 	case t.AllLinear:
 		s = ` "all-linear" (every linear but the output layer)`
 	case t.Regex != "":
-		s = fmt.Sprintf(" %q", t.Regex)
+		s = " " + quote(t.Regex)
 	case len(t.Names) > 0:
-		s = " [" + strings.Join(t.Names, " ") + "]"
+		s = " [" + strings.ReplaceAll(list(t.Names), ", ", " ") + "]"
 	default:
 		s = " (none)"
 	}

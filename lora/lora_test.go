@@ -470,6 +470,21 @@ func TestBadInput(t *testing.T) {
 			return x
 		}, "target_parameters select no parameter of it"},
 	}
+	t.Run("long names", func(t *testing.T) {
+		long := strings.Repeat("x", 5000)
+		_, err := Load(writeAdapter(t, configJSON(t, nil), append(slices.Clone(q), tensor(t, long, safetensors.F32, []int{1}, []float32{1}))))
+		wantErr(t, err, "a 5000-byte name")
+		_, err = Load(writeAdapter(t, configJSON(t, map[string]any{"target_modules": long + "("}), q))
+		wantErr(t, err, "is not a regular expression")
+		if len(err.Error()) > 1000 {
+			t.Errorf("a %d-byte error", len(err.Error()))
+		}
+		_, err = Load(writeAdapter(t, configJSON(t, map[string]any{"target_modules": []string{long}}), q))
+		wantErr(t, err, "do not select it")
+		if len(err.Error()) > 1000 {
+			t.Errorf("a %d-byte error", len(err.Error()))
+		}
+	})
 	for _, c := range tensorCases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Load(writeAdapter(t, configJSON(t, c.over), c.tensors()))
