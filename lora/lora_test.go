@@ -454,6 +454,11 @@ func TestBadInput(t *testing.T) {
 			v[7] = float32(math.NaN())
 			return []safetensors.Tensor{tensor(t, q[0].Name, safetensors.F32, []int{2, 6}, v), q[1]}
 		}, "element 7 is NaN"},
+		{"Inf", nil, func() []safetensors.Tensor {
+			v := exactValues(rng, 10)
+			v[9] = float32(math.Inf(-1))
+			return []safetensors.Tensor{q[0], tensor(t, q[1].Name, safetensors.BF16, []int{5, 2}, v)}
+		}, "element 9 is -Inf"},
 		{"not a target", map[string]any{"target_modules": []string{"k_proj", "v_proj"}}, func() []safetensors.Tensor { return q }, `module "` + qProj + `" has LoRA factors, but adapter_config.json's target_modules [k_proj v_proj] do not select it`},
 		{"unknown tensor", nil, func() []safetensors.Tensor {
 			return append(slices.Clone(q), tensor(t, "base_model.model.model.something", safetensors.F32, []int{1}, []float32{1}))
