@@ -1,7 +1,6 @@
 package model
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -66,10 +65,6 @@ func (a *Adapter) Bytes() int64 { return a.bytes }
 
 // Modules returns the number of base matrices the adapter updates.
 func (a *Adapter) Modules() int { return len(a.mods) }
-
-// ErrAdapterInUse is returned by Adapter.Close while sequences use the
-// adapter.
-var ErrAdapterInUse = errors.New("model: the adapter is in use")
 
 // linearKinds are the module names of the text model's matrices an
 // adapter may update: those its products read.
@@ -223,21 +218,28 @@ func (a *Adapter) free() {
 	a.mods = nil
 }
 
-// Close detaches the adapter and releases its memory. It fails with
-// ErrAdapterInUse while a sequence uses it (Sequence.SetAdapters,
-// Sequence.Close release it).
-func (a *Adapter) Close() error {
+// Close detaches the adapter: no sequence can take it from then on, and
+// its memory is released at once, or when the last sequence that uses it
+// drops it (Sequence.SetAdapters, Sequence.Close) — those finish with it.
+// It reports whether the memory was released now.
+func (a *Adapter) Close() (released bool) {
 	a.m.mu.Lock()
 	defer a.m.mu.Unlock()
 	if a.gone {
-		return nil
-	}
-	if a.uses > 0 {
-		return fmt.Errorf("%w by %d sequences", ErrAdapterInUse, a.uses)
+		return a.mods == nil
 	}
 	a.gone = true
-	a.free()
-	return nil
+	if a.uses == 0 {
+		a.free()
+	}
+	return a.mods == nil
+}
+
+// InUse returns the number of sequences that run with the adapter.
+func (a *Adapter) InUse() int {
+	a.m.mu.Lock()
+	defer a.m.mu.Unlock()
+	return a.uses
 }
 
 // SetAdapters makes the sequence's next steps run with the adapters uses
@@ -279,7 +281,9 @@ func (s *Sequence) Adapters() []AdapterUse {
 // releaseAdapters drops the sequence's adapters; m.mu is held.
 func (s *Sequence) releaseAdapters() {
 	for _, u := range s.adapters {
-		u.Adapter.uses--
+		if u.Adapter.uses--; u.Adapter.uses == 0 && u.Adapter.gone {
+			u.Adapter.free()
+		}
 	}
 	s.adapters = nil
 }

@@ -44,7 +44,7 @@ type mergeTerm struct {
 
 // newMerger checks the adapters' modules against the text model's linears
 // and returns their merger; nil when there are none.
-func newMerger(ms []MergedAdapter) (*merger, error) {
+func newMerger(ms []MergedAdapter, c *Config) (*merger, error) {
 	if len(ms) == 0 {
 		return nil, nil
 	}
@@ -64,6 +64,18 @@ func newMerger(ms []MergedAdapter) (*merger, error) {
 			}
 			if !ok || !(isLinearKey(key) || key == "lm_head" || md.Experts > 0 && isExpertKey(key)) {
 				return nil, fmt.Errorf("adapter %s: module %s is not a linear of the text model", ma.Adapter.Dir, md.Name)
+			}
+			if md.Experts > 0 {
+				// The stacked tensor's shape in the HF layout, which PEFT's
+				// update follows (an older PEFT's transposed one is turned).
+				e, h, f := c.NumExperts, c.HiddenSize, c.MoEIntermediateSize
+				shape := []int{e, 2 * f, h}
+				if strings.HasSuffix(key, "down_proj") {
+					shape = []int{e, h, f}
+				}
+				if err := md.FitBase(shape); err != nil {
+					return nil, fmt.Errorf("adapter %s: %w", ma.Adapter.Dir, err)
+				}
 			}
 			mg.terms[key] = append(mg.terms[key], mergeTerm{md: md, scale: ma.Scale * md.Scale})
 		}

@@ -182,7 +182,7 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if draft != quant.Keep && !o.MTP {
 		return nil, errors.New("model: a draft quantization (Options.DraftQuantize) needs the MTP head (Options.MTP)")
 	}
-	merge, err := newMerger(o.Merge)
+	merge, err := newMerger(o.Merge, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
