@@ -443,6 +443,13 @@ type DecodeMatMuler interface {
 	MatMulDecode(dst Buffer, x Buffer, w Weight, n, decode int)
 }
 
+// WeightFreer is a Backend that can release a weight before it closes
+// (a LoRA adapter unloaded at run time). The weight must not be used
+// after; work already recorded that reads it completes first.
+type WeightFreer interface {
+	FreeWeight(w Weight)
+}
+
 // TableLoader is implemented by backends that store a weight read only
 // by Embed (an untied token embedding) otherwise than a matrix of
 // products: LoadTable is LoadWeight for such a weight.

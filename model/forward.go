@@ -41,6 +41,9 @@ func (m *Model) forward(ctx context.Context, pass []piece, outs []Output, trace 
 	}
 	// A trace reads every row of every layer.
 	out := outputRows(pass, rows, sc.decodeRows, trace != nil)
+	if err := m.startLoRA(pass, out); err != nil {
+		return err
+	}
 	for l := range m.w.layers {
 		ly := &m.w.layers[l]
 		if l+1 < len(m.w.layers) || out == nil {
@@ -50,6 +53,9 @@ func (m *Model) forward(ctx context.Context, pass []piece, outs []Output, trace 
 			m.gatherRows(sc.xn, sc.x, h, out)             // x = x[out]
 			be.Copy(sc.x, 0, sc.xn, 0, out.n*h)
 			rows, sc.decodeRows = out.n, out.decode
+			if sc.lora != nil {
+				sc.lora.cur = sc.lora.out // the MLP's rows
+			}
 			if rows == 0 {
 				break
 			}

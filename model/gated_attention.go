@@ -43,9 +43,9 @@ func (a *gatedAttention) forward(m *Model, l int, pass []piece, rows int, rope [
 	c, sc, be := m.cfg, m.sc, m.be
 	nh, nkv, hd := c.NumHeads, c.NumKVHeads, c.HeadDim
 	eps := float32(c.RMSNormEps)
-	m.matMul(sc.qg, sc.xn, a.qProj, rows, sc.decodeRows)
-	m.matMul(sc.k, sc.xn, a.kProj, rows, sc.decodeRows)
-	m.matMul(sc.v, sc.xn, a.vProj, rows, sc.decodeRows)
+	m.linear(sc.qg, sc.xn, a.qProj, rows, sc.decodeRows)
+	m.linear(sc.k, sc.xn, a.kProj, rows, sc.decodeRows)
+	m.linear(sc.v, sc.xn, a.vProj, rows, sc.decodeRows)
 	// Each q_proj row is [q_0 | gate_0 | q_1 | gate_1 | ...].
 	qh := compute.Heads{Off: 0, RowStride: 2 * nh * hd, HeadStride: 2 * hd, Count: nh, Dim: hd}
 	gh := compute.Heads{Off: hd, RowStride: 2 * nh * hd, HeadStride: 2 * hd, Count: nh, Dim: hd}
@@ -89,9 +89,9 @@ func (a *gatedAttention) forward(m *Model, l int, pass []piece, rows int, rope [
 		if out.n > 0 {
 			// qg is free now and has room for the rows.
 			m.gatherRows(sc.qg, sc.core, nh*hd, out)
-			m.matMul(sc.tmp, sc.qg, a.oProj, out.n, out.decode)
+			m.linearRows(sc.tmp, sc.qg, a.oProj, out.n, out.decode, out)
 		}
 		return
 	}
-	m.matMul(sc.tmp, sc.core, a.oProj, rows, sc.decodeRows)
+	m.linear(sc.tmp, sc.core, a.oProj, rows, sc.decodeRows)
 }

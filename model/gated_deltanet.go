@@ -59,7 +59,7 @@ func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []flo
 	c, sc, be := m.cfg, m.sc, m.be
 	nk, nv, dk, dv := c.LinearNumKeyHeads, c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim
 	convDim := c.ConvDim()
-	m.matMul(sc.qkv, sc.xn, g.inProjQKV, rows, sc.decodeRows)
+	m.linear(sc.qkv, sc.xn, g.inProjQKV, rows, sc.decodeRows)
 	// n rows of output from here on, the first decode of them decode rows,
 	// whose inputs zin holds.
 	n, decode, zin := rows, sc.decodeRows, sc.xn
@@ -69,10 +69,10 @@ func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []flo
 		m.gatherRows(zin, sc.xn, c.HiddenSize, out)
 	}
 	if n > 0 {
-		m.matMul(sc.z, zin, g.inProjZ, n, decode)
+		m.linearRows(sc.z, zin, g.inProjZ, n, decode, out)
 	}
-	m.matMul(sc.b, sc.xn, g.inProjB, rows, sc.decodeRows)
-	m.matMul(sc.a, sc.xn, g.inProjA, rows, sc.decodeRows)
+	m.linear(sc.b, sc.xn, g.inProjB, rows, sc.decodeRows)
+	m.linear(sc.a, sc.xn, g.inProjA, rows, sc.decodeRows)
 	sc.convs = sc.convs[:0]
 	for _, p := range pass {
 		sc.convs = append(sc.convs, compute.ConvSeq{Row: p.row, N: len(p.tokens), State: p.seq.conv[l]})
@@ -114,7 +114,7 @@ func (g *gatedDeltaNet) forward(m *Model, l int, pass []piece, rows int, _ []flo
 	}
 	oh := compute.DenseHeads(nv, dv)
 	be.GatedRMSNorm(core, oh, sc.z, oh, n, g.norm, float32(c.RMSNormEps))
-	m.matMul(sc.tmp, core, g.outProj, n, decode)
+	m.linearRows(sc.tmp, core, g.outProj, n, decode, out)
 }
 
 // tileHeads copies rows of value heads from the grouped order of src to the

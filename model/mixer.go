@@ -51,10 +51,10 @@ func (f *denseMLP) bind(p string, h, width int) []binding {
 // forward computes sc.tmp = down(silu(gate(xn)) * up(xn)).
 func (f *denseMLP) forward(_ context.Context, m *Model, rows int) error {
 	sc, be := m.sc, m.be
-	m.matMul(sc.gate, sc.xn, f.gateProj, rows, sc.decodeRows)
-	m.matMul(sc.up, sc.xn, f.upProj, rows, sc.decodeRows)
+	m.linear(sc.gate, sc.xn, f.gateProj, rows, sc.decodeRows)
+	m.linear(sc.up, sc.xn, f.upProj, rows, sc.decodeRows)
 	be.SiLUMul(sc.gate, sc.gate, sc.up, rows*f.width)
-	m.matMul(sc.tmp, sc.gate, f.downProj, rows, sc.decodeRows)
+	m.linear(sc.tmp, sc.gate, f.downProj, rows, sc.decodeRows)
 	return nil
 }
 

@@ -66,6 +66,14 @@ type Options struct {
 	// copy; a row no block of the format divides falls back to Q8_0, or
 	// stays. Empty means exact drafts. It needs MTP.
 	DraftQuantize string
+	// Merge adds LoRA adapters' updates to the weights they target while
+	// they load (--lora-merge): W' = W + Scale · s · B A. The adapted model
+	// then runs at the speed of its weights' format, and cannot drop the
+	// adapters. A merged matrix of a float checkpoint is kept in F32, as
+	// BF16 would round most of an update away; a quantized one is
+	// quantized again in its own format. Merged weights are not kept in
+	// the packed-weight cache.
+	Merge []MergedAdapter
 	// ExpertBackend, when set, holds and runs the experts of the mixture
 	// of experts of the first CPUMoELayers layers (every layer's and the
 	// MTP head's when CPUMoELayers is negative): llama.cpp's --cpu-moe and
@@ -174,7 +182,17 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if draft != quant.Keep && !o.MTP {
 		return nil, errors.New("model: a draft quantization (Options.DraftQuantize) needs the MTP head (Options.MTP)")
 	}
-	w, err := loadWeights(src, cfg, o.load.backend(m.be, src, o.Quantize), o.Quantize, o.Progress, expertPlace{o.ExpertBackend, o.CPUMoELayers})
+	merge, err := newMerger(o.Merge, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	// Merged weights are packed in memory: the pack cache holds the
+	// checkpoint's own.
+	packMix := o.Quantize
+	if merge != nil && packMix == "" {
+		packMix = "merged"
+	}
+	w, err := loadWeights(src, cfg, o.load.backend(m.be, src, packMix), o.Quantize, o.Progress, expertPlace{o.ExpertBackend, o.CPUMoELayers}, merge)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

@@ -179,8 +179,8 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 	m.moeStats.Blocks++
 	sc, be, c := m.sc, m.be, m.cfg
 	h, ne, k := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok
-	m.matMul(sc.route, sc.xn, f.router, rows, sc.decodeRows)
-	m.matMul(sc.sgate, sc.xn, f.sharedGate, rows, sc.decodeRows)
+	m.linear(sc.route, sc.xn, f.router, rows, sc.decodeRows)
+	m.linear(sc.sgate, sc.xn, f.sharedGate, rows, sc.decodeRows)
 	// The shared expert over every row: rows 0..rows-1 of sc.eo.
 	if err := f.shared.forward(ctx, m, rows); err != nil {
 		return err

@@ -428,6 +428,7 @@ func (m *Model) draftForward(ctx context.Context, pass []piece, hid [][]float32,
 		m.msc = &mtpScratch{cat: cat}
 	}
 	sc := m.sc
+	sc.clearLoRA() // the head runs without adapters
 	rows, logitRows := 0, 0
 	for i := range pass {
 		p := &pass[i]

@@ -38,6 +38,10 @@ type scratch struct {
 	logitRows      int
 	normed, logits compute.Buffer // [logitRows, hidden], [logitRows, vocab]
 
+	// lora holds the activations of LoRA adapters' updates, made when the
+	// first adapter is attached (nil without adapters).
+	lora *loraScratch
+
 	// Per-sequence descriptions of a layer's mixer, reused between layers.
 	convs  []compute.ConvSeq
 	deltas []compute.DeltaRule
@@ -108,6 +112,10 @@ func (sc *scratch) free(be compute.Backend) {
 	if sc.host != nil {
 		sc.host.free()
 		sc.host = nil
+	}
+	if sc.lora != nil {
+		sc.lora.free(be)
+		sc.lora = nil
 	}
 	for _, b := range []compute.Buffer{sc.x, sc.xn, sc.tmp, sc.gate, sc.up, sc.core, sc.qkv, sc.z,
 		sc.a, sc.b, sc.g, sc.beta, sc.qg, sc.k, sc.v, sc.normed, sc.logits, sc.route, sc.sgate, sc.ex, sc.ed, sc.eo} {

@@ -27,6 +27,8 @@ type Sequence struct {
 	ropeDelta int
 	closed    bool
 	broken    error // set when a step failed midway
+	// adapters are the LoRA adapters its steps run with (SetAdapters).
+	adapters []AdapterUse
 }
 
 // NewSequence returns an empty sequence.
@@ -94,6 +96,7 @@ func (s *Sequence) free() {
 			}
 		}
 	}
+	s.releaseAdapters()
 	s.closed = true
 }
 

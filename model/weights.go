@@ -31,6 +31,12 @@ type weights struct {
 	norm   compute.Weight
 	lmHead compute.Weight // the embedding matrix when tied
 	layers []layer
+	// linears are the text model's matrices by module name without the
+	// checkpoint's prefix ("layers.0.self_attn.q_proj", moduleKey), for
+	// LoRA adapters; linearOn names the backend of those not on the
+	// model's (experts kept on the CPU).
+	linears  map[string]compute.Weight
+	linearOn map[string]compute.Backend
 }
 
 // binding names one tensor the model needs, the shape config.json implies
@@ -158,7 +164,7 @@ func checkAgainstWeights(ck *safetensors.Checkpoint, c *Config, prefix string) e
 // backend, quantized to the mix named by mix (quant.Plan) unless mix is
 // empty or the tensor is stored quantized already. progress, when not nil,
 // is called after each tensor.
-func loadWeights(src source, c *Config, be compute.Backend, mix string, progress func(Progress), place expertPlace) (*weights, error) {
+func loadWeights(src source, c *Config, be compute.Backend, mix string, progress func(Progress), place expertPlace, merge *merger) (*weights, error) {
 	if mix != "" && !slices.Contains(quant.Mixes(), mix) {
 		return nil, fmt.Errorf("unknown quantization %q (want one of %v)", mix, quant.Mixes())
 	}
@@ -203,6 +209,13 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}
 		rows, cols, data := b.matrix(data)
+		if merge != nil {
+			var merged bool
+			if dt, data, merged, err = merge.apply(b, prefix, c, dt, rows, cols, data); err != nil {
+				return nil, fmt.Errorf("adapter: %w", err)
+			}
+			inPlace = inPlace && !merged
+		}
 		var note string
 		if mix != "" && dt.Quant() == quant.Keep {
 			qt, reason, err := quant.Plan(mix, b.name, rows, cols, c.NumLayers)
@@ -238,6 +251,9 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 			src.evict(b)
 		}
 		*b.dst = wt
+		if b.part == nil {
+			w.addLinear(b.name, wt, b.backend(be), be)
+		}
 		done += sizes[i]
 		if progress != nil {
 			progress(Progress{Tensors: i + 1, TotalTensors: len(bs), Bytes: done, TotalBytes: total, Name: b.name,
@@ -247,7 +263,27 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 	if c.TieWordEmbeddings {
 		w.lmHead = w.embed
 	}
+	if merge != nil {
+		if u := merge.unused(); len(u) > 0 {
+			return nil, fmt.Errorf("adapter: modules %s are not linears of this model's text model", strings.Join(u, ", "))
+		}
+	}
 	return w, nil
+}
+
+// addLinear records a loaded matrix by its module name (weights.linears).
+func (w *weights) addLinear(name string, wt compute.Weight, on, be compute.Backend) {
+	key, ok := moduleKey(name)
+	if !ok && name != "lm_head.weight" {
+		return
+	}
+	if w.linears == nil {
+		w.linears, w.linearOn = map[string]compute.Weight{}, map[string]compute.Backend{}
+	}
+	w.linears[key] = wt
+	if on != be {
+		w.linearOn[key] = on
+	}
 }
 
 // Progress reports weight loading.

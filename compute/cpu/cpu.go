@@ -357,6 +357,10 @@ func (b *Backend) NewBuffer(n int) (compute.Buffer, error) {
 // Free implements compute.Backend; memory goes back to the Go heap.
 func (b *Backend) Free(compute.Buffer) {}
 
+// FreeWeight implements compute.WeightFreer: the memory goes back to the
+// Go heap once nothing refers to the weight.
+func (b *Backend) FreeWeight(compute.Weight) {}
+
 // Upload implements compute.Backend.
 func (b *Backend) Upload(dst compute.Buffer, off int, src []float32) error {
 	d := Data(dst)

@@ -339,6 +339,14 @@ func weightRowBytes(dt compute.DType, cols int) (uint64, error) {
 }
 
 // free releases a weight's chunks (weights live until Close otherwise).
+// FreeWeight implements compute.WeightFreer: the weight's memory is
+// released once the work recorded so far is done.
+func (b *Backend) FreeWeight(x compute.Weight) {
+	if w, ok := x.(*weight); ok && w != nil {
+		w.free(b)
+	}
+}
+
 func (w *weight) free(b *Backend) {
 	for _, c := range w.chunks {
 		if b.rec.busy() {
