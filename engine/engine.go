@@ -150,6 +150,10 @@ type Request struct {
 	// token at cache index i has position i+RopeDelta in all three rows
 	// (vision.RopeIndex's ropeDelta; 0 for text).
 	RopeDelta int
+	// LoRA are the adapters the request's sequence runs with, in order
+	// (none: the base model). With Config.PrefixCache, cached state is
+	// shared only between requests with the same adapters and scales.
+	LoRA []LoRA
 }
 
 // Image is one image of a Request's prompt.
@@ -324,6 +328,7 @@ type Engine struct {
 	fillTokens int          // tokens of a step without decoding sequences
 	cache      *prefixCache // nil without Config.PrefixCache
 	budget     budget
+	loras      loraCounts // running requests per adapter
 
 	mu      sync.Mutex
 	waiting []*Stream
@@ -434,7 +439,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	s := &Stream{req: r, ctx: ctx, submitted: time.Now(), notify: make(chan struct{}, 1), stopTok: -1}
 	if e.cache != nil {
 		s.key = cacheKey(r.Prompt, r.Images, e.m.Config().HiddenSize)
-		s.hashes = BlockHashes(s.key)
+		s.hashes = blockHashesFrom(loraSetOf(r.LoRA).seed(), s.key)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -500,6 +505,9 @@ func (e *Engine) validate(r Request) error {
 		if id < 0 || id >= c.VocabSize {
 			return fmt.Errorf("engine: logit bias for token %d, outside the vocabulary [0, %d)", id, c.VocabSize)
 		}
+	}
+	if err := e.checkLoRA(r.LoRA); err != nil {
+		return err
 	}
 	if r.Positions != nil && len(r.Positions) != len(r.Prompt) {
 		return fmt.Errorf("engine: %d positions for a prompt of %d tokens", len(r.Positions), len(r.Prompt))
@@ -727,6 +735,11 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := setLoRA(seq, s.req.LoRA); err != nil {
+		// The adapter was unloaded while the request waited.
+		seq.Close()
+		return fail(err)
+	}
 	// Under a budget the caches are allocated once, at their reserved size,
 	// so that memory never exceeds what the budget accounts (growing
 	// would hold the old and new caches at once).
@@ -748,6 +761,7 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 	}
 	seq.SetRopeDelta(s.req.RopeDelta)
 	e.metrics.seqOpen.Add(1)
+	e.loras.add(s.req.LoRA, 1)
 	r = &running{s: s, seq: seq, sampler: sample.New(s.req.Params), stop: map[int]bool{}, fed: hit, reserved: need}
 	if e.cache != nil {
 		r.keep = keepPoints(len(s.req.Prompt), s.req.CacheHints, hit)
@@ -760,6 +774,7 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 		if err := e.startSpec(r); err != nil {
 			seq.Close()
 			e.metrics.seqOpen.Add(-1)
+			e.loras.add(s.req.LoRA, -1)
 			return fail(err)
 		}
 	}
@@ -783,6 +798,7 @@ func (e *Engine) finish(r *running, f FinishReason, stopTok int, err error) {
 	}
 	e.budget.running.Add(-r.reserved)
 	e.metrics.seqOpen.Add(-1)
+	e.loras.add(r.s.req.LoRA, -1)
 	r.s.end(f, stopTok, err)
 	e.metrics.finished(f)
 }

@@ -23,10 +23,14 @@ const PrefixBlock = 64
 // FNV-1a 64 over the previous hash and the block's tokens (little-endian
 // uint32s). They are stable across runs and machines, so they can name
 // blocks outside the process (KV events).
-func BlockHashes(tokens []int) []uint64 {
+func BlockHashes(tokens []int) []uint64 { return blockHashesFrom(0, tokens) }
+
+// blockHashesFrom is BlockHashes chained from prev instead of 0: a request
+// with LoRA adapters chains from its adapter set's seed (loraSet.seed), so
+// that its blocks are keyed apart from the base model's and other sets'.
+func blockHashesFrom(prev uint64, tokens []int) []uint64 {
 	n := len(tokens) / PrefixBlock
 	out := make([]uint64, n)
-	var prev uint64
 	buf := make([]byte, 8+4*PrefixBlock)
 	for i := range n {
 		binary.LittleEndian.PutUint64(buf, prev)
@@ -94,6 +98,10 @@ type PrefixSpan struct {
 	Point bool
 	// Bytes is the memory the span's blocks and state take (or took).
 	Bytes int64
+	// LoRA are the adapters the span's state was computed with (stored
+	// spans only; nil for the base model). Its blocks are keyed apart from
+	// other adapters' (their hashes chain from the adapters' set).
+	LoRA []SpanLoRA
 }
 
 // SpanImage is an image whose tokens fall within a PrefixSpan.
@@ -254,7 +262,7 @@ func (c *prefixCache) storeCost(tokens []int, hashes []uint64, pos int) (int64, 
 // cache key (cacheKey of prompt and images, which the observer is told
 // about instead; a nil prompt means tokens is the prompt). The caller has
 // made room for storeCost bytes.
-func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, pos int, prompt []int, images []Image) error {
+func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, pos int, prompt []int, images []Image, lora []SpanLoRA) error {
 	n := &c.root
 	var added []*prefixNode
 	var err error
@@ -306,6 +314,7 @@ func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, 
 			}
 			sp.Tokens = slices.Clone(prompt[sp.Start:pos])
 			sp.Images = spanImages(images, c.m.Config().HiddenSize, sp.Start, pos)
+			sp.LoRA = lora
 			for _, a := range added {
 				sp.BlockHashes = append(sp.BlockHashes, a.hash)
 				sp.Bytes += a.kv.Bytes()
@@ -454,7 +463,7 @@ func (e *Engine) keepState(r *running) {
 		return
 	}
 	// On failure (out of device memory) the point is simply not kept.
-	_ = e.cache.store(r.seq, r.s.key, r.s.hashes, pos, r.s.req.Prompt, r.s.req.Images)
+	_ = e.cache.store(r.seq, r.s.key, r.s.hashes, pos, r.s.req.Prompt, r.s.req.Images, spanLoRA(r.s.req.LoRA))
 	e.noteCache()
 }
 

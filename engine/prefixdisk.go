@@ -193,7 +193,7 @@ func (c *prefixCache) loadBytes(hashes []uint64, depth int) int64 {
 // made room for loadBytes. On a failure (a file that fails its checks,
 // which the store removes) it keeps what it read up to there only as long
 // as some point needs it, and the request resumes from what memory holds.
-func (c *prefixCache) load(tokens []int, hashes []uint64, depth int, prompt []int, images []Image) (err error) {
+func (c *prefixCache) load(tokens []int, hashes []uint64, depth int, prompt []int, images []Image, lora []SpanLoRA) (err error) {
 	start := time.Now()
 	n := &c.root
 	var added []*prefixNode
@@ -221,6 +221,7 @@ func (c *prefixCache) load(tokens []int, hashes []uint64, depth int, prompt []in
 			}
 			sp.Tokens = slices.Clone(prompt[sp.Start:sp.End])
 			sp.Images = spanImages(images, c.m.Config().HiddenSize, sp.Start, sp.End)
+			sp.LoRA = lora
 			for _, a := range added {
 				sp.BlockHashes = append(sp.BlockHashes, a.hash)
 				sp.Bytes += a.kv.Bytes()
@@ -307,7 +308,7 @@ func (e *Engine) fromDiskOnce(s *Stream, path []*prefixNode, need int64) ([]*pre
 	if !e.makeRoom(c.loadBytes(s.hashes, depth) + need) {
 		return path, 0, false
 	}
-	if err := c.load(s.key, s.hashes, depth, s.req.Prompt, s.req.Images); err != nil {
+	if err := c.load(s.key, s.hashes, depth, s.req.Prompt, s.req.Images, spanLoRA(s.req.LoRA)); err != nil {
 		e.noteCache()
 		return path, 0, true
 	}
