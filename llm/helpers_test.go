@@ -13,6 +13,10 @@ import (
 // written once by TestMain.
 var checkpointDir string
 
+// smallDir holds testdata/models/small as a checkpoint llm.Open takes
+// (testckpt.WriteSmall), for testdata/lora's adapters.
+var smallDir string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "llm-ckpt-")
 	if err != nil {
@@ -23,7 +27,16 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	checkpointDir = dir
+	if smallDir, err = os.MkdirTemp("", "llm-small-"); err != nil {
+		panic(err)
+	}
+	if err := testckpt.WriteSmall(smallDir, "../testdata"); err != nil {
+		os.RemoveAll(dir)
+		os.RemoveAll(smallDir)
+		panic(err)
+	}
 	code := m.Run()
+	os.RemoveAll(smallDir)
 	if shared != nil {
 		shared.Close()
 	}

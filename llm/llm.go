@@ -155,6 +155,18 @@ type Options struct {
 	// layer and the MTP head's when negative. Zero, a dense model or a CPU
 	// Backend leave everything on Backend.
 	CPUMoE int
+	// LoRA are PEFT LoRA adapters to attach at open (Model.LoadLoRA
+	// attaches more later); requests choose them by name (Params.LoRA).
+	LoRA []LoRAAdapter
+	// LoRAMerge adds the LoRA adapters into the weights while they load
+	// (ollama's ADAPTER): every request then runs with them at the cost
+	// of the base model, in F32 for a float checkpoint (twice a BF16
+	// checkpoint's weight memory; a Quantize load keeps its format), and
+	// no adapter can be loaded or unloaded later.
+	LoRAMerge bool
+	// MaxLoRAs bounds the adapters attached at once and MaxLoRARank their
+	// rank (vLLM's --max-loras and --max-lora-rank); zero means no bound.
+	MaxLoRAs, MaxLoRARank int
 }
 
 // Progress reports weight loading (model.Progress).
@@ -198,6 +210,7 @@ type Model struct {
 	// count (usageBudgetBytes).
 	usageBudget int64
 	observers   prefixRelay // the engine's PrefixObserver
+	loras       loras       // the attached LoRA adapters
 }
 
 // Defaults are the sampling defaults of generation_config.json; nil fields
@@ -234,6 +247,9 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	}
 	if o.MaxTokens < 0 {
 		return nil, fmt.Errorf("llm: max tokens must not be negative, got %d", o.MaxTokens)
+	}
+	if err := checkLoRAOptions(o); err != nil {
+		return nil, err
 	}
 	found, err := modelpath.Resolve(dir)
 	if err == nil {
@@ -282,9 +298,18 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	// Every step is one pass over the weights (see engine.Config); a step
 	// that only prefills fills it (prefillPassTokens).
 	maxSeqs := cmp.Or(o.MaxNumSeqs, engine.DefaultMaxNumSeqs)
+	var merge []model.MergedAdapter
+	var mergedEntries []*loraEntry
+	var mergedKey string
+	if o.LoRAMerge {
+		if merge, mergedEntries, mergedKey, err = mergeLoRAs(o, found.Name); err != nil {
+			lm.closeBackend()
+			return nil, err
+		}
+	}
 	m, err := model.OpenContext(ctx, dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize, KVCacheType: kvType,
 		MTP: o.Speculative.Method == "mtp", DraftQuantize: o.Speculative.DraftQuantize, MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens),
-		ExpertBackend: experts, CPUMoELayers: o.CPUMoE})
+		ExpertBackend: experts, CPUMoELayers: o.CPUMoE, Merge: merge})
 	if err != nil {
 		lm.closeBackend()
 		if o.Speculative.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {
@@ -325,7 +350,10 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	lm.seqTokens = sequenceTokens(m, lm.stateMemory)
 	lm.usageBudget = lm.usageBudgetBytes(maxSeqs)
 	lm.observers.add(o.PrefixObserver)
-	disk, err := prefixDiskTier(dir, o)
+	if err := lm.initLoRAs(ctx, o, mergedEntries); err != nil {
+		return fail(err)
+	}
+	disk, err := prefixDiskTier(dir, o, mergedKey)
 	if err != nil {
 		return fail(err)
 	}

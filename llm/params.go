@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/govinfer/govinfer/engine"
 	"github.com/govinfer/govinfer/grammar"
 	"github.com/govinfer/govinfer/jsonconstraint"
 	"github.com/govinfer/govinfer/sample"
@@ -65,6 +66,12 @@ type Params struct {
 	// expression, choices or a grammar; it cannot be combined with a
 	// ResponseFormat other than text.
 	Structured *Structured
+	// LoRA chooses the LoRA adapters the request runs with, by name
+	// (Model.LoRAs), each with its scale: vLLM's model naming an adapter
+	// is one use at the adapter's default scale, llama-server's lora list
+	// of {id, scale} several. A name not loaded is a *LoRAError matching
+	// ErrUnknownLoRA; none runs the base model.
+	LoRA []LoRAUse
 }
 
 // ResponseFormat constrains the output.
@@ -104,6 +111,7 @@ type resolved struct {
 	logitBias   map[int]float32
 	grammar     *jsonconstraint.Grammar
 	structured  *grammar.Grammar
+	loras       []engine.LoRA
 }
 
 // resolve checks p and applies the defaults.
@@ -210,6 +218,10 @@ func (lm *Model) resolve(p Params) (resolved, error) {
 			return r, err
 		}
 		r.structured = g
+	}
+	var err error
+	if r.loras, err = lm.resolveLoRA(p.LoRA); err != nil {
+		return r, err
 	}
 	return r, nil
 }

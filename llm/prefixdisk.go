@@ -40,9 +40,11 @@ func PrefixCacheDiskBudget(dir string) int64 {
 // opened with o, or nil without Options.PrefixCacheDir. Its key is the
 // checkpoint's identity (its weights sampled, prefixdisk.CheckpointID), an
 // mmproj file's (the vision tower makes image states), the quantization,
-// and a slot for a LoRA adapter (none yet); the engine adds the backend,
-// the KV cache type and the model's shapes.
-func prefixDiskTier(dir string, o Options) (*engine.DiskTier, error) {
+// and the LoRA adapters merged into the weights (merged: their digests
+// and scales; unmerged adapters key their requests' states themselves,
+// engine.LoRA.Digest); the engine adds the backend, the KV cache type and
+// the model's shapes.
+func prefixDiskTier(dir string, o Options, merged string) (*engine.DiskTier, error) {
 	if o.PrefixCacheDir == "" {
 		return nil, nil
 	}
@@ -59,7 +61,7 @@ func prefixDiskTier(dir string, o Options) (*engine.DiskTier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	key := fmt.Appendf(nil, "checkpoint %x\nquantize %s\nlora \n", id, o.Quantize)
+	key := fmt.Appendf(nil, "checkpoint %x\nquantize %s\nlora %s\n", id, o.Quantize, merged)
 	if o.MMProj != "" {
 		mm, err := prefixdisk.CheckpointID(o.MMProj)
 		if err != nil {

@@ -210,7 +210,7 @@ func (lm *Model) submit(ctx context.Context, prompts [][]int, hints [][]int, r r
 			req := engine.Request{
 				Prompt: prompt, Params: r.sampling, MaxTokens: maxTokens[p], MinTokens: min(r.minTokens, maxTokens[p]),
 				StopTokens: r.stopIDs, IgnoreEOS: r.ignoreEOS,
-				Logprobs: r.logprobs, TopLogprobs: r.topLogprobs, LogitBias: r.logitBias,
+				Logprobs: r.logprobs, TopLogprobs: r.topLogprobs, LogitBias: r.logitBias, LoRA: r.loras,
 			}
 			if hints != nil {
 				req.CacheHints = hints[p]

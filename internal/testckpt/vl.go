@@ -23,8 +23,34 @@ var vlSpecial = map[string]int{
 // vl-tiny's goldens tokenize to their input ids. The weights are linked,
 // not copied, where the file system allows it.
 func WriteVL(dir, testdata string) error {
-	src := filepath.Join(testdata, "models", "vl-tiny")
-	for _, f := range []string{"config.json", "generation_config.json", "preprocessor_config.json", "model.safetensors"} {
+	return writeByteLevel(dir, filepath.Join(testdata, "models", "vl-tiny"), testdata, vlSpecial,
+		"config.json", "generation_config.json", "preprocessor_config.json", "model.safetensors")
+}
+
+// smallSpecial are the special tokens of WriteSmall's tokenizer, at ids
+// of the top of small's vocabulary (its generation_config's EOS ids are
+// 4093 and 4095).
+var smallSpecial = map[string]int{
+	"<|endoftext|>": 4095, "<|im_start|>": 4094, "<|im_end|>": 4093,
+	"<|vision_start|>": 4085, "<|vision_end|>": 4086, "<|vision_pad|>": 4087,
+	"<|image_pad|>": 4088, "<|video_pad|>": 4089, "<think>": 4090, "</think>": 4091,
+}
+
+// WriteSmall writes into dir a checkpoint that llm.Open takes with the
+// small test model's weights and configs (testdata/models/small, which
+// testdata/lora's adapters and goldens are for) and a byte-level
+// tokenizer as WriteVL's, its special tokens at the top of the
+// vocabulary (<|im_end|> 4093 and <|endoftext|> 4095, small's EOS ids).
+func WriteSmall(dir, testdata string) error {
+	return writeByteLevel(dir, filepath.Join(testdata, "models", "small"), testdata, smallSpecial,
+		"config.json", "generation_config.json", "model.safetensors")
+}
+
+// writeByteLevel links (or copies) files of the checkpoint in src into
+// dir and writes the chat template and a byte-level tokenizer with the
+// special tokens at the given ids.
+func writeByteLevel(dir, src, testdata string, special map[string]int, files ...string) error {
+	for _, f := range files {
 		from, err := filepath.Abs(filepath.Join(src, f))
 		if err != nil {
 			return err
@@ -63,7 +89,7 @@ func WriteVL(dir, testdata string) error {
 	}
 	m["vocab"], m["merges"] = vocab, []any{}
 	var added []any
-	for s, id := range vlSpecial {
+	for s, id := range special {
 		added = append(added, map[string]any{"id": id, "content": s, "single_word": false, "lstrip": false,
 			"rstrip": false, "normalized": false, "special": true})
 	}
