@@ -35,6 +35,9 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 	if q.Params, r.wire, err = parseParams(o); err != nil {
 		return nil, err
 	}
+	if q.LoRA, err = s.requestLoRA(o); err != nil {
+		return nil, err
+	}
 	if q.Logprobs, _, err = o.boolean("logprobs"); err != nil {
 		return nil, err
 	}

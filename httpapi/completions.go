@@ -138,6 +138,9 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		req.Params, w, aerr = parseParams(o)
 	}
 	if aerr == nil {
+		req.LoRA, aerr = s.requestLoRA(o)
+	}
+	if aerr == nil {
 		if n, ok, err := o.integer("logprobs"); err != nil {
 			aerr = err
 		} else if ok {
@@ -184,6 +187,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 	texts := make([]string, st.Choices())
 	lps := make([]*completionLogprobs, st.Choices())
 	finishes := make([]llm.Event, st.Choices())
+	tokenIDs := make([][]int, st.Choices())
 	for i := range texts {
 		texts[i] = prefixes[i]
 		if req.Logprobs {
@@ -197,6 +201,11 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 			s.addCompletionLogprobs(lps[i], ev.Tokens, len(texts[i]))
 		}
 		texts[i] += ev.Text
+		if w.returnTokenIDs {
+			for _, tk := range ev.Tokens {
+				tokenIDs[i] = append(tokenIDs[i], tk.ID)
+			}
+		}
 		if ev.Kind == llm.KindFinish {
 			finishes[i] = ev
 			if ev.Finish == llm.FinishError || ev.Finish == llm.FinishAbort {
@@ -225,6 +234,9 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		ch := completionChoice{Index: i, Text: texts[i], FinishReason: &finish, StopReason: f.StopReason}
 		if lps[i] != nil {
 			ch.Logprobs = lps[i]
+		}
+		if w.returnTokenIDs {
+			ch.TokenIDs = nonNil(tokenIDs[i])
 		}
 		resp.Choices = append(resp.Choices, ch)
 	}

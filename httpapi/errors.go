@@ -161,6 +161,10 @@ func llmError(err error) *apiError {
 	switch {
 	case errors.As(err, &pe):
 		return badRequest(pe.Param, "%s", pe.Message)
+	case errors.Is(err, llm.ErrUnknownLoRA):
+		var le *llm.LoRAError
+		errors.As(err, &le)
+		return modelNotFound(le.Name)
 	case errors.As(err, &ce):
 		return badRequest(ce.Param(), "%s", ce.Error())
 	case errors.Is(err, llm.ErrQueueFull):

@@ -227,6 +227,9 @@ func (s *Server) parseMessages(body []byte, counting bool) (*messagesRequest, *a
 	if err := messagesSampling(o, &q.Params); err != nil {
 		return nil, err
 	}
+	if q.LoRA, err = s.requestLoRA(o); err != nil {
+		return nil, err
+	}
 	if r.stream, _, err = o.boolean("stream"); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/govinfer/govinfer/llm"
 	"github.com/valyala/fasthttp"
@@ -124,6 +125,7 @@ func (s *Server) writeMetrics(w *promWriter) {
 		return
 	}
 	st := s.lm.Stats()
+	s.writeLoRAMetrics(w, float64(time.Now().UnixNano())/1e9)
 	w.gauge("vllm:num_requests_running", "Requests in the running batch.", float64(st.Running))
 	w.gauge("vllm:num_requests_waiting", "Requests waiting to start.", float64(st.Waiting))
 	w.gauge("vllm:kv_cache_usage_perc", "Fraction of the state-memory budget held by running sequences (0 to 1).", st.KVCacheUsage)

@@ -78,6 +78,9 @@ func (o object) intList(key string) ([]int, *apiError) {
 type wireOptions struct {
 	stream       bool
 	includeUsage bool
+	// returnTokenIDs is vLLM's return_token_ids: a text completion's
+	// choices carry their generated token ids (token_ids).
+	returnTokenIDs bool
 }
 
 // parseParams reads the sampling and stopping fields chat and text
@@ -170,6 +173,9 @@ func parseParams(o object) (llm.Params, wireOptions, *apiError) {
 		p.KeepSpecialTokens = !v
 	}
 	if w.stream, _, err = o.boolean("stream"); err != nil {
+		return p, w, err
+	}
+	if w.returnTokenIDs, _, err = o.boolean("return_token_ids"); err != nil {
 		return p, w, err
 	}
 	if so, ok, e := o.obj("stream_options"); e != nil {

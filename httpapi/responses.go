@@ -207,6 +207,9 @@ func (s *Server) parseResponses(body []byte) (*responsesRequest, *apiError) {
 	if err := r.parseScalars(o); err != nil {
 		return nil, err
 	}
+	if q.LoRA, err = s.requestLoRA(o); err != nil {
+		return nil, err
+	}
 	if err := r.parseText(o); err != nil {
 		return nil, err
 	}

@@ -126,6 +126,11 @@ type Config struct {
 	// (govinfer_version), GET /version, GET / and its start-up log lines.
 	// Empty means internal/version's, which govinfer --version prints.
 	Version string
+	// EnableLoRA turns on loading and unloading LoRA adapters at run time
+	// (POST /v1/load_lora_adapter and /v1/unload_lora_adapter, vLLM's,
+	// and llama-server's POST /lora-adapters), behind the API key.
+	// Adapters attached at open (llm.Options.LoRA) are served either way.
+	EnableLoRA bool
 }
 
 // Defaults of the Responses API's store (Config.ResponsesStoreMax,
@@ -168,10 +173,11 @@ type Server struct {
 	responses *responseStore   // the Responses API's stored responses
 	media     *media           // resolves image URLs
 
-	requests  atomic.Uint64 // request ids
-	httpCount sync.Map      // status code -> *atomic.Uint64
-	closeOnce sync.Once
-	logMu     sync.Mutex
+	requests     atomic.Uint64 // request ids
+	loraRequests sync.Map      // adapter name -> *atomic.Uint64 (govinfer:lora_requests_total)
+	httpCount    sync.Map      // status code -> *atomic.Uint64
+	closeOnce    sync.Once
+	logMu        sync.Mutex
 }
 
 // Start listens on cfg.Addr and serves lm, a model the program opened
@@ -458,6 +464,17 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	routes["/v1/messages/count_tokens"] = route{fasthttp.MethodPost, true, s.handleCountTokens}
 	routes["/v1/chat/completions/render"] = route{fasthttp.MethodPost, true, s.handleChatRender}
 	routes["/v1/completions/render"] = route{fasthttp.MethodPost, true, s.handleCompletionsRender}
+	if s.cfg.EnableLoRA {
+		routes["/v1/load_lora_adapter"] = route{fasthttp.MethodPost, true, s.handleLoadLoRA}
+		routes["/v1/unload_lora_adapter"] = route{fasthttp.MethodPost, true, s.handleUnloadLoRA}
+	}
+	if path == "/lora-adapters" {
+		method := fasthttp.MethodGet
+		if s.cfg.EnableLoRA && ctx.IsPost() {
+			method = fasthttp.MethodPost
+		}
+		routes[path] = route{method, true, s.handleLoRAAdapters}
+	}
 	r, ok := routes[path]
 	if !ok {
 		writeError(ctx, fasthttp.StatusNotFound, fmt.Sprintf("no endpoint %s", path), "")
@@ -634,29 +651,38 @@ func (s *Server) card() modelCard {
 }
 
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
+	data := []any{s.card()}
+	if s.loaded.Load() {
+		data = append(data, s.loraCards()...)
+	}
 	writeJSON(ctx, struct {
-		Object string      `json:"object"`
-		Data   []modelCard `json:"data"`
-	}{"list", []modelCard{s.card()}})
+		Object string `json:"object"`
+		Data   []any  `json:"data"`
+	}{"list", data})
 }
 
 // handleModel answers GET /v1/models/{id} (the id may hold slashes).
 func (s *Server) handleModel(ctx *fasthttp.RequestCtx, id string) {
+	if a, ok := s.lm.LoRA(id); ok && id != s.name {
+		writeJSON(ctx, s.loraCard(a))
+		return
+	}
 	if id != s.name {
-		writeError(ctx, fasthttp.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", id), "model")
+		writeAPIError(ctx, modelNotFound(id))
 		return
 	}
 	writeJSON(ctx, s.card())
 }
 
-// checkModel verifies a request's "model" field.
+// checkModel verifies a request's "model" field: the served model or an
+// attached LoRA adapter.
 func (s *Server) checkModel(o object) *apiError {
 	name, ok, err := o.str("model")
 	if err != nil {
 		return err
 	}
-	if ok && name != s.name {
-		return &apiError{status: fasthttp.StatusNotFound, message: fmt.Sprintf("The model `%s` does not exist.", name), param: "model"}
+	if ok && !s.knownModel(name) {
+		return modelNotFound(name)
 	}
 	return nil
 }

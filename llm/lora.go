@@ -407,3 +407,27 @@ func (lm *Model) resolveLoRA(uses []LoRAUse) ([]engine.LoRA, error) {
 
 // MaxLoRAScale bounds |scale| of a request's adapter.
 const MaxLoRAScale = 100
+
+// SetLoRAScale sets the default scale of the adapter name: the scale of
+// requests that name it without one (llama-server's POST /lora-adapters).
+// A merged adapter's scale is fixed.
+func (lm *Model) SetLoRAScale(name string, scale float64) error {
+	if math.IsNaN(scale) || math.IsInf(scale, 0) || math.Abs(scale) > MaxLoRAScale {
+		return &LoRAError{Name: name, Err: fmt.Errorf("scale %v is not finite and within ±%g", scale, float64(MaxLoRAScale))}
+	}
+	lm.loras.mu.Lock()
+	defer lm.loras.mu.Unlock()
+	e := lm.loras.byName[name]
+	switch {
+	case e == nil:
+		return &LoRAError{Name: name, Unknown: true}
+	case e.ad == nil:
+		return &LoRAError{Name: name, Err: errors.New("it is merged into the weights at a fixed scale")}
+	}
+	e.info.Scale = scale
+	return nil
+}
+
+// LoRALimits returns Options.MaxLoRAs and Options.MaxLoRARank (0: no
+// bound).
+func (lm *Model) LoRALimits() (maxLoRAs, maxRank int) { return lm.loras.max, lm.loras.maxRank }
