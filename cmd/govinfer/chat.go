@@ -38,6 +38,10 @@ with """ and close it with """; pasted text keeps its line breaks. Lines edit
 with the arrows, Home/End, Backspace/Delete, Ctrl-A/E/W/U/K; up and down go
 through what you typed before.
 
+LoRA adapters: --lora PATH[:SCALE] (repeatable) answers with PEFT adapters,
+unmerged at SCALE (1 by default); --lora-merge adds them into the weights
+while they load (docs/lora.md).
+
 One-shot: with a question as arguments, or (without one) the question on
 standard input when it is not a terminal, it prints only the answer, without
 colours, prompts or reasoning (--show-thinking writes the reasoning to
@@ -64,6 +68,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	fs.Var(&images, "image", "attach the image `FILE` (PNG, JPEG, WebP or GIF) to the question, or to the first message of an interactive chat; repeat for several (the model needs a vision tower)")
 	specConfig := fs.String("speculative-config", "", specConfigHelp)
 	pcDisk := addPrefixDiskFlags(fs.FlagSet)
+	loras, loraMerge := loraFlags(fs.FlagSet)
 	maxLen := fs.Int("max-model-len", 0, fmt.Sprintf("most tokens of the conversation plus an answer (default: the model's context, at most %d)", llm.DefaultMaxModelLen))
 	fs.BoolVar(&o.hideThinking, "hide-thinking", false, "do not show the model's reasoning (it still reasons; /think off or --think off stops that)")
 	fs.BoolVar(&o.showThinking, "show-thinking", false, "one-shot mode: write the reasoning to standard error")
@@ -156,8 +161,14 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
+	adapters, uses, err := loras.options(*loraMerge)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	o.params.LoRA = uses
 	m, err := llm.OpenContext(ctx, *dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm,
-		VisionBackend: visionBackend(bo), Speculative: spec, CPUMoE: moeLayers, PrefixCacheDir: *pcDisk.dir, PrefixCacheDisk: *pcDisk.disk, PrefixCacheLog: pcDisk.logf(io.err, "chat")})
+		VisionBackend: visionBackend(bo), Speculative: spec, CPUMoE: moeLayers, PrefixCacheDir: *pcDisk.dir, PrefixCacheDisk: *pcDisk.disk, PrefixCacheLog: pcDisk.logf(io.err, "chat"),
+		LoRA: adapters, LoRAMerge: *loraMerge})
 	if err != nil {
 		if spec.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {
 			return fail(exitUsage, "--speculative-config: %v", err)

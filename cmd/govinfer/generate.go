@@ -17,7 +17,7 @@ import (
 // runGenerate implements "govinfer generate": feed token ids or raw text,
 // generate.
 func runGenerate(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "generate", "generate --model PATH (--ids 1,2,3 | --prompt TEXT) [--image FILE]... [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--speculative-config JSON] [--json]\n\n"+
+	fs := newFlagSet(io, "generate", "generate --model PATH (--ids 1,2,3 | --prompt TEXT) [--image FILE]... [-n 24] [--temperature 0] [--quantize q8_0|q4_k_m|q5_k_m] [--speculative-config JSON] [--lora PATH[:SCALE]]... [--lora-merge] [--json]\n\n"+
 		"With --ids it prints the generated ids, comma separated, and generates exactly -n tokens.\n"+
 		"With --prompt the text is raw: it is tokenized as it is with the checkpoint's tokenizer,\n"+
 		"with no chat template around it (as llama-cli -p without its chat mode; \"govinfer chat\"\n"+
@@ -32,7 +32,10 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		"generation drafts K tokens per round with the checkpoint's MTP head (\"ngram\": from the\n"+
 		"prompt and output) and verifies them in one step: greedy tokens are those of plain greedy\n"+
 		"decoding, sampled ones follow the same distribution; --json adds spec_draft_tokens and\n"+
-		"spec_accepted_tokens. It does not back off unless the config says \"backoff\": true.")
+		"spec_accepted_tokens. It does not back off unless the config says \"backoff\": true.\n"+
+		"With --lora PATH[:SCALE] (repeatable) generation runs with PEFT LoRA adapters, unmerged\n"+
+		"(their updates added to each product at SCALE, 1 by default); --lora-merge adds them into\n"+
+		"the weights while they load instead (see docs/lora.md).")
 	dir := fs.String("model", "", "checkpoint `PATH`: a directory (config.json + safetensors) or a GGUF file")
 	idList := fs.String("ids", "", "prompt token ids, comma separated")
 	promptText := fs.String("prompt", "", "prompt `TEXT`, tokenized as raw text (no chat template); the output is text")
@@ -55,6 +58,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	bf16In := bf16InputsFlag(fs.FlagSet)
 	amxTiles := amxTilesFlag(fs.FlagSet)
 	fmaTiles := fmaTilesFlag(fs.FlagSet)
+	loras, loraMerge := loraFlags(fs.FlagSet)
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -134,8 +138,12 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	if experts != nil {
 		defer experts.Close()
 	}
+	merge, err := loras.merged(*loraMerge)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
 	m, err := model.OpenContext(ctx, *dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize),
-		ExpertBackend: experts, CPUMoELayers: moeLayers})
+		ExpertBackend: experts, CPUMoELayers: moeLayers, Merge: merge})
 	if err != nil {
 		if ctx.Err() != nil {
 			return fail(exitError, "interrupted while loading")
@@ -146,6 +154,9 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	defer m.Close()
+	if req.LoRA, err = loras.attach(m, *loraMerge); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
 	if len(images) > 0 {
 		if ids, err = imagePrompt(ctx, vsetup, backend, *quantize, ids, images, &req); err != nil {
 			if imageproc.IsInputError(err) {

@@ -55,6 +55,11 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		"details accepted_prediction_tokens and rejected_prediction_tokens (chat and\n"+
 		"completions; the Responses API in output_tokens_details), and /metrics counts\n"+
 		"vllm:spec_decode_num_draft_tokens_total and _accepted_tokens_total.\n\n"+
+		"LoRA adapters (docs/lora.md): --lora-modules name=path [name=path ...] serves\n"+
+		"PEFT adapters on one copy of the base, a request's model choosing one and one\n"+
+		"batch mixing them; /v1/models lists them with their parent. --enable-lora\n"+
+		"adds POST /v1/load_lora_adapter and /v1/unload_lora_adapter ({lora_name,\n"+
+		"lora_path}); --lora-merge adds the one adapter into the weights instead.\n\n"+
 		"Chat page: a browser opening http://HOST:PORT/ gets a chat page served by\n"+
 		"govinfer itself (no network needed); --no-webui turns it off.")
 	var (
@@ -104,7 +109,13 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		maxGrmr   = fs.Int("max-grammar-bytes", llm.DefaultMaxGrammarBytes, "largest grammar, regular expression or choice list a request may constrain its output with (structured_outputs, grammar, custom tools' formats); larger ones get a 400")
 	)
 	cpuMoE := cpuMoEFlags(fs.FlagSet)
-	if code, done := parseFlags(fs, io, args); done {
+	var loraMods loraModules
+	fs.Var(&loraMods, "lora-modules", "LoRA adapters to serve, as vLLM takes them: --lora-modules name=path [name=path ...] or the JSON form '{\"name\": ..., \"path\": ..., \"base_model_name\": ...}'; a request's model picks one (implies --enable-lora)")
+	enableLoRA := fs.Bool("enable-lora", false, "serve LoRA adapters: --lora-modules at start, and POST /v1/load_lora_adapter and /v1/unload_lora_adapter at run time (behind --api-key; vLLM also wants VLLM_ALLOW_RUNTIME_LORA_UPDATING, govinfer does not)")
+	maxLoRAs := fs.Int("max-loras", defaultMaxLoRAs, "most LoRA adapters attached at once (one batch may mix them all); a load past it gets a 400")
+	maxLoRARank := fs.Int("max-lora-rank", defaultMaxLoRARank, "largest LoRA rank accepted; an adapter over it is refused (a 400 at run time)")
+	loraMerge := fs.Bool("lora-merge", false, "add the one --lora-modules adapter into the weights while they load: base-model speed, but every request runs with it, no adapter can be loaded at run time, and a BF16 checkpoint's matrices it touches are kept in F32 (twice their memory; --quantize keeps its format)")
+	if code, done := parseFlags(fs, io, expandMultiValue(args, "lora-modules")); done {
 		return code
 	}
 	llm.SetMaxGrammarBytes(*maxGrmr)
@@ -138,6 +149,15 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	case *maxTokens < 0 || *storeMax < 0:
 		fmt.Fprintln(io.err, "govinfer serve: --max-tokens and --responses-store-max must not be negative")
 		return exitUsage
+	case *maxLoRAs < 1 || *maxLoRARank < 1:
+		fmt.Fprintln(io.err, "govinfer serve: --max-loras and --max-lora-rank must be >= 1")
+		return exitUsage
+	case *loraMerge && len(loraMods) != 1:
+		fmt.Fprintf(io.err, "govinfer serve: --lora-merge merges one adapter; --lora-modules gives %d\n", len(loraMods))
+		return exitUsage
+	}
+	if len(loraMods) > 0 {
+		*enableLoRA = true
 	}
 	var err error
 	if *storeMax == 0 {
@@ -220,6 +240,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		DefaultTemplateArgs: templateArgs, MaxImages: maxImages, MaxImagePixels: maxImagePixels, MMProj: mm,
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
 		Speculative: spec, CPUMoE: moeLayers,
+		LoRA: loraMods, LoRAMerge: *loraMerge, MaxLoRAs: *maxLoRAs, MaxLoRARank: *maxLoRARank,
 	}
 	pcDisk.options(&opts, io.err, "serve")
 	// The server listens at once and answers 503 while it opens the model
@@ -231,7 +252,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		MaxConnections: *maxConns, IdleTimeout: *idle, ReadTimeout: *readTO,
 		KVEvents: *kvEvents, KVEventsTopic: *kvTopic, PodID: *podID,
 		ResponsesStoreMax: *storeMax, ResponsesStoreBytes: *storeSize, ReasoningKey: reasoningKey,
-		NoWebUI: *noWebUI,
+		NoWebUI: *noWebUI, EnableLoRA: *enableLoRA && !*loraMerge,
 	})
 	if err != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", err)
@@ -252,6 +273,14 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	fmt.Fprintln(io.err, lm.StateMemory())
 	if d := lm.PrefixCacheDisk(); d != "" {
 		fmt.Fprintln(io.err, d)
+	}
+	for _, a := range lm.LoRAs() {
+		how := "unmerged"
+		if a.Merged {
+			how = "merged into the weights"
+		}
+		fmt.Fprintf(io.err, "LoRA adapter %s (%s): rank %d, %d matrices, %.1f MiB, loaded in %.2fs, %s\n",
+			a.Name, a.Path, a.Rank, a.Modules, float64(a.Bytes)/(1<<20), a.LoadTime.Seconds(), how)
 	}
 	if *noWebUI {
 		fmt.Fprintf(io.out, "govinfer: serving on http://%s (OpenAI API under /v1)\n", srv.Addr())
