@@ -28,7 +28,7 @@ func shapeNames() string {
 
 // runMakeRandom implements "govinfer make-random": write a random checkpoint.
 func runMakeRandom(ctx context.Context, io stdio, args []string) int {
-	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape NAME] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR | --no-tokenizer] [--chat-template FILE] [--mtp] [--vision] [--config-only] [--max-gb N]\n\n"+
+	fs := newFlagSet(io, "make-random", "make-random --out DIR [--shape NAME] [--layers N] [--vocab N] [--seed N] [--tokenizer DIR | --no-tokenizer] [--chat-template FILE] [--mtp] [--vision] [--config-only] [--max-gb N]\n       make-random --lora-for MODEL_DIR --out DIR [--rank 16] [--seed N]\n\n"+
 		"Writes a random checkpoint that chat, serve and diag open as it is: with "+randmodel.BundledTokenizerName+"\n"+
 		"(bundled in the binary; --tokenizer DIR copies another's, --no-tokenizer leaves them out), its vocabulary\n"+
 		"grown to cover the tokenizer's ids where the shape's is smaller (tiny and small: 151,669).")
@@ -46,6 +46,8 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	chatTemplate := fs.String("chat-template", "", "write this chat_template.jinja `FILE` into the checkpoint, in place of the tokenizer's (the bundled one: Qwen3.5's)")
 	configOnly := fs.Bool("config-only", false, "write config.json and generation_config.json (and the tokenizer, preprocessor config) but no weights: enough for shapes too large to write, such as qwen3.5-397b-a17b")
 	maxGB := fs.Float64("max-gb", defaultMaxGB, "refuse to write more than `N` GB of weights (0: no limit); the size is printed before writing starts")
+	loraFor := fs.String("lora-for", "", "write a random LoRA adapter (PEFT's layout, F32) for the checkpoint in `MODEL_DIR` instead of a checkpoint: one update of --rank on every linear of its text model (attention, Gated DeltaNet, MLP), for bench --lora")
+	rank := fs.Int("rank", 16, "the --lora-for adapter's rank")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
 	}
@@ -55,6 +57,15 @@ func runMakeRandom(ctx context.Context, io stdio, args []string) int {
 	}
 	if *out == "" {
 		return fail(exitUsage, "--out is required")
+	}
+	if *loraFor != "" {
+		start := time.Now()
+		n, err := randmodel.WriteLoRA(*out, *loraFor, randmodel.LoRAOptions{Rank: *rank, Seed: *seed})
+		if err != nil {
+			return fail(exitError, "%v", err)
+		}
+		fmt.Fprintf(io.out, "wrote a rank-%d LoRA adapter of %d modules for %s to %s in %.1fs\n", *rank, n, *loraFor, *out, time.Since(start).Seconds())
+		return exitOK
 	}
 	shape, err := randmodel.LookupShape(*shapeName)
 	if err != nil {
