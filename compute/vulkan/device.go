@@ -77,7 +77,12 @@ type Backend struct {
 	deltaChunkMin   int
 	deltaScratchMax uint64
 	heapUsed        [vk.MaxMemoryHeaps]uint64
-	desc            string
+	// heapAlloc is the bytes of VkDeviceMemory allocated from each heap
+	// (arena blocks and host-visible buffers); allocations counts them.
+	heapAlloc   [vk.MaxMemoryHeaps]uint64
+	allocations int
+	arena       arena
+	desc        string
 
 	rec          recorder
 	prof         *profiler // nil unless Options.Profile
@@ -326,6 +331,7 @@ func (b *Backend) init() error {
 	if err := b.pipes.init(b); err != nil {
 		return err
 	}
+	b.arena.init(b)
 	if b.dummy, err = b.newRaw(16, memDevice); err != nil {
 		return err
 	}
@@ -413,6 +419,9 @@ func (b *Backend) Close() error {
 		// Weights and buffers the caller did not free.
 		for r := range b.live {
 			r.destroy(b)
+		}
+		for len(b.arena.blocks) > 0 {
+			b.dropBlock(b.arena.blocks[0])
 		}
 		if b.prof != nil {
 			b.prof.destroy(b)

@@ -269,13 +269,14 @@ int32_t govk_create_buffer(const govk_fast* f, void* device, uint64_t size, uint
 	return ((create_buffer_fn)f->createBuffer)(device, &info, NULL, buffer);
 }
 
-// govk_buffer_requirements reports the bytes of memory buffer needs and the
-// memory types it can be bound to.
-void govk_buffer_requirements(const govk_fast* f, void* device, uint64_t buffer, uint64_t* size, uint32_t* typeBits) {
+// govk_buffer_requirements reports the bytes of memory buffer needs, their
+// alignment and the memory types it can be bound to.
+void govk_buffer_requirements(const govk_fast* f, void* device, uint64_t buffer, uint64_t* size, uint64_t* alignment, uint32_t* typeBits) {
 	memory_requirements req;
 	memset(&req, 0, sizeof req);
 	((buffer_requirements_fn)f->bufferRequirements)(device, buffer, &req);
 	*size = req.size;
+	*alignment = req.alignment;
 	*typeBits = req.memoryTypeBits;
 }
 

@@ -139,13 +139,14 @@ func (fp *fastPath) createBuffer(dev vk.Device, size uint64, usage vk.BufferUsag
 	return handleOf[vk.Buffer](uint64(h)), nil
 }
 
-// bufferRequirements returns the bytes of memory buf needs and the memory
-// types (a bit per index) it can be bound to.
-func (fp *fastPath) bufferRequirements(dev vk.Device, buf vk.Buffer) (size uint64, typeBits uint32) {
-	var sz C.uint64_t
+// bufferRequirements returns the bytes of memory buf needs, the alignment
+// of their offset and the memory types (a bit per index) it can be bound
+// to.
+func (fp *fastPath) bufferRequirements(dev vk.Device, buf vk.Buffer) (size, align uint64, typeBits uint32) {
+	var sz, al C.uint64_t
 	var bits C.uint32_t
-	C.govk_buffer_requirements(fp.fns, handlePtr(dev), C.uint64_t(handle64(buf)), &sz, &bits)
-	return uint64(sz), uint32(bits)
+	C.govk_buffer_requirements(fp.fns, handlePtr(dev), C.uint64_t(handle64(buf)), &sz, &al, &bits)
+	return uint64(sz), uint64(al), uint32(bits)
 }
 
 // allocMemory allocates size bytes of memory type typeIndex.

@@ -42,7 +42,7 @@ int32_t govk_submit(const govk_fast* f, void* queue, void* cmd, uint64_t fence);
 void govk_copy(const govk_fast* f, void* cmd, uint64_t src, uint64_t dst, uint64_t srcOffset, uint64_t dstOffset, uint64_t size);
 void govk_host_barrier(const govk_fast* f, void* cmd);
 int32_t govk_create_buffer(const govk_fast* f, void* device, uint64_t size, uint32_t usage, uint64_t* buffer);
-void govk_buffer_requirements(const govk_fast* f, void* device, uint64_t buffer, uint64_t* size, uint32_t* typeBits);
+void govk_buffer_requirements(const govk_fast* f, void* device, uint64_t buffer, uint64_t* size, uint64_t* alignment, uint32_t* typeBits);
 int32_t govk_alloc_memory(const govk_fast* f, void* device, uint64_t size, uint32_t typeIndex, uint64_t* memory);
 
 int govk_layer_available(void* gipa, const char* name);

@@ -21,12 +21,16 @@ const (
 	memReadback                // host-visible, coherent, cached if possible
 )
 
-// rawBuf is a VkBuffer with its own memory allocation.
+// rawBuf is a VkBuffer bound to memory of its own or (block set) to a
+// range of an arena block.
 type rawBuf struct {
 	buf  vk.Buffer
 	mem  vk.DeviceMemory
 	size uint64
 	heap uint32
+	// block, when set, is the arena block buf is bound into at byte off.
+	block *memBlock
+	off   uint64
 	// alloc is the bytes of memory bound to buf (its requirements), which
 	// count against heap.
 	alloc uint64
@@ -127,8 +131,10 @@ func (b *Backend) pickMemory(bits uint32, kind memKind) (uint32, bool) {
 	return 0, false
 }
 
-// newRaw creates a buffer of size bytes (rounded up to 16) for kind. Memory
-// that is host-visible is mapped.
+// newRaw creates a buffer of size bytes (rounded up to 16) for kind.
+// Device-local buffers are bound inside the arena's blocks (arena.go);
+// host-visible ones (the upload ring, readback) get memory of their own.
+// Memory that is host-visible is mapped.
 func (b *Backend) newRaw(size uint64, kind memKind) (*rawBuf, error) {
 	size = max(16, (size+15)&^15)
 	if size > b.maxBinding {
@@ -138,7 +144,21 @@ func (b *Backend) newRaw(size uint64, kind memKind) (*rawBuf, error) {
 	if err != nil {
 		return nil, err
 	}
-	reqSize, typeBits := b.fast.bufferRequirements(b.dev, buf)
+	reqSize, reqAlign, typeBits := b.fast.bufferRequirements(b.dev, buf)
+	if kind == memDevice {
+		bl, off, err := b.bindBlock(buf, reqSize, reqAlign, typeBits, kind)
+		if err != nil {
+			vk.DestroyBuffer(b.dev, buf, nil)
+			return nil, err
+		}
+		r := &rawBuf{buf: buf, mem: bl.mem, block: bl, off: off, size: size, heap: bl.heap, alloc: reqSize}
+		if bl.ptr != nil {
+			r.ptr = unsafe.Add(bl.ptr, off)
+		}
+		b.heapUsed[r.heap] += reqSize
+		b.live[r] = struct{}{}
+		return r, nil
+	}
 	ti, ok := b.pickMemory(typeBits, kind)
 	if !ok {
 		vk.DestroyBuffer(b.dev, buf, nil)
@@ -146,10 +166,10 @@ func (b *Backend) newRaw(size uint64, kind memKind) (*rawBuf, error) {
 	}
 	heap := b.mem.MemoryTypes[ti].HeapIndex
 	heapSize := uint64(b.mem.MemoryHeaps[heap].Size)
-	if b.heapUsed[heap]+reqSize > heapSize {
+	if b.heapAlloc[heap]+reqSize > heapSize {
 		vk.DestroyBuffer(b.dev, buf, nil)
-		return nil, fmt.Errorf("vulkan: out of device memory: %d bytes more would exceed heap %d (%d MiB, %d MiB in use)",
-			reqSize, heap, heapSize>>20, b.heapUsed[heap]>>20)
+		return nil, fmt.Errorf("vulkan: out of device memory: %d bytes more would exceed heap %d (%d MiB, %d MiB allocated)",
+			reqSize, heap, heapSize>>20, b.heapAlloc[heap]>>20)
 	}
 	mem, err := b.fast.allocMemory(b.dev, reqSize, ti)
 	if err != nil {
@@ -163,6 +183,8 @@ func (b *Backend) newRaw(size uint64, kind memKind) (*rawBuf, error) {
 	}
 	r := &rawBuf{buf: buf, mem: mem, size: size, heap: heap, alloc: reqSize}
 	b.heapUsed[heap] += reqSize
+	b.heapAlloc[heap] += reqSize
+	b.allocations++
 	b.live[r] = struct{}{}
 	const hostOK = vk.MemoryPropertyFlags(vk.MemoryPropertyHostVisibleBit | vk.MemoryPropertyHostCoherentBit)
 	if b.mem.MemoryTypes[ti].PropertyFlags&hostOK == hostOK {
@@ -185,11 +207,17 @@ func (r *rawBuf) destroy(b *Backend) {
 		return
 	}
 	b.heapUsed[r.heap] -= r.alloc
-	if r.ptr != nil {
-		vk.UnmapMemory(b.dev, r.mem)
-	}
 	vk.DestroyBuffer(b.dev, r.buf, nil)
-	vk.FreeMemory(b.dev, r.mem, nil)
+	if r.block != nil {
+		b.release(r.block, r.off, r.alloc)
+	} else {
+		if r.ptr != nil {
+			vk.UnmapMemory(b.dev, r.mem)
+		}
+		vk.FreeMemory(b.dev, r.mem, nil)
+		b.heapAlloc[r.heap] -= r.alloc
+		b.allocations--
+	}
 	r.buf = vk.NullBuffer
 	delete(b.live, r)
 }

@@ -16,7 +16,9 @@
 // overlap. On GPUs a step's command buffer is submitted every 64
 // dispatches while the host records the rest, so the device starts early.
 // Weights live in device-local memory in their stored dtype, split by rows
-// into chunks no larger than the device's maxStorageBufferRange; quantized
+// into chunks no larger than the device's maxStorageBufferRange, each its
+// own VkBuffer bound at an offset inside large blocks of memory (arena.go),
+// so the allocations count the bytes, not the tensors; quantized
 // ones (GGML's Q8_0, Q4_K, Q5_K and Q6_K blocks, as a GGUF file stores
 // them) are dequantized in the shaders of MatMul and Embed, with float32
 // activations and accumulation. Small Go
