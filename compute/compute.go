@@ -479,3 +479,59 @@ func Argmax(v []float32) int {
 	}
 	return max(best, 0)
 }
+
+// ExpertRouter is implemented by backends that hold a mixture of experts'
+// matrices stacked (one weight for a layer's experts of one projection)
+// and route its rows on the device (the Vulkan backend), so a step reads
+// no router logits back: llama.cpp's mul_mat_id.
+//
+// A step's routing lives in a route buffer of RouteLen(n, ne, k) elements:
+// RouteExperts writes each row's k experts' ids (int32 bits) to elements
+// [0, n*k), row r's j-th at r*k + j, and their weights to [n*k, 2*n*k);
+// the rest is the backend's plan for MatMulExperts. Pair p = r*k + j is
+// row r's j-th expert.
+type ExpertRouter interface {
+	// NewExperts makes a stacked weight of n experts' [rows, cols]
+	// matrices of dt, the experts' contents loaded by LoadExpert. Its
+	// Rows is n*rows. A shape or dtype the backend cannot route gives an
+	// error (the caller then loads the experts as weights of their own).
+	NewExperts(name string, dt DType, n, rows, cols int) (Weight, error)
+	// LoadExpert copies expert e's rows (rows*dt.RowBytes(cols) bytes)
+	// into w, a weight of NewExperts.
+	LoadExpert(w Weight, e int, data []byte) error
+	// RouteExperts picks, for each of n rows of ne router logits, the k
+	// experts of largest logit (the largest softmax probabilities; ties to
+	// the lower index), in ascending expert order, with weights
+	// softmax(logits) renormalised over the k (exp(l_e - l_max) over their
+	// sum, in float32 or better), into route.
+	RouteExperts(route, logits Buffer, n, ne, k int)
+	// MatMulExperts computes, for every pair p of the n rows' routing,
+	// dst[p, :] = W_e · x[xr, :] with e the pair's expert and xr = p when
+	// perPair, else p's row r: dst is [n*k, w's expert rows]. It reads
+	// only the chosen experts, each once for all the pairs that chose it
+	// (within the backend's task size). A pair's result does not depend
+	// on the other pairs.
+	MatMulExperts(dst, x Buffer, w Weight, route Buffer, n, k int, perPair bool)
+	// CombineExperts computes, for n rows of dim, in place,
+	// dst[r] = Σ_j weight[r*k+j]·eo[r*k+j] + sigmoid(gate[r])·dst[r], the
+	// terms added in order of j, the shared expert's (dst on entry) last:
+	// a mixture's output from its experts' (eo, [n*k, dim]), the shared
+	// expert's and its gate logits (gate, [n]).
+	CombineExperts(dst, eo, gate, route Buffer, n, k, dim int)
+}
+
+// RouteLen returns the elements of the route buffer of n rows choosing k of
+// ne experts (ExpertRouter): their ids and weights, and the plan of the
+// indexed products (a count, up to min(ne, n*k) + ⌈n*k/8⌉ tasks of three
+// words, and the n*k pairs sorted by expert).
+func RouteLen(n, ne, k int) int {
+	p := n * k
+	return 2*p + 1 + 3*RouteTasks(n, ne, k) + p
+}
+
+// RouteTasks returns the most tasks of up to 8 pairs of one expert that n
+// rows choosing k of ne experts make.
+func RouteTasks(n, ne, k int) int {
+	p := n * k
+	return min(ne, p) + (p+7)/8
+}

@@ -125,6 +125,10 @@ func Cases() []Case {
 		// A mixture of experts' gathers and sums.
 		Case{"SumRows", testSumRows},
 		Case{"SwiGLU", testSwiGLU},
+		// A mixture of experts routed on the device (compute.ExpertRouter).
+		Case{"RouteExperts", testRouteExperts},
+		Case{"MatMulExperts", testMatMulExperts},
+		Case{"CombineExperts", testCombineExperts},
 	)...)
 }
 

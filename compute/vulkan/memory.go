@@ -238,6 +238,9 @@ type weight struct {
 	rows, cols int
 	rowBytes   int // bytes of a row (whole blocks for quantized dtypes)
 	chunks     []wchunk
+	// ex, when set, says the weight is a stack of experts (NewExperts):
+	// only MatMulExperts takes it.
+	ex *experts
 	// f16 says every value converts to f16 without overflow, so the
 	// cooperative-matrix shader may multiply it (set only where the
 	// device has that shader).

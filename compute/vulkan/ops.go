@@ -38,7 +38,11 @@ func (b *Backend) wt(op string, w compute.Weight) (*weight, bool) {
 		b.failf("%s: weight %T is not a weight of this backend", op, w)
 		return nil, false
 	}
-	if ww.dt.Quant() != quant.Keep && op != "MatMul" && op != "Embed" {
+	if ww.ex != nil && op != "MatMulExperts" {
+		b.failf("%s: weight %s is a stack of experts; only MatMulExperts takes it", op, ww.name)
+		return nil, false
+	}
+	if ww.dt.Quant() != quant.Keep && op != "MatMul" && op != "Embed" && op != "MatMulExperts" {
 		b.failf("%s: weight %s is %v; quantized weights are only for MatMul and Embed", op, ww.name, ww.dt)
 		return nil, false
 	}

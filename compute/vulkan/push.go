@@ -79,9 +79,15 @@ type (
 		N, Dim uint32
 		Eps    float32
 	}
-	biasPush    struct{ N, Dim uint32 }
-	geluPush    struct{ N uint32 }
-	segattnPush struct {
+	biasPush     struct{ N, Dim uint32 }
+	moetopkPush  struct{ Rows, NE, K, WOff uint32 }
+	moeplanPush  struct{ Pairs, NE, PlanOff, MaxTasks uint32 }
+	matvecidPush struct {
+		Rows, Cols, E0, NE, Stride, RowBytes, K, PerPair, PlanOff, MaxTasks uint32
+	}
+	moecombinePush struct{ Rows, Dim, K, WOff uint32 }
+	geluPush       struct{ N uint32 }
+	segattnPush    struct {
 		Q, K, V                             headsPush
 		Heads, Dim, SegLen, Segs, RowBlocks uint32
 		Scale                               float32
@@ -98,13 +104,14 @@ var pushStructs = map[string]any{
 	"kvstore": kvstorePush{}, "attention": attentionPush{}, "attnmerge": attnmergePush{},
 	"eltwise": eltwisePush{}, "argmax": argmaxPush{}, "sumrows": sumrowsPush{},
 	"layernorm": layernormPush{}, "bias": biasPush{}, "gelu": geluPush{}, "segattn": segattnPush{},
+	"moetopk": moetopkPush{}, "moeplan": moeplanPush{}, "matvecid": matvecidPush{}, "moecombine": moecombinePush{},
 }
 
 // pushStruct is the set of push-constant structs.
 type pushStruct interface {
 	embedPush | matvecPush | matmulPush | matmulQPush | matvecQPush | embedQPush | normPush | addnormPush | ropePush | convPush | gatesPush |
 		deltarulePush | deltachunkPush | kvstorePush | attentionPush | attnmergePush | eltwisePush | argmaxPush | sumrowsPush |
-		layernormPush | biasPush | geluPush | segattnPush
+		layernormPush | biasPush | geluPush | segattnPush | moetopkPush | moeplanPush | matvecidPush | moecombinePush
 }
 
 // pushWords returns the push constants of p as the 32-bit words the
