@@ -491,6 +491,10 @@ func Argmax(v []float32) int {
 // the rest is the backend's plan for MatMulExperts. Pair p = r*k + j is
 // row r's j-th expert.
 type ExpertRouter interface {
+	// RoutesExperts reports whether the backend routes a mixture of ne
+	// experts, k per row, of hidden size hidden and expert width width
+	// on the device; the caller keeps to the host's routing otherwise.
+	RoutesExperts(ne, k, hidden, width int) bool
 	// NewExperts makes a stacked weight of n experts' [rows, cols]
 	// matrices of dt, the experts' contents loaded by LoadExpert. Its
 	// Rows is n*rows. A shape or dtype the backend cannot route gives an

@@ -84,6 +84,15 @@ type Options struct {
 	// CPUMoELayers is the number of leading layers whose experts
 	// ExpertBackend runs; negative means all.
 	CPUMoELayers int
+	// HostMoERouting keeps a mixture of experts' routing on the host on a
+	// backend that routes on the device (compute.ExpertRouter: Vulkan):
+	// each MoE layer then reads its router's logits back, picks the
+	// experts on the host and runs each chosen expert as a weight of its
+	// own. By default such a backend routes the layers whose experts it
+	// runs itself, with each layer's experts stacked into one weight per
+	// projection and no read-back inside a step. Layers whose experts run
+	// on ExpertBackend always route on the host.
+	HostMoERouting bool
 
 	// load is OpenContext's loader: its context and packed-weight cache
 	// (nil under New and NewGGUF).
@@ -192,7 +201,7 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if merge != nil && packMix == "" {
 		packMix = "merged"
 	}
-	w, err := loadWeights(src, cfg, o.load.backend(m.be, src, packMix), o.Quantize, o.Progress, expertPlace{o.ExpertBackend, o.CPUMoELayers}, merge)
+	w, err := loadWeights(src, cfg, o.load.backend(m.be, src, packMix), o.Quantize, o.Progress, expertPlace{o.ExpertBackend, o.CPUMoELayers, o.HostMoERouting}, merge)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
@@ -202,7 +211,7 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 		if o.CPUMoELayers < 0 {
 			host = o.ExpertBackend
 		}
-		if m.mtp, err = loadMTP(src, cfg, o.load.backend(m.be, src, o.Quantize), o.Quantize, draft, host); err != nil {
+		if m.mtp, err = loadMTP(src, cfg, o.load.backend(m.be, src, o.Quantize), o.Quantize, draft, host, o.HostMoERouting); err != nil {
 			return nil, fmt.Errorf("model: MTP head: %w", err)
 		}
 		if m.draftHead, err = loadDraftHead(src, cfg, o.load.backend(m.be, src, o.Quantize), w.lmHead, draft); err != nil {

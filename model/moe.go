@@ -86,6 +86,96 @@ type moeMLP struct {
 	// host, when set, holds and runs the experts (Options.ExpertBackend);
 	// the router and the shared expert stay on the model's backend.
 	host compute.Backend
+	// hostRoute keeps the routing on the host on a backend that could
+	// route on the device (Options.HostMoERouting).
+	hostRoute bool
+
+	// Routing on the device (compute.ExpertRouter), decided when the
+	// first expert loads (deviceRouter): the experts then live in
+	// stacked weights, one per projection, and experts stays empty.
+	route        routePlace
+	stack        expertStack
+	ne, k, h, fw int // experts, chosen per row, hidden size, expert width
+}
+
+// routePlace says where a MoE layer routes its rows.
+type routePlace uint8
+
+const (
+	routeUndecided routePlace = iota
+	routeHost                 // router logits read back, experts as weights of their own
+	routeDevice               // compute.ExpertRouter, experts stacked
+)
+
+// expertStack is a layer's experts stacked by projection, for routing on
+// the device: gateUp (the fused layout's) or gate and up, and down.
+type expertStack struct {
+	gateUp, gate, up, down compute.Weight
+}
+
+func (x *expertStack) weights() []compute.Weight {
+	var ws []compute.Weight
+	for _, w := range []compute.Weight{x.gateUp, x.gate, x.up, x.down} {
+		if w != nil {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// stackSlot is where one expert's matrix of one projection goes when the
+// layer routes on the device: expert e of the n in *dst.
+type stackSlot struct {
+	f    *moeMLP
+	dst  *compute.Weight
+	e, n int
+}
+
+// deviceRouter returns the backend be as the router of f's rows, or nil
+// when f routes on the host: its experts run on a host backend
+// (Options.ExpertBackend), routing on the host is asked for
+// (Options.HostMoERouting), or be does not route such a mixture. The
+// choice is made once, at the layer's first expert.
+func (f *moeMLP) deviceRouter(be compute.Backend) compute.ExpertRouter {
+	if lb, ok := be.(*loadingBackend); ok {
+		be = lb.Backend
+	}
+	er, ok := be.(compute.ExpertRouter)
+	if f.route == routeUndecided {
+		f.route = routeHost
+		if f.host == nil && !f.hostRoute && ok && er.RoutesExperts(f.ne, f.k, f.h, f.fw) {
+			f.route = routeDevice
+		}
+	}
+	if f.route != routeDevice || !ok {
+		return nil
+	}
+	return er
+}
+
+// load puts one expert's rows into the stack when the layer routes on the
+// device (the stack made at its first expert), reporting whether it did;
+// otherwise the caller loads them as a weight of their own.
+func (s *stackSlot) load(be compute.Backend, name string, dt compute.DType, rows, cols int, data []byte) (bool, error) {
+	er := s.f.deviceRouter(be)
+	if er == nil {
+		return false, nil
+	}
+	if *s.dst == nil {
+		w, err := er.NewExperts(name, dt, s.n, rows, cols)
+		if err != nil {
+			return false, fmt.Errorf("stacking the experts: %w", err)
+		}
+		*s.dst = w
+	}
+	w := *s.dst
+	if w.DType() != dt || w.Cols() != cols || w.Rows() != s.n*rows {
+		return false, fmt.Errorf("expert %d is %v [%d, %d], expert 0 %v [%d, %d]", s.e, dt, rows, cols, w.DType(), w.Rows()/s.n, w.Cols())
+	}
+	if err := er.LoadExpert(w, s.e, data); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // expertPlace says which layers' experts live on another backend than
@@ -93,16 +183,21 @@ type moeMLP struct {
 type expertPlace struct {
 	be     compute.Backend
 	layers int // leading layers; negative: all
+	// hostRoute keeps every layer's routing on the host
+	// (Options.HostMoERouting).
+	hostRoute bool
 }
 
 // apply sets the host of the MoE layers it covers, before their weights
 // load (the bindings point at it).
 func (p expertPlace) apply(w *weights) {
-	if p.be == nil {
-		return
-	}
 	for i := range w.layers {
-		if moe, ok := w.layers[i].mlp.(*moeMLP); ok && (p.layers < 0 || i < p.layers) {
+		moe, ok := w.layers[i].mlp.(*moeMLP)
+		if !ok {
+			continue
+		}
+		moe.hostRoute = p.hostRoute
+		if p.be != nil && (p.layers < 0 || i < p.layers) {
 			moe.host = p.be
 		}
 	}
@@ -110,6 +205,8 @@ func (p expertPlace) apply(w *weights) {
 
 func (f *moeMLP) bindings(c *Config, p string, layout expertLayout) []binding {
 	h, e, fw := c.HiddenSize, c.NumExperts, c.MoEIntermediateSize
+	f.ne, f.k, f.h, f.fw = e, c.NumExpertsPerTok, h, fw
+	slot := func(dst *compute.Weight, i int) *stackSlot { return &stackSlot{f: f, dst: dst, e: i, n: e} }
 	bs := []binding{
 		{name: p + "mlp.gate.weight", shape: []int{e, h}, dst: &f.router},
 		{name: p + "mlp.shared_expert_gate.weight", shape: []int{1, h}, dst: &f.sharedGate},
@@ -122,20 +219,21 @@ func (f *moeMLP) bindings(c *Config, p string, layout expertLayout) []binding {
 		last := i == e-1
 		switch layout {
 		case expertsModules:
-			for _, b := range x.bind(fmt.Sprintf("%smlp.experts.%d.", p, i), h, fw) {
-				b.on = &f.host
-				bs = append(bs, b)
+			mod := x.bind(fmt.Sprintf("%smlp.experts.%d.", p, i), h, fw)
+			for j, dst := range []*compute.Weight{&f.stack.gate, &f.stack.up, &f.stack.down} {
+				mod[j].on, mod[j].stack = &f.host, slot(dst, i)
 			}
+			bs = append(bs, mod...)
 		case expertsStacked:
 			bs = append(bs,
-				binding{name: p + "mlp.experts.gate_proj", shape: []int{e, fw, h}, dst: &x.gateProj, part: &rowPart{i * fw, fw, last}, on: &f.host},
-				binding{name: p + "mlp.experts.up_proj", shape: []int{e, fw, h}, dst: &x.upProj, part: &rowPart{i * fw, fw, last}, on: &f.host},
-				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}, on: &f.host},
+				binding{name: p + "mlp.experts.gate_proj", shape: []int{e, fw, h}, dst: &x.gateProj, part: &rowPart{i * fw, fw, last}, on: &f.host, stack: slot(&f.stack.gate, i)},
+				binding{name: p + "mlp.experts.up_proj", shape: []int{e, fw, h}, dst: &x.upProj, part: &rowPart{i * fw, fw, last}, on: &f.host, stack: slot(&f.stack.up, i)},
+				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}, on: &f.host, stack: slot(&f.stack.down, i)},
 			)
 		default:
 			bs = append(bs,
-				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.gateUp, part: &rowPart{2 * i * fw, 2 * fw, last}, on: &f.host},
-				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}, on: &f.host},
+				binding{name: p + "mlp.experts.gate_up_proj", shape: []int{e, 2 * fw, h}, dst: &x.gateUp, part: &rowPart{2 * i * fw, 2 * fw, last}, on: &f.host, stack: slot(&f.stack.gateUp, i)},
+				binding{name: p + "mlp.experts.down_proj", shape: []int{e, h, fw}, dst: &x.downProj, part: &rowPart{i * h, h, last}, on: &f.host, stack: slot(&f.stack.down, i)},
 			)
 		}
 	}
@@ -144,6 +242,9 @@ func (f *moeMLP) bindings(c *Config, p string, layout expertLayout) []binding {
 
 func (f *moeMLP) weights() []compute.Weight {
 	ws := append([]compute.Weight{f.router, f.sharedGate}, f.shared.weights()...)
+	if f.route == routeDevice {
+		return append(ws, f.stack.weights()...)
+	}
 	for i := range f.experts {
 		ws = append(ws, f.experts[i].weights()...)
 	}
@@ -159,9 +260,16 @@ func unreadExpertBytes(f mlp, k int) int64 {
 		return 0
 	}
 	var all int64
+	if moe.route == routeDevice {
+		for _, w := range moe.stack.weights() {
+			all += weightBytes(w)
+		}
+	}
 	for i := range moe.experts {
 		for _, w := range moe.experts[i].weights() {
-			all += weightBytes(w)
+			if w != nil {
+				all += weightBytes(w)
+			}
 		}
 	}
 	return all - all*int64(k)/int64(len(moe.experts))
@@ -177,6 +285,9 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 	start := time.Now()
 	defer func() { m.moeStats.Time += time.Since(start) }()
 	m.moeStats.Blocks++
+	if f.route == routeDevice {
+		return f.forwardDevice(ctx, m, rows)
+	}
 	sc, be, c := m.sc, m.be, m.cfg
 	h, ne, k := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok
 	m.linear(sc.route, sc.xn, f.router, rows, sc.decodeRows)
@@ -351,6 +462,10 @@ type moeScratch struct {
 	byExpert [][]int32
 	at, pos  []int32
 
+	// dev is the activations of routing on the device, made when first
+	// needed.
+	dev *deviceScratch
+
 	seq  []int32   // 0, 1, 2, ...: the gathers' starts
 	ones []float32 // 1, 1, 1, ...: the gathers' weights
 	idx  []int32   // the sums' starts
@@ -409,7 +524,7 @@ func (mo *moeScratch) route(rows, ne, k int) error {
 }
 
 // routeRow sets chosen to the indices of the len(chosen) largest of
-// softmax(logits), ascending (ties to the lower index), and w to their
+// softmax(logits) (of logits), ascending (ties to the lower index), and w to their
 // probabilities divided by their sum, in float64; probs is scratch of
 // len(logits), topP of len(chosen).
 func routeRow(chosen []int32, w []float32, logits []float32, probs, topP []float64) {
@@ -421,12 +536,15 @@ func routeRow(chosen []int32, w []float32, logits []float32, probs, topP []float
 		probs[i] = math.Exp(float64(v) - top) // softmax's numerators: its denominator cancels below
 	}
 	// Selection by repeated maximum (k is small: 8 or 10); a taken
-	// expert's entry becomes -1.
+	// expert's entry becomes -1. The logits are compared, which order the
+	// experts as their probabilities do (and keep apart logits whose
+	// exponentials would round together), so the device's routing
+	// (compute.ExpertRouter) makes the same choice by construction.
 	var sum float64
 	for j := range chosen {
 		best := -1
-		for i, p := range probs {
-			if p >= 0 && (best < 0 || p > probs[best]) {
+		for i, v := range logits {
+			if probs[i] >= 0 && (best < 0 || v > logits[best]) {
 				best = i
 			}
 		}
@@ -470,4 +588,92 @@ func (mo *moeScratch) sums(rows, k int) compute.RowSums {
 	}
 	mo.idx[rows] = int32(n)
 	return compute.RowSums{Start: mo.idx[:rows+1], Src: mo.src[:n], Weight: mo.wts[:n]}
+}
+
+// forwardDevice is forward on a backend that routes on the device
+// (compute.ExpertRouter): the router's logits stay there, where each
+// row's experts are picked, the pairs grouped by expert and the chosen
+// experts run from the stacked weights, and the weighted sum with the
+// gated shared expert is made, so nothing is read back. A pair's
+// products, and so a row's result, do not depend on the other rows.
+func (f *moeMLP) forwardDevice(ctx context.Context, m *Model, rows int) error {
+	sc, be, c := m.sc, m.be, m.cfg
+	er, ok := be.(compute.ExpertRouter)
+	if !ok {
+		return fmt.Errorf("model: backend %s does not route experts", be.Name())
+	}
+	h, ne, k, fw := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok, c.MoEIntermediateSize
+	ds, err := sc.moe.device(be, sc.rows, ne, k, fw)
+	if err != nil {
+		return err
+	}
+	m.linear(sc.route, sc.xn, f.router, rows, sc.decodeRows)
+	m.linear(sc.sgate, sc.xn, f.sharedGate, rows, sc.decodeRows)
+	er.RouteExperts(ds.route, sc.route, rows, ne, k)
+	if err := f.shared.forward(ctx, m, rows); err != nil { // into sc.tmp
+		return err
+	}
+	x := &f.stack
+	if x.gateUp != nil {
+		er.MatMulExperts(ds.up, sc.xn, x.gateUp, ds.route, rows, k, false) // [rows*k, 2*fw]
+		be.SwiGLU(ds.gate, ds.up, rows*k, fw)
+	} else {
+		er.MatMulExperts(ds.gate, sc.xn, x.gate, ds.route, rows, k, false)
+		er.MatMulExperts(ds.up, sc.xn, x.up, ds.route, rows, k, false)
+		be.SiLUMul(ds.gate, ds.gate, ds.up, rows*k*fw)
+	}
+	er.MatMulExperts(sc.eo, ds.gate, x.down, ds.route, rows, k, true) // [rows*k, h]
+	er.CombineExperts(sc.tmp, sc.eo, sc.sgate, ds.route, rows, k, h)
+	// The host does not see the choice: every row's k experts count, at
+	// the average expert's bytes (exact for one row; an upper bound when
+	// rows share experts).
+	var all int64
+	for _, w := range x.weights() {
+		all += weightBytes(w)
+	}
+	m.moeStats.ExpertRuns += int64(rows * k)
+	m.moeStats.ExpertBytes += int64(rows*k) * all / int64(ne)
+	return nil
+}
+
+// deviceScratch is the activations of routing on the device, by pair
+// (row r's j-th expert at r*k + j): the route buffer, the experts' hidden
+// layers and their gate/up outputs.
+type deviceScratch struct {
+	route, gate, up compute.Buffer
+}
+
+// device returns the activations of routing on the device for steps of
+// up to rows rows, made by the first step that needs them.
+func (mo *moeScratch) device(be compute.Backend, rows, ne, k, fw int) (*deviceScratch, error) {
+	if mo.dev != nil {
+		return mo.dev, nil
+	}
+	ds := &deviceScratch{}
+	var err error
+	for _, a := range []struct {
+		dst *compute.Buffer
+		n   int
+	}{{&ds.route, compute.RouteLen(rows, ne, k)}, {&ds.gate, rows * k * fw}, {&ds.up, rows * k * 2 * fw}} {
+		if *a.dst, err = be.NewBuffer(a.n); err != nil {
+			mo.dev = ds
+			mo.freeDevice(be)
+			return nil, fmt.Errorf("model: allocating the experts' activations: %w", err)
+		}
+	}
+	mo.dev = ds
+	return ds, nil
+}
+
+// freeDevice releases the activations of routing on the device.
+func (mo *moeScratch) freeDevice(be compute.Backend) {
+	if mo.dev == nil {
+		return
+	}
+	for _, b := range []compute.Buffer{mo.dev.route, mo.dev.gate, mo.dev.up} {
+		if b != nil {
+			be.Free(b)
+		}
+	}
+	mo.dev = nil
 }

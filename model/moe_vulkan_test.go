@@ -3,9 +3,12 @@
 package model
 
 import (
+	"context"
+	"slices"
 	"testing"
 
 	"github.com/govinfer/govinfer/compute/cpu"
+	"github.com/govinfer/govinfer/compute/vulkan"
 )
 
 // TestGoldenMoEVulkan runs the mixture-of-experts goldens, the MTP head's
@@ -34,6 +37,91 @@ func TestGoldenMoEVulkanCPUExperts(t *testing.T) {
 		if layers < 0 {
 			runMTPGoldens(t, o, moeTiny)
 			runSpeculativeGoldens(t, o, moeTiny)
+		}
+	}
+}
+
+// decodeSteps prefills prompt and decodes n greedy tokens one step at a
+// time, returning the tokens, every step's logits and the device's
+// submissions per decode step.
+func decodeSteps(t *testing.T, m *Model, be *vulkan.Backend, prompt []int, n int) ([]int, [][]float32, []int) {
+	t.Helper()
+	seq, logits := prefill(t, m, prompt, 0, false)
+	var toks []int
+	var all [][]float32
+	var subs []int
+	for range n {
+		tok := argmax(logits)
+		toks = append(toks, tok)
+		before := be.Stats().Submissions
+		out, err := m.Step(context.Background(), []Input{{Seq: seq, Tokens: []int{tok}, Logits: LastLogits, Decode: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, be.Stats().Submissions-before)
+		logits = out[0].Logits
+		all = append(all, logits)
+	}
+	return toks, all, subs
+}
+
+// TestMoEDeviceRoutingVulkan checks that the Vulkan backend routes every
+// MoE layer on the device (experts stacked, one weight per projection),
+// that its greedy tokens are the host routing's with logits within the
+// goldens' tolerance, and that a decode step then makes one submission
+// (no read-back inside the MoE layers), where host routing makes one per
+// MoE layer more.
+func TestMoEDeviceRoutingVulkan(t *testing.T) {
+	gm := loadGolden(t, "moe-tiny", Options{})
+	prompt := gm.g.Cases[len(gm.g.Cases)-2].Prompt
+	tol := gm.g.Tolerances.LogitsRelMax
+	type run struct {
+		toks   []int
+		logits [][]float32
+		subs   []int
+	}
+	runs := map[bool]run{}
+	for _, host := range []bool{false, true} {
+		be := newVulkan(t)
+		m, err := Open(moeTiny, Options{Backend: be, HostMoERouting: host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers := 0
+		for i := range m.w.layers {
+			moe := m.w.layers[i].mlp.(*moeMLP)
+			want := routeDevice
+			if host {
+				want = routeHost
+			}
+			if moe.route != want {
+				t.Fatalf("HostMoERouting %v: layer %d routes %d, want %d", host, i, moe.route, want)
+			}
+			if !host && (moe.stack.gateUp == nil || moe.stack.down == nil || moe.experts[0].gateUp != nil) {
+				t.Fatalf("layer %d: experts not stacked", i)
+			}
+			layers++
+		}
+		toks, logits, subs := decodeSteps(t, m, be, prompt, 6)
+		m.Close()
+		runs[host] = run{toks, logits, subs}
+		t.Logf("HostMoERouting %v: %d MoE layers, submissions per decode step %v", host, layers, subs)
+		for _, s := range subs {
+			if !host && s != 1 {
+				t.Errorf("device routing: %d submissions in a decode step, want 1", s)
+			}
+			if host && s < layers+1 {
+				t.Errorf("host routing: %d submissions in a decode step, want at least %d", s, layers+1)
+			}
+		}
+	}
+	dev, host := runs[false], runs[true]
+	if !slices.Equal(dev.toks, host.toks) {
+		t.Errorf("greedy tokens %v on the device's routing, %v on the host's", dev.toks, host.toks)
+	}
+	for i := range dev.logits {
+		if e := relErr(dev.logits[i], host.logits[i]); e > tol {
+			t.Errorf("step %d: logits differ by %.3g (tolerance %.3g)", i, e, tol)
 		}
 	}
 }

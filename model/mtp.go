@@ -88,7 +88,7 @@ func MTPPlanName(c *Config, name string) string {
 // loadMTP binds and loads the head's tensors (quantized as the mix plans
 // the matching text tensors, when mix is not empty, and its matrices then
 // to the draft format draft, where that is smaller: see draftType).
-func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.Type, experts compute.Backend) (*mtpWeights, error) {
+func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.Type, experts compute.Backend, hostRoute bool) (*mtpWeights, error) {
 	switch s := src.(type) {
 	case ckSource:
 	case *ggufSource:
@@ -102,6 +102,7 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.
 	bs := w.bindings(c, src.expertLayout(mtpPrefix+"layers.0."))
 	if moe, ok := w.layer.mlp.(*moeMLP); ok {
 		moe.host = experts
+		moe.hostRoute = hostRoute
 	}
 	var errs []error
 	for _, b := range bs {
@@ -138,14 +139,23 @@ func loadMTP(src source, c *Config, be compute.Backend, mix string, draft quant.
 			}
 			inPlace = inPlace && !copied
 		}
-		wt, err := b.backend(be).LoadWeight(b.name, dt, rows, cols, data)
+		var wt compute.Weight
+		stacked := false
+		if b.stack != nil {
+			stacked, err = b.stack.load(b.backend(be), b.name, dt, rows, cols, data)
+		}
+		if !stacked && err == nil {
+			wt, err = b.backend(be).LoadWeight(b.name, dt, rows, cols, data)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}
-		if o, ok := wt.(compute.DataOwner); b.evictable() && (!inPlace || ok && o.OwnsData()) {
+		if o, ok := wt.(compute.DataOwner); b.evictable() && (!inPlace || stacked || ok && o.OwnsData()) {
 			src.evict(b)
 		}
-		*b.dst = wt
+		if !stacked {
+			*b.dst = wt
+		}
 	}
 	return w, nil
 }

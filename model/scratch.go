@@ -117,6 +117,7 @@ func (sc *scratch) free(be compute.Backend) {
 		sc.lora.free(be)
 		sc.lora = nil
 	}
+	sc.moe.freeDevice(be)
 	for _, b := range []compute.Buffer{sc.x, sc.xn, sc.tmp, sc.gate, sc.up, sc.core, sc.qkv, sc.z,
 		sc.a, sc.b, sc.g, sc.beta, sc.qg, sc.k, sc.v, sc.normed, sc.logits, sc.route, sc.sgate, sc.ex, sc.ed, sc.eo} {
 		if b != nil {

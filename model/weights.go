@@ -52,6 +52,10 @@ type binding struct {
 	// that is not the model's (a MoE layer's experts kept on the CPU:
 	// moeMLP.host); nil there means the model's.
 	on *compute.Backend
+	// stack, when set, is where the rows (one expert) go when the layer's
+	// experts are stacked for routing on the device (moe.go); dst is then
+	// left unset.
+	stack *stackSlot
 }
 
 // backend returns the backend b's weight is loaded on: the model's (be)
@@ -237,21 +241,30 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 			}
 		}
 		var wt compute.Weight
-		// An untied embedding is only read by Embed.
-		if tl, ok := be.(compute.TableLoader); ok && b.dst == &w.embed && !c.TieWordEmbeddings {
+		stacked := false
+		if b.stack != nil {
+			stacked, err = b.stack.load(b.backend(be), b.name, dt, rows, cols, data)
+		}
+		tl, table := be.(compute.TableLoader)
+		switch {
+		case stacked || err != nil:
+		case table && b.dst == &w.embed && !c.TieWordEmbeddings:
+			// An untied embedding is only read by Embed.
 			wt, err = tl.LoadTable(b.name, dt, rows, cols, data)
-		} else {
+		default:
 			wt, err = b.backend(be).LoadWeight(b.name, dt, rows, cols, data)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", b.name, err)
 		}
-		if o, ok := wt.(compute.DataOwner); b.evictable() && (!inPlace || ok && o.OwnsData()) {
+		if o, ok := wt.(compute.DataOwner); b.evictable() && (!inPlace || stacked || ok && o.OwnsData()) {
 			// Only the converted (or the backend's own) copy stays resident.
 			src.evict(b)
 		}
-		*b.dst = wt
-		if b.part == nil {
+		if !stacked {
+			*b.dst = wt
+		}
+		if b.part == nil && !stacked {
 			w.addLinear(b.name, wt, b.backend(be), be)
 		}
 		done += sizes[i]

@@ -30,6 +30,13 @@ type experts struct {
 	perRaw  int    // experts per chunk
 }
 
+// RoutesExperts implements compute.ExpertRouter: up to 512 experts, 32 per
+// row, rows a multiple of 8 values wide.
+func (b *Backend) RoutesExperts(ne, k, hidden, width int) bool {
+	return ne > 0 && ne <= maxRouteExperts && k > 0 && k <= min(ne, maxRouteK) &&
+		hidden > 0 && hidden%8 == 0 && width > 0 && width%8 == 0
+}
+
 // NewExperts implements compute.ExpertRouter.
 func (b *Backend) NewExperts(name string, dt compute.DType, n, rows, cols int) (compute.Weight, error) {
 	if n <= 0 || rows <= 0 || cols <= 0 {
