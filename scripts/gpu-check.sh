@@ -50,7 +50,8 @@
 #                        --profile: device time by shader, prefill and decode
 #   MOE [1]              also a mixture-of-experts checkpoint (MOE_SHAPE, MOE_LAYERS
 #                        [qwen3.5-35b-a3b, 4]; ~8 GB), benched at the first prompt
-#                        length on the device and with its experts on the CPU
+#                        length on the device (routed there, then routed on the
+#                        host: --host-moe-routing) and with its experts on the CPU
 #                        (--cpu-moe); MOE_MODEL=DIR benches that checkpoint instead
 #                        (testdata/models/moe-tiny on lavapipe)
 #
@@ -311,8 +312,9 @@ if [ "$PROFILE" = 1 ]; then
 		FAILED=1
 	fi
 fi
-# A mixture of experts: every expert on the device, then the experts on the
-# CPU beside it (llama.cpp's --cpu-moe).
+# A mixture of experts: every expert on the device and routed there, then
+# routed on the host (--host-moe-routing: a read-back per MoE layer), then
+# the experts on the CPU beside it (llama.cpp's --cpu-moe).
 MOE_FILES=()
 if [ "$MOE" = 1 ]; then
 	MOE_GIVEN=${MOE_MODEL:-}
@@ -337,10 +339,11 @@ if [ "$MOE" = 1 ]; then
 	fi
 	if [ -f "$MOE_MODEL/config.json" ]; then
 		p=${PROMPTS%% *}
-		for mode in device cpu-moe; do
+		for mode in device host-route cpu-moe; do
 			out=$REPORT_DIR/bench_moe_${mode}.json
 			extra=()
 			[ "$mode" = cpu-moe ] && extra=(--cpu-moe)
+			[ "$mode" = host-route ] && extra=(--host-moe-routing)
 			say "bench: MoE, prompt $p, experts on the $mode"
 			if timeout "$BENCH_TIMEOUT" "$BIN/govinfer" bench --backend vulkan --device "$DEVICE" --model "$MOE_MODEL" \
 				--prompt "$p" --gen 32 --repeat "$REPEAT" --batch 8 --json "${extra[@]}" >"$out"; then
@@ -399,7 +402,7 @@ import json, sys
 print(f"\n{'MoE':10} {'prefill tok/s':>14} {'decode tok/s':>13} {'batch 8 tok/s':>14} {'GB/token':>9} {'in MoE':>7} {'projected':>10}")
 for f in sys.argv[1:]:
     r = json.load(open(f))
-    mode = 'cpu-moe' if 'cpu-moe' in f else 'device'
+    mode = 'cpu-moe' if 'cpu-moe' in f else ('host-route' if 'host-route' in f else 'device')
     print(f"{mode:10} {r['prefill_tokens_per_second']:>14.1f} {r['decode_tokens_per_second']:>13.2f} "
           f"{r.get('batch_decode_tokens_per_second', 0):>14.1f} {r['decode_bytes_per_token'] / 1e9:>9.3f} "
           f"{100 * r.get('decode_moe_fraction', 0):>6.0f}% {r.get('projected_decode_tokens_per_second', 0):>10.1f}")
