@@ -9,6 +9,7 @@ import (
 
 	"github.com/govinfer/govinfer/compute/cpu"
 	"github.com/govinfer/govinfer/compute/vulkan"
+	"github.com/govinfer/govinfer/lora"
 )
 
 // TestGoldenMoEVulkan runs the mixture-of-experts goldens, the MTP head's
@@ -123,5 +124,34 @@ func TestMoEDeviceRoutingVulkan(t *testing.T) {
 		if e := relErr(dev.logits[i], host.logits[i]); e > tol {
 			t.Errorf("step %d: logits differ by %.3g (tolerance %.3g)", i, e, tol)
 		}
+	}
+}
+
+// TestLoRAMoEMergedVulkan checks an adapter merged into every MoE matrix
+// at load, the experts included, on the Vulkan backend, whose experts
+// then load stacked: the logits are the adapted checkpoint's on the CPU.
+func TestLoRAMoEMergedVulkan(t *testing.T) {
+	adapterDir, adaptedDir := moeLoRACase(t)
+	ad, err := lora.Load(adapterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int{17, 300, 5, 801, 44, 12, 650, 9, 9, 131}
+	ref, err := Open(adaptedDir, withCPU(t, Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	want := moePromptLogits(t, ref, nil, prompt)
+	m, err := Open(moeTiny, Options{Backend: newVulkan(t), Merge: []MergedAdapter{{Adapter: ad, Scale: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if moe := m.w.layers[0].mlp.(*moeMLP); moe.route != routeDevice {
+		t.Fatalf("layer 0 routes %d, want on the device", moe.route)
+	}
+	if e := relErr(moePromptLogits(t, m, nil, prompt), want); e > 1e-4 {
+		t.Errorf("merged on Vulkan: rel err %.3g against the adapted checkpoint", e)
 	}
 }
