@@ -144,10 +144,13 @@ func (m *Model) AttachAdapter(name string, ad *lora.Adapter) (*Adapter, error) {
 	}
 	for i := range ad.Modules {
 		md := &ad.Modules[i]
-		if md.Experts > 0 {
-			return fail(fmt.Errorf("module %s: updates of stacked experts are not supported unmerged; attach it merged (--lora-merge)", md.Name))
-		}
 		key, ok := moduleKey(md.Name)
+		if md.Experts > 0 {
+			if err := m.attachExperts(a, key, md); err != nil {
+				return fail(err)
+			}
+			continue
+		}
 		w, be, found := m.linearOf(key)
 		if !ok || !found {
 			return fail(fmt.Errorf("module %s is not a linear of this model's text model", md.Name))
@@ -170,6 +173,79 @@ func (m *Model) AttachAdapter(name string, ad *lora.Adapter) (*Adapter, error) {
 		a.bytes += int64(len(md.A)+len(md.B)) * 4
 	}
 	return a, nil
+}
+
+// attachExperts loads the update of a MoE layer's stacked experts (PEFT's
+// target_parameters on mlp.experts.gate_up_proj or down_proj, key
+// without the prefix) for each expert's matrices: an expert's gate and up
+// kept apart take their rows of the gate_up update.
+func (m *Model) attachExperts(a *Adapter, key string, md *lora.Module) error {
+	var l int
+	var param string
+	if _, err := fmt.Sscanf(key, "layers.%d.mlp.experts.%s", &l, &param); err != nil || l < 0 || l >= len(m.w.layers) {
+		return fmt.Errorf("module %s is not a linear of this model's text model", md.Name)
+	}
+	f, ok := m.w.layers[l].mlp.(*moeMLP)
+	if !ok || (param != "gate_up_proj" && param != "down_proj") {
+		return fmt.Errorf("module %s is not a linear of this model's text model", md.Name)
+	}
+	switch {
+	case f.route == routeDevice:
+		return fmt.Errorf("module %s: the experts of layer %d are routed on the device, which does not run adapters' expert updates; merge the adapter (--lora-merge) or route on the host", md.Name, l)
+	case f.host != nil:
+		return fmt.Errorf("module %s: the experts of layer %d run on the CPU (--cpu-moe), which does not run adapters' expert updates; merge the adapter (--lora-merge)", md.Name, l)
+	}
+	c := m.cfg
+	shape := []int{c.NumExperts, 2 * c.MoEIntermediateSize, c.HiddenSize}
+	if param == "down_proj" {
+		shape = []int{c.NumExperts, c.HiddenSize, c.MoEIntermediateSize}
+	}
+	if err := md.FitBase(shape); err != nil {
+		return err
+	}
+	if md.Rank <= 0 || len(md.A) != md.Experts*md.Rank*md.In || len(md.B) != md.Experts*md.Out*md.Rank {
+		return fmt.Errorf("module %s: matrices do not match rank %d", md.Name, md.Rank)
+	}
+	if md.Experts != len(f.experts) {
+		return fmt.Errorf("module %s updates %d experts, layer %d has %d: an adapter for another base", md.Name, md.Experts, l, len(f.experts))
+	}
+	// The matrices of an expert the update covers, and the first row of
+	// the update each takes.
+	type part struct {
+		w    compute.Weight
+		row0 int
+	}
+	for e := range f.experts {
+		x := &f.experts[e]
+		parts := []part{{x.downProj, 0}}
+		if param == "gate_up_proj" {
+			parts = []part{{x.gateUp, 0}}
+			if x.gateUp == nil {
+				parts = []part{{x.gateProj, 0}, {x.upProj, c.MoEIntermediateSize}}
+			}
+		}
+		for _, p := range parts {
+			one := lora.Module{
+				Name: fmt.Sprintf("%s.%d", md.Name, e), Rank: md.Rank, Scale: md.Scale, In: md.In, Out: p.w.Rows(),
+				A: md.A[e*md.Rank*md.In : (e+1)*md.Rank*md.In],
+				B: md.B[(e*md.Out+p.row0)*md.Rank : (e*md.Out+p.row0+p.w.Rows())*md.Rank],
+			}
+			if one.In != p.w.Cols() || p.row0+one.Out > md.Out {
+				return fmt.Errorf("module %s is %d experts × [%d, %d] (out, in), the model's are [%d, %d]: an adapter for another base", md.Name, md.Experts, md.Out, md.In, p.w.Rows(), p.w.Cols())
+			}
+			if _, dup := a.mods[p.w]; dup {
+				return fmt.Errorf("module %s is given twice", md.Name)
+			}
+			ll, err := loadLinear(m.be, &one)
+			if err != nil {
+				return fmt.Errorf("module %s: %w", md.Name, err)
+			}
+			a.mods[p.w] = ll
+		}
+	}
+	a.rank = max(a.rank, md.Rank)
+	a.bytes += int64(len(md.A)+len(md.B)) * 4
+	return nil
 }
 
 // loadLinear loads a module's A and its B times the module's scale as
@@ -338,6 +414,7 @@ type loraScratch struct {
 	// all and out are the runs of the pass's rows and of its output rows
 	// (outputRows); cur is the one the MLP reads.
 	all, out, cur []loraRun
+	group         []loraRun // an expert's (expertRuns)
 }
 
 // ensureLoRA makes room for updates of rank rank.
@@ -450,6 +527,36 @@ func (m *Model) linearRows(dst, x compute.Buffer, w compute.Weight, n, decode in
 	if ls := m.sc.lora; ls != nil && len(ls.out) > 0 {
 		m.addLoRA(m.be, dst, x, w, n, ls.out)
 	}
+}
+
+// expertRuns returns the runs of adapters among the rows an expert runs
+// over (group: rows of the pass, ascending, gathered in that order), nil
+// when no row runs with adapters.
+func (m *Model) expertRuns(group []int32) []loraRun {
+	ls := m.sc.lora
+	if ls == nil || len(ls.cur) == 0 {
+		return nil
+	}
+	ls.group = ls.group[:0]
+	ri := 0
+	for i, src := range group {
+		for ri < len(ls.cur) && ls.cur[ri].lo+ls.cur[ri].n <= int(src) {
+			ri++
+		}
+		if ri == len(ls.cur) {
+			break
+		}
+		r := ls.cur[ri]
+		if int(src) < r.lo {
+			continue
+		}
+		if k := len(ls.group) - 1; k >= 0 && ls.group[k].lo+ls.group[k].n == i && sameUses(ls.group[k].uses, r.uses) {
+			ls.group[k].n++
+			continue
+		}
+		ls.group = append(ls.group, loraRun{lo: i, n: 1, uses: r.uses})
+	}
+	return ls.group
 }
 
 // addLoRA adds to the n rows of dst the updates of w by the adapters of

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/govinfer/govinfer/lora"
@@ -238,3 +239,61 @@ func TestLoRAMoEMerged(t *testing.T) {
 		t.Errorf("the adapter barely changes the logits (rel %.3g): the test cannot tell", e)
 	}
 }
+
+// checkLoRAMoEUnmerged checks the same adapter attached unmerged to a
+// model opened with o: a prompt, a batch mixing it with the base, and a
+// row of each equal to its run alone.
+func checkLoRAMoEUnmerged(t *testing.T, o Options) {
+	adapterDir, adaptedDir := moeLoRACase(t)
+	ad, err := lora.Load(adapterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int{17, 300, 5, 801, 44, 12, 650, 9, 9, 131}
+	ref, err := Open(adaptedDir, withCPU(t, Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	want := moePromptLogits(t, ref, nil, prompt)
+	m, err := Open(filepath.Join("..", "testdata", "models", "moe-tiny"), withCPU(t, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, err := m.AttachAdapter("moe", ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uses := []AdapterUse{{Adapter: a, Scale: 1}}
+	solo := moePromptLogits(t, m, uses, prompt)
+	if e := relErr(solo, want); e > 1e-5 {
+		t.Errorf("unmerged: rel err %.3g against the adapted checkpoint", e)
+	}
+	base := moePromptLogits(t, m, nil, prompt)
+	// One step: the base sequence's prompt, then the adapter's, sharing
+	// experts.
+	s1, err := m.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	s2, err := m.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if err := s2.SetAdapters(uses); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Step(context.Background(), []Input{{Seq: s1, Tokens: prompt}, {Seq: s2, Tokens: prompt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out[0].Logits, base) || !slices.Equal(out[1].Logits, solo) {
+		t.Errorf("a batch of the base and the adapter differs from their runs alone (rel %.3g, %.3g)", relErr(out[0].Logits, base), relErr(out[1].Logits, solo))
+	}
+}
+
+// TestLoRAMoEUnmerged checks expert updates unmerged on the CPU.
+func TestLoRAMoEUnmerged(t *testing.T) { checkLoRAMoEUnmerged(t, Options{}) }

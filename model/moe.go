@@ -337,15 +337,23 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 		}
 		xbe.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.seq[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
 		x := &f.experts[e]
+		// The LoRA updates of the expert's matrices, for the rows whose
+		// sequences run with adapters that have them (none with the
+		// experts on a host backend: AttachAdapter refuses those).
+		runs := m.expertRuns(group)
 		if x.gateUp != nil {
 			matMulOn(xbe, xs.up, xs.ex, x.gateUp, n, decode) // [n, 2*width]
+			m.addLoRA(xbe, xs.up, xs.ex, x.gateUp, n, runs)
 			xbe.SwiGLU(xs.gate, xs.up, n, x.width)
 		} else {
 			matMulOn(xbe, xs.gate, xs.ex, x.gateProj, n, decode)
+			m.addLoRA(xbe, xs.gate, xs.ex, x.gateProj, n, runs)
 			matMulOn(xbe, xs.up, xs.ex, x.upProj, n, decode)
+			m.addLoRA(xbe, xs.up, xs.ex, x.upProj, n, runs)
 			xbe.SiLUMul(xs.gate, xs.gate, xs.up, n*x.width)
 		}
 		matMulOn(xbe, xs.ed, xs.gate, x.downProj, n, decode)
+		m.addLoRA(xbe, xs.ed, xs.gate, x.downProj, n, runs)
 		xbe.Copy(xs.eo, (base+next)*h, xs.ed, 0, n*h)
 		m.moeStats.ExpertRuns++
 		m.moeStats.ExpertBytes += x.bytes()

@@ -5,6 +5,7 @@ package model
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/govinfer/govinfer/compute/cpu"
@@ -153,5 +154,25 @@ func TestLoRAMoEMergedVulkan(t *testing.T) {
 	}
 	if e := relErr(moePromptLogits(t, m, nil, prompt), want); e > 1e-4 {
 		t.Errorf("merged on Vulkan: rel err %.3g against the adapted checkpoint", e)
+	}
+}
+
+// TestLoRAMoEUnmergedVulkan checks expert updates unmerged on Vulkan with
+// the routing on the host, and that device routing refuses them with a
+// message that says what to do.
+func TestLoRAMoEUnmergedVulkan(t *testing.T) {
+	checkLoRAMoEUnmerged(t, Options{Backend: newVulkan(t), HostMoERouting: true})
+	adapterDir, _ := moeLoRACase(t)
+	ad, err := lora.Load(adapterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(moeTiny, Options{Backend: newVulkan(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.AttachAdapter("moe", ad); err == nil || !strings.Contains(err.Error(), "--lora-merge") {
+		t.Fatalf("attaching expert updates to device-routed experts: %v", err)
 	}
 }
