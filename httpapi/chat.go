@@ -17,8 +17,9 @@ func marshalValue(v any) ([]byte, error) { return json.Marshal(v) }
 
 // chatRequest is a chat completion request read from the wire.
 type chatRequest struct {
-	req  llm.ChatRequest
-	wire wireOptions
+	req   llm.ChatRequest
+	wire  wireOptions
+	model string // the model the response names (Server.responseModel)
 }
 
 // parseChat reads a chat request's fields; llm checks their values.
@@ -30,7 +31,7 @@ func (s *Server) parseChat(body []byte) (*chatRequest, *apiError) {
 	if err := s.checkModel(o); err != nil {
 		return nil, err
 	}
-	r := &chatRequest{}
+	r := &chatRequest{model: s.responseModel(o)}
 	q := &r.req
 	if q.Params, r.wire, err = parseParams(o); err != nil {
 		return nil, err
@@ -390,7 +391,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) {
 		s.logStream(id, status, st, start)
 		return
 	}
-	resp := chatResponse{ID: id, Object: "chat.completion", Created: time.Now().Unix(), Model: s.name, Usage: chatUsageOf(st)}
+	resp := chatResponse{ID: id, Object: "chat.completion", Created: time.Now().Unix(), Model: r.model, Usage: chatUsageOf(st)}
 	for i, res := range results {
 		msg := chatMessage{Role: "assistant", ToolCalls: res.calls}
 		if msg.ToolCalls == nil {
@@ -481,7 +482,7 @@ func (s *Server) streamChat(ctx *fasthttp.RequestCtx, id string, st *llm.Stream,
 		defer st.Close()
 		w := &sseWriter{w: bw}
 		chunk := func(ch chunkChoice) error {
-			return w.event(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.name, Choices: []chunkChoice{ch}})
+			return w.event(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: r.model, Choices: []chunkChoice{ch}})
 		}
 		for i := range st.Choices() {
 			chunk(chunkChoice{Index: i, Delta: chatDelta{Role: strPtr("assistant"), Content: strPtr("")}})
@@ -517,7 +518,7 @@ func (s *Server) streamChat(ctx *fasthttp.RequestCtx, id string, st *llm.Stream,
 		})
 		if err == nil && r.wire.includeUsage {
 			u := chatUsageOf(st)
-			w.event(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.name, Choices: []chunkChoice{}, Usage: &u})
+			w.event(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: r.model, Choices: []chunkChoice{}, Usage: &u})
 		}
 		if err == nil {
 			w.raw([]byte("[DONE]"))

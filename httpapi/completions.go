@@ -139,6 +139,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 	}
 	if aerr == nil {
 		req.LoRA, aerr = s.requestLoRA(o)
+		w.model = s.responseModel(o)
 	}
 	if aerr == nil {
 		if n, ok, err := o.integer("logprobs"); err != nil {
@@ -228,7 +229,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	u := usageOf(st)
-	resp := completionResponse{ID: id, Object: "text_completion", Created: time.Now().Unix(), Model: s.name, Usage: &u}
+	resp := completionResponse{ID: id, Object: "text_completion", Created: time.Now().Unix(), Model: w.model, Usage: &u}
 	for i, f := range finishes {
 		finish := string(f.Finish)
 		ch := completionChoice{Index: i, Text: texts[i], FinishReason: &finish, StopReason: f.StopReason}
@@ -275,7 +276,7 @@ func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, id string, st *llm.S
 		defer st.Close()
 		w := &sseWriter{w: bw}
 		send := func(ch completionChoice) error {
-			return w.event(completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.name, Choices: []completionChoice{ch}})
+			return w.event(completionResponse{ID: id, Object: "text_completion", Created: created, Model: wo.model, Choices: []completionChoice{ch}})
 		}
 		offsets := make([]int, st.Choices())
 		for i, prefix := range prefixes {
@@ -306,7 +307,7 @@ func (s *Server) streamCompletion(ctx *fasthttp.RequestCtx, id string, st *llm.S
 		})
 		if err == nil && wo.includeUsage {
 			u := usageOf(st)
-			w.event(completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.name, Choices: []completionChoice{}, Usage: &u})
+			w.event(completionResponse{ID: id, Object: "text_completion", Created: created, Model: wo.model, Choices: []completionChoice{}, Usage: &u})
 		}
 		if err == nil {
 			w.raw([]byte("[DONE]"))

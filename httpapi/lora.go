@@ -72,6 +72,17 @@ func (s *Server) knownModel(name string) bool {
 // requestLoRA returns the adapters a request runs with: the one its
 // "model" names (vLLM), then those of llama-server's "lora" list of
 // {"id", "scale"} (ids as GET /lora-adapters lists them).
+// responseModel returns the model a response names: the adapter the
+// request's "model" chose, as vLLM answers, or the served model.
+func (s *Server) responseModel(o object) string {
+	if name, ok, err := o.str("model"); err == nil && ok && name != s.name {
+		if _, found := s.lm.LoRA(name); found {
+			return name
+		}
+	}
+	return s.name
+}
+
 func (s *Server) requestLoRA(o object) ([]llm.LoRAUse, *apiError) {
 	var uses []llm.LoRAUse
 	if name, ok, err := o.str("model"); err != nil {

@@ -179,9 +179,14 @@ func TestLoRAServe(t *testing.T) {
 		"/v1/messages":         {"messages": msgs, "max_tokens": 4},
 	} {
 		body["model"] = "b"
-		if status, data := post(t, s, path, body); status != 200 {
-			t.Errorf("%s with model b: %d %s", path, status, data)
+		if status, data := post(t, s, path, body); status != 200 || !strings.Contains(string(data), `"model":"b"`) {
+			t.Errorf("%s with model b: %d %s (the response must name the adapter, as vLLM's do)", path, status, data)
 		}
+		body["stream"] = true
+		if status, data := post(t, s, path, body); status != 200 || !strings.Contains(string(data), `"model":"b"`) || strings.Contains(string(data), `"model":"test-model"`) {
+			t.Errorf("%s streamed with model b: %d %s (every event must name the adapter)", path, status, data)
+		}
+		delete(body, "stream")
 		body["model"] = "nope"
 		status, data := post(t, s, path, body)
 		if status != 404 || !strings.Contains(string(data), "The model `nope` does not exist.") {
@@ -189,7 +194,7 @@ func TestLoRAServe(t *testing.T) {
 		}
 	}
 	_, metrics := get(t, s, "/metrics")
-	for _, want := range []string{`govinfer:lora_requests_total{model_name="test-model",lora_name="b"} 9`, `vllm:lora_requests_info{max_lora="0",running_lora_adapters="",waiting_lora_adapters=""}`} {
+	for _, want := range []string{`govinfer:lora_requests_total{model_name="test-model",lora_name="b"} 13`, `vllm:lora_requests_info{max_lora="0",running_lora_adapters="",waiting_lora_adapters=""}`} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(metrics), "lora"))
 		}

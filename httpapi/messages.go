@@ -56,6 +56,7 @@ const messagesPingInterval = 15 * time.Second
 type messagesRequest struct {
 	req    llm.ChatRequest
 	stream bool
+	model  string // the model the response names (Server.responseModel)
 	// toolIndex maps the index of each tool handed to llm to its index in
 	// the request's tools (server tools are left out), for error messages.
 	toolIndex []int
@@ -192,7 +193,7 @@ func (s *Server) parseMessages(body []byte, counting bool) (*messagesRequest, *a
 	if err := s.checkModel(o); err != nil {
 		return nil, err
 	}
-	r := &messagesRequest{}
+	r := &messagesRequest{model: s.responseModel(o)}
 	q := &r.req
 	mt, ok, err := o.integer("max_tokens")
 	if err != nil {
@@ -937,7 +938,7 @@ func (s *Server) handleMessages(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if r.stream {
-		s.streamMessages(ctx, id, st, start, rctx, release)
+		s.streamMessages(ctx, id, r.model, st, start, rctx, release)
 		return
 	}
 	defer release()
@@ -982,7 +983,7 @@ func (s *Server) handleMessages(ctx *fasthttp.RequestCtx) {
 		s.logStream(id, status, st, start)
 		return
 	}
-	resp := messagesResponse{ID: id, Type: "message", Role: "assistant", Model: s.name,
+	resp := messagesResponse{ID: id, Type: "message", Role: "assistant", Model: r.model,
 		Content: []messagesBlock{}, Usage: messagesUsageOf(st)}
 	resp.StopReason, resp.StopSequence = messagesStopReason(finish)
 	for _, p := range pieces {
@@ -1054,14 +1055,14 @@ func (w *messagesSSE) raw(event string, data []byte) error {
 // the stop reason and the final usage (input_tokens and
 // cache_read_input_tokens too, known for sure only once the prompt ran). A
 // failure is an error event; a client that goes away cancels the answer.
-func (s *Server) streamMessages(ctx *fasthttp.RequestCtx, id string, st *llm.Stream, start time.Time, rctx context.Context, release func()) {
+func (s *Server) streamMessages(ctx *fasthttp.RequestCtx, id, model string, st *llm.Stream, start time.Time, rctx context.Context, release func()) {
 	setSSEHeaders(ctx)
 	s.streamBody(ctx, func(bw *bufio.Writer) {
 		defer release()
 		defer st.Close()
 		w := &messagesSSE{w: bw}
 		w.send("message_start", messagesStart{Type: "message_start", Message: messagesResponse{ID: id, Type: "message",
-			Role: "assistant", Model: s.name, Content: []messagesBlock{}, Usage: messagesUsageOf(st)}})
+			Role: "assistant", Model: model, Content: []messagesBlock{}, Usage: messagesUsageOf(st)}})
 		ping := messagesEvent{Type: "ping"}
 		w.send("ping", ping)
 

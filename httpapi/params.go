@@ -81,6 +81,8 @@ type wireOptions struct {
 	// returnTokenIDs is vLLM's return_token_ids: a text completion's
 	// choices carry their generated token ids (token_ids).
 	returnTokenIDs bool
+	// model is the model a response names (Server.responseModel).
+	model string
 }
 
 // parseParams reads the sampling and stopping fields chat and text

@@ -190,7 +190,7 @@ func (s *Server) parseResponses(body []byte) (*responsesRequest, *apiError) {
 		return nil, err
 	}
 	r := &responsesRequest{store: true, parallel: true}
-	r.base = responseObject{Object: "response", Model: s.name, ServiceTier: "default", Truncation: "disabled",
+	r.base = responseObject{Object: "response", Model: s.responseModel(o), ServiceTier: "default", Truncation: "disabled",
 		Tools: []any{}, ToolChoice: "auto", Metadata: map[string]string{}, Output: []any{},
 		Text: respTextParam{Format: map[string]any{"type": "text"}, Verbosity: "medium"}}
 	if bg, _, err := o.boolean("background"); err != nil {
