@@ -135,6 +135,16 @@ type PrefixObserver = engine.PrefixObserver
 // PrefixSpan is a run of blocks of a cached prefix (PrefixObserver).
 type PrefixSpan = engine.PrefixSpan
 
+// PrefixTier names a tier of the prefix cache (PrefixSpan.Tier).
+type PrefixTier = engine.Tier
+
+// The prefix cache's tiers (engine.TierDevice, TierHost, TierDisk).
+const (
+	PrefixTierDevice = engine.TierDevice
+	PrefixTierHost   = engine.TierHost
+	PrefixTierDisk   = engine.TierDisk
+)
+
 // SpanImage is an image whose tokens fall within a PrefixSpan.
 type SpanImage = engine.SpanImage
 

@@ -100,6 +100,8 @@ type Store struct {
 	closed  bool
 	logged  map[string]bool
 	done    chan struct{}
+	notify  func()
+	removed []uint64 // KV blocks that left the store since TakeRemoved
 }
 
 // DefaultQueueBytes is the bound of the write queue when Options leaves
@@ -115,6 +117,11 @@ type Options struct {
 	QueueBytes int64
 	// Logf reports skipped files and dropped writes (nil: silent).
 	Logf func(format string, args ...any)
+	// Notify, when set, is called when KV blocks have left the store
+	// (TakeRemoved has some), from whichever goroutine removed them, with
+	// the store's lock held: it must return at once and not call the
+	// store.
+	Notify func()
 }
 
 // Open opens (creating it) the store of the model with the given key under
@@ -137,7 +144,7 @@ func Open(dir string, key [32]byte, lim Limits, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: sub, key: key, lim: lim, logf: o.Logf, unlock: unlock, index: map[id]*entry{},
+	s := &Store{dir: sub, key: key, lim: lim, logf: o.Logf, notify: o.Notify, unlock: unlock, index: map[id]*entry{},
 		pending: map[id]*Item{}, logged: map[string]bool{}, done: make(chan struct{})}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
@@ -339,7 +346,32 @@ func (s *Store) forget(i id) {
 	if e := s.index[i]; e != nil {
 		s.stats.Bytes -= e.size
 		delete(s.index, i)
+		s.noteRemoved(i)
 	}
+}
+
+// noteRemoved records that the KV block i left the store. The caller holds
+// s.mu.
+func (s *Store) noteRemoved(i id) {
+	if i.kind != KindKV {
+		return
+	}
+	s.removed = append(s.removed, i.hash)
+	if s.notify != nil {
+		s.notify()
+	}
+}
+
+// TakeRemoved returns the hashes of the KV blocks that left the store since
+// the last call: removed to stay within the budget, skipped as corrupt, or
+// whose queued write failed. A block written again after leaving may be
+// among them; HasKV tells.
+func (s *Store) TakeRemoved() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.removed
+	s.removed = nil
+	return out
 }
 
 // Put queues it to be written and reports whether it was queued (or is
@@ -457,12 +489,15 @@ func (s *Store) writer() {
 		s.stats.Queued -= it.bytes()
 		if err != nil {
 			s.stats.Dropped++
+			s.noteRemoved(i)
 			if !s.logged["write"] {
 				s.logged["write"] = true
 				s.logf("prefix cache: writing %s: %v (dropped; later failures are counted only)", s.name(i), err)
 			}
 		} else {
-			s.forget(i)
+			if old := s.index[i]; old != nil { // replaced: not a removal
+				s.stats.Bytes -= old.size
+			}
 			s.index[i] = &entry{parent: it.Parent, end: it.End, size: size, lastUse: time.Now().UnixNano()}
 			s.stats.Bytes += size
 			s.stats.Writes++
