@@ -95,6 +95,15 @@ type Options struct {
 	PrefixCacheDir  string
 	PrefixCacheDisk int64
 	PrefixCacheLog  func(format string, args ...any)
+	// PrefixCacheHost, when positive, puts that many bytes of host memory
+	// between a device's memory (StateMemory, the first tier) and the
+	// disk tier: prompt states evicted from device memory are copied
+	// there (and from there to PrefixCacheDir, when set) and uploaded
+	// back for requests that resume from them, bit for bit
+	// (engine.Config.PrefixHost). It needs a backend with its own memory
+	// (Vulkan): on the CPU backend StateMemory is host memory already,
+	// and Open fails saying so.
+	PrefixCacheHost int64
 	// StateMemory bounds, in bytes, all sequence state: KV caches,
 	// recurrent states and cached prefixes (engine.Config.StateMemory).
 	// Zero means StateMemoryFraction of the memory free once the weights
@@ -353,6 +362,9 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	if err := lm.initLoRAs(ctx, o, mergedEntries); err != nil {
 		return fail(err)
 	}
+	if err := checkPrefixCacheHost(o); err != nil {
+		return fail(err)
+	}
 	disk, err := prefixDiskTier(dir, o, mergedKey)
 	if err != nil {
 		return fail(err)
@@ -360,7 +372,7 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	lm.prefixDir = o.PrefixCacheDir
 	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos,
 		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache, PrefixObserver: &lm.observers,
-		Speculative: o.Speculative, PrefixDisk: disk})
+		Speculative: o.Speculative, PrefixDisk: disk, PrefixHost: o.PrefixCacheHost})
 	if err != nil {
 		return fail(fmt.Errorf("llm: %w", err))
 	}

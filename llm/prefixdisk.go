@@ -80,6 +80,30 @@ func prefixDiskTier(dir string, o Options, merged string) (*engine.DiskTier, err
 	return &engine.DiskTier{Dir: o.PrefixCacheDir, Budget: budget, Key: key, Logf: logf}, nil
 }
 
+// checkPrefixCacheHost checks Options.PrefixCacheHost.
+func checkPrefixCacheHost(o Options) error {
+	switch {
+	case o.PrefixCacheHost < 0:
+		return fmt.Errorf("llm: the prefix cache's host memory must not be negative, got %d", o.PrefixCacheHost)
+	case o.PrefixCacheHost > 0 && o.NoPrefixCache:
+		return fmt.Errorf("llm: prefix cache host memory needs the prefix cache")
+	}
+	return nil
+}
+
+// PrefixCacheHost describes the host tier, for a start-up line: its
+// budget; "" without one.
+func (lm *Model) PrefixCacheHost() string {
+	h := lm.eng.Stats().Host
+	if h.Budget == 0 {
+		return ""
+	}
+	return fmt.Sprintf("prefix cache in host memory under the device's: budget %s", engine.FormatBytes(h.Budget))
+}
+
+// PrefixHostUsage is the host tier's state (Stats.PrefixHost).
+type PrefixHostUsage = engine.HostUsage
+
 // PrefixCacheDisk describes the disk tier, for a start-up line: where it
 // is, its budget and what it holds; "" without one.
 func (lm *Model) PrefixCacheDisk() string {

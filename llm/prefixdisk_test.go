@@ -53,3 +53,19 @@ func TestPrefixCacheDirRestart(t *testing.T) {
 		t.Errorf("logged %q", log.String())
 	}
 }
+
+// TestPrefixCacheHostOnCPU: on the CPU backend the memory tier is host
+// memory already; a host tier is refused at open, saying so.
+func TestPrefixCacheHostOnCPU(t *testing.T) {
+	lm, err := llm.Open(checkpointDir, llm.Options{MaxModelLen: 1024, PrefixCacheHost: 1 << 20})
+	if err == nil {
+		lm.Close()
+		t.Fatal("a host tier opened on the CPU backend")
+	}
+	if !strings.Contains(err.Error(), "host memory already") {
+		t.Errorf("error %q does not say why", err)
+	}
+	if _, err := llm.Open(checkpointDir, llm.Options{PrefixCacheHost: -1}); err == nil {
+		t.Error("a negative host tier opened")
+	}
+}

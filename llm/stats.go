@@ -49,12 +49,18 @@ type Stats struct {
 	// cache, PrefixHitTokens those of them resumed instead of prefilled.
 	PrefixQueryTokens, PrefixHitTokens uint64
 	// PrefixDiskHitTokens counts the hit tokens the disk tier supplied
-	// (Options.PrefixCacheDir); the memory tier's are the rest.
+	// (Options.PrefixCacheDir); the memory tier's are the rest, less the
+	// host tier's.
 	// PrefixDisk is the disk tier's state: its files, bytes written and
 	// read, writes dropped (the disk slower than eviction) and files
 	// skipped as corrupt.
 	PrefixDiskHitTokens uint64
 	PrefixDisk          PrefixDiskUsage
+	// PrefixHostHitTokens counts the hit tokens the host tier supplied
+	// (Options.PrefixCacheHost), PrefixHost is its state: bytes held and
+	// copied in and out.
+	PrefixHostHitTokens uint64
+	PrefixHost          PrefixHostUsage
 	// State is the use of the state memory budget.
 	State StateUsage
 	// KVCacheUsage is the fraction, 0 to 1, of the state memory held by
@@ -92,6 +98,7 @@ func (lm *Model) Stats() Stats {
 		PromptTokens: st.PromptTokens, GenerationTokens: st.GenerationTokens,
 		PrefixQueryTokens: st.PrefixQueryTokens, PrefixHitTokens: st.PrefixHitTokens, State: st.State,
 		PrefixDiskHitTokens: st.PrefixDiskHitTokens, PrefixDisk: st.Disk,
+		PrefixHostHitTokens: st.PrefixHostHitTokens, PrefixHost: st.Host,
 		Steps: st.Steps, StepSeconds: st.StepSeconds, Rejected: st.Rejected,
 		SpecDraftTokens: st.SpecDraftTokens, SpecAcceptedTokens: st.SpecAcceptedTokens,
 		Finished: FinishCounts{
