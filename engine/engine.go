@@ -655,6 +655,7 @@ func (e *Engine) loop(ctx context.Context) {
 		}
 		e.fetchWG.Wait()
 		if e.cache != nil {
+			e.cache.obs = nil // nothing is reported at close
 			e.cache.spillAll()
 			e.cache.clear()
 			e.noteCache()

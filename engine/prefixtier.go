@@ -326,14 +326,17 @@ func (c *prefixCache) toHost(n *prefixNode) {
 		}
 		return b
 	}
-	if missing() > h.budget {
+	for h.bytes+missing() > h.budget {
+		if !c.evictHost() {
+			break
+		}
+	}
+	if h.bytes+missing() > h.budget {
+		// Larger than the whole tier: straight to disk.
 		if c.disk != nil {
 			c.toDisk(memLinks(path), n.hash, n.end, n.state.RopeDelta(), n.state.Floats, false)
 		}
 		return
-	}
-	for h.bytes+missing() > h.budget {
-		c.evictHost()
 	}
 	ctx := context.Background()
 	added := 0
@@ -363,12 +366,25 @@ func (c *prefixCache) toHost(n *prefixNode) {
 }
 
 // evictHost moves the host tier's least recently used state to the disk
-// tier (or drops it without one), with the blocks no other state needs.
-func (c *prefixCache) evictHost() {
+// tier (or drops it without one), with the blocks no other state needs,
+// and reports whether it freed anything. Without a state it drops the
+// blocks left (those of a copy that failed half way).
+func (c *prefixCache) evictHost() bool {
 	h := c.host
 	st := h.oldest()
 	if st == nil {
-		return
+		if len(h.kv) == 0 {
+			return false
+		}
+		var gone []uint64
+		for hash, e := range h.kv {
+			gone = append(gone, hash)
+			h.bytes -= itemBytes(e.it)
+		}
+		clear(h.kv)
+		h.note()
+		c.reportRemoved(TierHost, gone, 0)
+		return true
 	}
 	if c.disk != nil {
 		if chain := h.chain(st); chain != nil {
@@ -379,6 +395,7 @@ func (c *prefixCache) evictHost() {
 	gone, freed := h.remove(st)
 	h.note()
 	c.reportRemoved(TierHost, gone, freed)
+	return true
 }
 
 // toDisk hands a kept point (the blocks of its prefix, from the first, and
