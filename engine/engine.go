@@ -350,6 +350,9 @@ type Engine struct {
 	// goroutine only.
 	fetch   *prefetch
 	fetchWG sync.WaitGroup
+	// fetchHook, when set (by tests, before the first Submit), runs on a
+	// read's goroutine before it reads.
+	fetchHook func()
 
 	mu      sync.Mutex
 	waiting []*Stream

@@ -757,8 +757,12 @@ func (e *Engine) prefetching(s *Stream) bool {
 	f := &prefetch{s: s, plan: p, done: make(chan struct{})}
 	e.fetch = f
 	e.fetchWG.Add(1)
+	hook := e.fetchHook
 	go func() {
 		defer e.fetchWG.Done()
+		if hook != nil {
+			hook()
+		}
 		f.err = c.fetch(p)
 		close(f.done)
 		select {
