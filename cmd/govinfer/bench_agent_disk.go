@@ -255,7 +255,7 @@ func agentDiskReplay(ctx context.Context, io stdio, o diskReplayOptions) (*diskR
 				res.WorstCachedShare = min(res.WorstCachedShare, float64(turn.CachedTokens)/float64(turn.PromptTokens))
 			}
 			res.Turns = append(res.Turns, turn)
-			fmt.Fprintf(io.err, "session %d turn %2d: prompt %5d, cached %5d (%5d from disk; memory tier alone %5d); TTFT %.2fs with disk, %.2fs memory alone, %s cold; wrote %s, read %s\n",
+			fmt.Fprintf(io.err, "session %d turn %2d: prompt %5d, cached %5d (%5d from disk; memory tier alone %5d); TTFT %.2fs with the lower tiers, %.2fs memory alone, %s cold; wrote %s, read %s\n",
 				turn.Session, turn.Turn, turn.PromptTokens, turn.CachedTokens, turn.DiskHitTokens, turn.MemoryCachedTokens,
 				turn.TTFTDisk, turn.TTFTMemory, fmtSeconds(turn.TTFTCold), engine.FormatBytes(int64(turn.BytesWritten)), engine.FormatBytes(int64(turn.BytesRead)))
 			if res.HostMemory != "" {
