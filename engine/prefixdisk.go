@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/govinfer/govinfer/internal/prefixdisk"
 	"github.com/govinfer/govinfer/model"
@@ -73,3 +75,55 @@ func openDisk(m *model.Model, d *DiskTier, notify func()) (*prefixdisk.Store, er
 
 // DiskUsage is the disk tier's state (Stats.Disk).
 type DiskUsage = prefixdisk.Stats
+
+// DiskSpans returns what the disk tier holds as the spans an observer is
+// told of (PrefixSpan, Tier TierDisk): for each kept point on disk, the
+// blocks from the previous one on its prefix, in an order where every
+// span's parent comes first. Spans of image tokens, or whose tokens cannot
+// be read, are left out with the spans after them. It is for a new
+// observer (KV events after a restart); it reads the store and the files'
+// tokens and is safe to call from any goroutine. Nil without a disk tier.
+func (e *Engine) DiskSpans() []PrefixSpan {
+	if e.cache == nil || e.cache.disk == nil {
+		return nil
+	}
+	d := e.cache.disk
+	children := map[uint64][]prefixdisk.Block{}
+	for _, b := range d.Blocks() {
+		children[b.Parent] = append(children[b.Parent], b)
+	}
+	for _, c := range children {
+		slices.SortFunc(c, func(a, b prefixdisk.Block) int { return cmp.Compare(a.Hash, b.Hash) })
+	}
+	var out []PrefixSpan
+	var walk func(parent uint64, end int, pending []prefixdisk.Block)
+	walk = func(parent uint64, end int, pending []prefixdisk.Block) {
+		for _, b := range children[parent] {
+			if b.End != end+PrefixBlock || b.Hash == parent {
+				continue // not a block after parent: another prefix's
+			}
+			path := append(slices.Clip(pending), b)
+			if !b.Point {
+				walk(b.Hash, b.End, path)
+				continue
+			}
+			sp := PrefixSpan{Tier: TierDisk, Start: path[0].End - PrefixBlock, End: b.End, ParentHash: path[0].Parent, Point: true}
+			ok := true
+			for _, p := range path {
+				toks, err := d.Tokens(p.Hash)
+				if err != nil || len(toks) != PrefixBlock || slices.ContainsFunc(toks, func(t int) bool { return t < 0 }) {
+					ok = false
+					break
+				}
+				sp.Tokens = append(sp.Tokens, toks...)
+				sp.BlockHashes = append(sp.BlockHashes, p.Hash)
+			}
+			if ok {
+				out = append(out, sp)
+				walk(b.Hash, b.End, nil)
+			}
+		}
+	}
+	walk(0, 0, nil)
+	return out
+}

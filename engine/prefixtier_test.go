@@ -205,3 +205,55 @@ func TestTierEvents(t *testing.T) {
 	}
 	want("removed from disk to stay within its budget", 1)
 }
+
+// TestDiskSpans: after a restart, DiskSpans names what the disk tier
+// holds as spans between kept points, parents first, with the prompts'
+// block hashes and tokens, so that a new observer can announce them.
+func TestDiskSpans(t *testing.T) {
+	m := openModel(t, "tiny")
+	r := rand.New(rand.NewPCG(55, 56))
+	v := m.Config().VocabSize
+	dir := t.TempDir()
+	tier := func() *DiskTier { return &DiskTier{Dir: dir, Budget: 1 << 30, Key: []byte("spans")} }
+	system := randomPrompt(r, 200, v)
+	prompts := [][]int{append(slices.Clone(system), randomPrompt(r, 150, v)...), append(slices.Clone(system), randomPrompt(r, 90, v)...)}
+	first := newEngine(t, m, Config{PrefixCache: true, PrefixDisk: tier()})
+	if got := first.DiskSpans(); len(got) != 0 {
+		t.Fatalf("an empty directory has spans %+v", got)
+	}
+	for _, p := range prompts {
+		run1(t, first, Request{Prompt: p, MaxTokens: 1, CacheHints: []int{200}})
+	}
+	first.Close()
+
+	e := newEngine(t, m, Config{PrefixCache: true, PrefixDisk: tier()})
+	spans := e.DiskSpans()
+	seen := map[uint64]bool{0: true}
+	points := map[int]int{}
+	for _, sp := range spans {
+		if sp.Tier != TierDisk || !sp.Point || !seen[sp.ParentHash] || len(sp.Tokens) != sp.End-sp.Start || len(sp.BlockHashes)*PrefixBlock != len(sp.Tokens) {
+			t.Fatalf("span %+v (parent seen %v)", sp, seen[sp.ParentHash])
+		}
+		for _, h := range sp.BlockHashes {
+			seen[h] = true
+		}
+		points[sp.End]++
+	}
+	for _, p := range prompts {
+		hashes := BlockHashes(p)
+		for i, h := range hashes[:maxResume(len(p))/PrefixBlock] {
+			if !seen[h] {
+				t.Errorf("block %d of a prompt is not announced", i)
+			}
+		}
+		for _, sp := range spans {
+			if sp.End <= len(p) && slices.Equal(sp.BlockHashes, hashes[sp.Start/PrefixBlock:sp.End/PrefixBlock]) && !slices.Equal(sp.Tokens, p[sp.Start:sp.End]) {
+				t.Errorf("span [%d, %d): tokens differ from the prompt's", sp.Start, sp.End)
+			}
+		}
+	}
+	// The shared point at 192, and each prompt's last (320, 256).
+	if points[192] != 1 || points[320] != 1 || points[256] != 1 || len(spans) != 3 {
+		t.Errorf("spans end at %v, want one each at 192, 256 and 320", points)
+	}
+}

@@ -81,8 +81,9 @@ type Options struct {
 	// are bit for bit those of a cold run) and prefills only the rest.
 	NoPrefixCache bool
 	// PrefixObserver, when set, is told what the prefix cache stores and
-	// evicts, e.g. to publish KV events; Model.ObservePrefixCache adds
-	// observers to an open model.
+	// evicts, in each tier, e.g. to publish KV events; with
+	// PrefixCacheDir it is first told what the disk tier holds (see
+	// Model.ObservePrefixCache, which adds observers to an open model).
 	PrefixObserver PrefixObserver
 	// PrefixCacheDir, when set, puts a disk tier under the prefix cache:
 	// prompt states leaving memory (evicted, or cached at Close) are
@@ -377,6 +378,7 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 		return fail(fmt.Errorf("llm: %w", err))
 	}
 	lm.eng = eng
+	lm.observers.replay(o.PrefixObserver, eng.DiskSpans)
 	if lm.vision, err = openVision(dir, o, tok, m.Config().HiddenSize); err != nil {
 		eng.Close()
 		return fail(fmt.Errorf("llm: vision tower: %w", err))

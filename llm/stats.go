@@ -157,12 +157,18 @@ type SpanImage = engine.SpanImage
 
 // ObservePrefixCache adds obs to the prefix cache's observers (besides
 // Options.PrefixObserver): from now on it is told each span the cache
-// stores or evicts; what the cache held before is not reported. remove
-// takes it off again, waiting for a call in progress, so obs is not called
-// once remove returns; obs must not call remove. With the prefix cache off
-// (Options.NoPrefixCache) nothing is reported.
+// stores or evicts, in each tier (PrefixSpan.Tier). What memory held
+// before is not reported; what the disk tier holds (Options.PrefixCacheDir,
+// after a restart too) is, first, as spans stored in PrefixTierDisk
+// (engine.Engine.DiskSpans), so that KV events name the states a restarted
+// server can resume from. remove takes it off again, waiting for a call in
+// progress, so obs is not called once remove returns; obs must not call
+// remove. With the prefix cache off (Options.NoPrefixCache) nothing is
+// reported.
 func (lm *Model) ObservePrefixCache(obs PrefixObserver) (remove func()) {
-	return lm.observers.add(obs)
+	remove = lm.observers.add(obs)
+	lm.observers.replay(obs, lm.eng.DiskSpans)
+	return remove
 }
 
 // prefixRelay is the engine's prefix observer: it passes every change on
@@ -189,6 +195,20 @@ func (r *prefixRelay) add(obs PrefixObserver) func() {
 				return
 			}
 		}
+	}
+}
+
+// replay tells obs, an observer added, of the spans spans returns, which
+// it calls holding the relay's lock: the engine's reports wait meanwhile,
+// so a removal that follows the snapshot reaches obs after it.
+func (r *prefixRelay) replay(obs PrefixObserver, spans func() []PrefixSpan) {
+	if obs == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sp := range spans() {
+		obs.PrefixStored(sp)
 	}
 }
 

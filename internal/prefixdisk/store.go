@@ -22,9 +22,11 @@ package prefixdisk
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -263,6 +265,85 @@ func (s *Store) HasState(hash uint64, end int) bool {
 	}
 	e := s.index[id{KindState, hash}]
 	return e != nil && e.end == end
+}
+
+// Block is a KV block the store holds (Blocks).
+type Block struct {
+	// Hash is the chained hash of the prefix the block ends, Parent that
+	// of the prefix before it (0 at the start), End the position after
+	// it.
+	Hash, Parent uint64
+	End          int
+	// Point says the store holds the state at End too.
+	Point bool
+}
+
+// Blocks returns the KV blocks the store holds or is writing, in no
+// particular order.
+func (s *Store) Blocks() []Block {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Block
+	point := func(hash uint64, end int) bool {
+		if it := s.pending[id{KindState, hash}]; it != nil {
+			return it.End == end
+		}
+		e := s.index[id{KindState, hash}]
+		return e != nil && e.end == end
+	}
+	for i, e := range s.index {
+		if i.kind == KindKV && s.pending[i] == nil {
+			out = append(out, Block{Hash: i.hash, Parent: e.parent, End: e.end, Point: point(i.hash, e.end)})
+		}
+	}
+	for i, it := range s.pending {
+		if i.kind == KindKV {
+			out = append(out, Block{Hash: i.hash, Parent: it.Parent, End: it.End, Point: point(i.hash, it.End)})
+		}
+	}
+	return out
+}
+
+// Tokens returns the cache-key tokens of the KV block with the given hash,
+// reading only its header and tokens: they are not checked against the
+// payload's checksum (Get does that), so they name what the file claims
+// to hold.
+func (s *Store) Tokens(hash uint64) ([]int, error) {
+	i := id{KindKV, hash}
+	s.mu.Lock()
+	it, e := s.pending[i], s.index[i]
+	s.mu.Unlock()
+	if it != nil {
+		return slices.Clone(it.Tokens), nil
+	}
+	if e == nil {
+		return nil, ErrMissing
+	}
+	f, err := os.Open(s.name(i))
+	if err != nil {
+		return nil, fmt.Errorf("prefixdisk: %w", err)
+	}
+	defer f.Close()
+	var hb [headerSize]byte
+	if _, err := io.ReadFull(f, hb[:]); err != nil {
+		return nil, fmt.Errorf("prefixdisk: reading %s: %w", s.name(i), err)
+	}
+	h, err := decodeHeader(hb[:], s.key, s.lim)
+	if err != nil {
+		return nil, fmt.Errorf("prefixdisk: %s: %w", s.name(i), err)
+	}
+	if h.kind != KindKV || h.hash != hash {
+		return nil, fmt.Errorf("prefixdisk: %s: %w", s.name(i), corrupt("the header names another entry"))
+	}
+	tb := make([]byte, 8*h.tokens)
+	if _, err := io.ReadFull(f, tb); err != nil {
+		return nil, fmt.Errorf("prefixdisk: reading %s: %w", s.name(i), err)
+	}
+	toks := make([]int, h.tokens)
+	for j := range toks {
+		toks[j] = int(int64(binary.LittleEndian.Uint64(tb[8*j:])))
+	}
+	return toks, nil
 }
 
 // ErrMissing is Get's error for an entry the store does not hold (any
