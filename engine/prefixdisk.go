@@ -79,8 +79,9 @@ type DiskUsage = prefixdisk.Stats
 // DiskSpans returns what the disk tier holds as the spans an observer is
 // told of (PrefixSpan, Tier TierDisk): for each kept point on disk, the
 // blocks from the previous one on its prefix, in an order where every
-// span's parent comes first. Spans of image tokens, or whose tokens cannot
-// be read, are left out with the spans after them. It is for a new
+// span's parent comes first. Spans of image tokens or of LoRA adapters'
+// chains, or whose tokens cannot be read or do not give the block's hash,
+// are left out with the spans after them. It is for a new
 // observer (KV events after a restart); it reads the store and the files'
 // tokens and is safe to call from any goroutine. Nil without a disk tier.
 func (e *Engine) DiskSpans() []PrefixSpan {
@@ -111,7 +112,11 @@ func (e *Engine) DiskSpans() []PrefixSpan {
 			ok := true
 			for _, p := range path {
 				toks, err := d.Tokens(p.Hash)
-				if err != nil || len(toks) != PrefixBlock || slices.ContainsFunc(toks, func(t int) bool { return t < 0 }) {
+				// The hash must be the one the tokens give, from the base
+				// model's start: not an adapter's chain, not a file whose
+				// tokens are not what they claim.
+				if err != nil || len(toks) != PrefixBlock || slices.ContainsFunc(toks, func(t int) bool { return t < 0 }) ||
+					blockHashesFrom(p.Parent, toks)[0] != p.Hash {
 					ok = false
 					break
 				}

@@ -259,10 +259,11 @@ func itemLinks(items []*prefixdisk.Item) []link {
 
 // reportLower tells the observer that tier t now holds the kept point at
 // the end of chain, of which the blocks added are new to it. Spans with
-// an image's tokens are not reported (the tier keeps the cache key, not
-// the prompt's tokens and images that an event names).
+// an image's tokens, and chains of LoRA adapters, are not reported: the
+// tiers keep the cache's keys, not the prompt's tokens, images and
+// adapters that an event names.
 func (c *prefixCache) reportLower(t Tier, chain []link, added int, bytes int64) {
-	if c.obs == nil || len(chain) == 0 {
+	if c.obs == nil || len(chain) == 0 || !baseChain(chain[0].hash, chain[0].tokens) {
 		return
 	}
 	last := chain[len(chain)-1]
@@ -281,6 +282,13 @@ func (c *prefixCache) reportLower(t Tier, chain []link, added int, bytes int64) 
 		}
 	}
 	c.obs.PrefixStored(sp)
+}
+
+// baseChain reports whether hash is the hash of a prefix's first block of
+// tokens for the base model: an adapter set's chains start from its seed
+// (blockHashesFrom), so their first block's hash is another.
+func baseChain(hash uint64, tokens []int) bool {
+	return len(tokens) == PrefixBlock && blockHashesFrom(0, tokens)[0] == hash
 }
 
 // reportRemoved tells the observer that tier t no longer holds blocks.
@@ -632,10 +640,10 @@ func (p *loadPlan) free() {
 func (p *loadPlan) close() { pin(p.chain, -1) }
 
 // install puts what fetch made into memory, reported as the memory
-// tier's stores are (store), and closes the plan. prompt and images are
-// the request's, for the report. Blocks or a state that memory gained
+// tier's stores are (store), and closes the plan. prompt, images and lora
+// are the request's, for the report. Blocks or a state that memory gained
 // meanwhile are kept and the copies freed.
-func (c *prefixCache) install(p *loadPlan, tokens []int, prompt []int, images []Image) {
+func (c *prefixCache) install(p *loadPlan, tokens []int, prompt []int, images []Image, lora []SpanLoRA) {
 	defer p.close()
 	n := &c.root
 	for _, ch := range p.chain {
@@ -680,6 +688,7 @@ func (c *prefixCache) install(p *loadPlan, tokens []int, prompt []int, images []
 		}
 		sp.Tokens = slices.Clone(prompt[sp.Start:sp.End])
 		sp.Images = spanImages(images, c.m.Config().HiddenSize, sp.Start, sp.End)
+		sp.LoRA = lora
 		for _, a := range added {
 			sp.BlockHashes = append(sp.BlockHashes, a.hash)
 			sp.Bytes += a.kv.Bytes()
@@ -702,7 +711,7 @@ func (e *Engine) fromHost(s *Stream, path []*prefixNode, need int64) ([]*prefixN
 		p.close()
 		return path, 0
 	}
-	c.install(p, s.key, s.req.Prompt, s.req.Images)
+	c.install(p, s.key, s.req.Prompt, s.req.Images, spanLoRA(s.req.LoRA))
 	c.host.note()
 	e.noteCache()
 	got := c.lookup(s.key, s.hashes)
@@ -807,7 +816,7 @@ func (e *Engine) landFetch(wait bool) {
 		e.noteCache()
 		return
 	}
-	e.cache.install(f.plan, f.s.key, f.s.req.Prompt, f.s.req.Images)
+	e.cache.install(f.plan, f.s.key, f.s.req.Prompt, f.s.req.Images, spanLoRA(f.s.req.LoRA))
 	f.s.lowerEnd = f.plan.depth * PrefixBlock
 	f.s.lowerTokens = f.s.lowerEnd - f.plan.have
 	f.s.lowerTier = f.plan.tier()

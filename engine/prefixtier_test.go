@@ -257,3 +257,40 @@ func TestDiskSpans(t *testing.T) {
 		t.Errorf("spans end at %v, want one each at 192, 256 and 320", points)
 	}
 }
+
+// TestLoRAThroughDisk: a request with a LoRA adapter resumes from its own
+// state on disk after a restart, with the adapter's tokens, while the base
+// model's request with the same prompt does not; DiskSpans announces the
+// base model's chains only (an event would name the adapter's blocks as
+// the base model's).
+func TestLoRAThroughDisk(t *testing.T) {
+	m := openModel(t, "small")
+	a := attachLoRA(t, m, "lora-small-a", 1)
+	ca := loadLoRACase(t, "lora-small-a")
+	prompt := slices.Clone(ca.Prompt)
+	for len(prompt) < 3*PrefixBlock+1 {
+		prompt = append(prompt, ca.Prompt...)
+	}
+	dir := t.TempDir()
+	tier := func() *DiskTier { return &DiskTier{Dir: dir, Budget: 1 << 30, Key: []byte("lora")} }
+	req := func(uses ...LoRA) Request {
+		return Request{Prompt: prompt, MaxTokens: 4, IgnoreEOS: true, Logprobs: true, LoRA: uses}
+	}
+	first := newEngine(t, m, Config{PrefixCache: true, PrefixDisk: tier()})
+	run1(t, first, req(a))
+	first.Close()
+
+	e := newEngine(t, m, Config{PrefixCache: true, PrefixDisk: tier()})
+	if spans := e.DiskSpans(); len(spans) != 0 {
+		t.Errorf("the adapter's chain announced as %d spans", len(spans))
+	}
+	cold := newEngine(t, m, Config{})
+	if got := run1(t, e, req()); got.cached != 0 {
+		t.Errorf("the base model resumed at %d from the adapter's state", got.cached)
+	}
+	got := run1(t, e, req(a))
+	if got.cached != maxResume(len(prompt)) || e.Stats().PrefixDiskHitTokens == 0 {
+		t.Errorf("with the adapter: resumed at %d, want %d from disk", got.cached, maxResume(len(prompt)))
+	}
+	sameResult(t, "the adapter's request from disk", got, run1(t, cold, req(a)))
+}
