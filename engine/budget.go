@@ -39,7 +39,8 @@ type StateUsage struct {
 	Budget int64
 	// Running is the state reserved by the running requests: each holds
 	// its recurrent state and KV caches for its prompt plus MaxTokens
-	// from the moment it starts until it ends.
+	// from the moment it starts until it ends; and by a waiting
+	// request's prefix while it is read from disk.
 	Running int64
 	// Cached is the prefix cache's memory: evicted first when a request
 	// needs room.

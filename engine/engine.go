@@ -89,6 +89,14 @@ type Config struct {
 	// read back for a request whose prefix memory no longer holds, by this
 	// process or a later one. It needs PrefixCache.
 	PrefixDisk *DiskTier
+	// PrefixHost, when positive, puts a host-memory tier of that many
+	// bytes between device memory and the disk tier (prefixtier.go): kept
+	// points evicted from device memory are copied there (and from there
+	// to disk), and a request whose prefix it holds has it uploaded back.
+	// It needs PrefixCache and a backend with its own memory
+	// (compute.MemoryReporter): on the CPU backend the memory tier is host
+	// memory already, and New refuses it.
+	PrefixHost int64
 	// Speculative turns on speculative decoding of greedy requests (see
 	// Speculative); the zero value is off.
 	Speculative Speculative
@@ -245,6 +253,14 @@ type Stream struct {
 	key     []int        // the prompt as the prefix cache keys it (cacheKey)
 	hashes  []uint64     // BlockHashes of key, with a prefix cache
 	cached  atomic.Int64 // prompt tokens resumed from the prefix cache
+	// fetchTries counts the reads of the request's prefix from disk
+	// (prefetching); lowerEnd is the end of the last one, which added
+	// lowerTokens from lowerTier beyond what memory held. Engine
+	// goroutine only.
+	fetchTries  int
+	lowerEnd    int
+	lowerTokens int
+	lowerTier   Tier
 	// specDrafted and specAccepted count the request's draft tokens and
 	// those the main model accepted (Config.Speculative).
 	specDrafted, specAccepted atomic.Int64
@@ -329,6 +345,14 @@ type Engine struct {
 	cache      *prefixCache // nil without Config.PrefixCache
 	budget     budget
 	loras      loraCounts // running requests per adapter
+	// fetch is the read of a waiting request's prefix from disk under way,
+	// or nil (prefetching); fetchWG waits for its goroutine. Engine
+	// goroutine only.
+	fetch   *prefetch
+	fetchWG sync.WaitGroup
+	// fetchHook, when set (by tests, before the first Submit), runs on a
+	// read's goroutine before it reads.
+	fetchHook func()
 
 	mu      sync.Mutex
 	waiting []*Stream
@@ -396,12 +420,24 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 	if cfg.PrefixCache {
 		e.cache = newPrefixCache(m, cfg.PrefixObserver)
 	}
+	if cfg.PrefixHost < 0 {
+		return nil, fmt.Errorf("engine: the prefix cache's host memory must not be negative, got %d", cfg.PrefixHost)
+	}
+	if cfg.PrefixHost > 0 {
+		if !cfg.PrefixCache {
+			return nil, errors.New("engine: a prefix cache host tier needs the prefix cache")
+		}
+		if e.cache.tier != TierDevice {
+			return nil, fmt.Errorf("engine: a prefix cache host tier needs a backend with its own memory; on %s the memory tier (the state memory) is host memory already", m.Backend().Name())
+		}
+		e.cache.host = newHostTier(cfg.PrefixHost)
+	}
 	if cfg.PrefixDisk != nil {
 		if !cfg.PrefixCache {
 			return nil, errors.New("engine: a prefix cache disk tier needs the prefix cache")
 		}
 		var err error
-		if e.cache.disk, err = openDisk(m, cfg.PrefixDisk); err != nil {
+		if e.cache.disk, err = openDisk(m, cfg.PrefixDisk, e.poke); err != nil {
 			return nil, err
 		}
 	}
@@ -412,6 +448,14 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 	e.cancel = cancel
 	go e.loop(ctx)
 	return e, nil
+}
+
+// poke wakes the engine goroutine without waiting.
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Model returns the engine's model.
@@ -609,7 +653,12 @@ func (e *Engine) loop(ctx context.Context) {
 			s.end(FinishCancelled, -1, ErrClosed)
 		}
 		e.metrics.waiting.Store(0)
+		if e.fetch != nil {
+			e.landFetch(true)
+		}
+		e.fetchWG.Wait()
 		if e.cache != nil {
+			e.cache.obs = nil // nothing is reported at close
 			e.cache.spillAll()
 			e.cache.clear()
 			e.noteCache()
@@ -628,6 +677,10 @@ func (e *Engine) loop(ctx context.Context) {
 			}
 			return false
 		})
+		if e.cache != nil {
+			e.landFetch(false)
+			e.cache.drainDisk()
+		}
 		run = e.admit(run)
 		e.metrics.running.Store(int64(len(run)))
 		if len(run) == 0 {
@@ -667,7 +720,7 @@ func (e *Engine) admit(run []*running) []*running {
 			e.dequeue(s)
 			continue
 		}
-		if e.awaitsPrefix(s, run) {
+		if e.awaitsPrefix(s, run) || e.prefetching(s) {
 			i++
 			continue
 		}
@@ -705,11 +758,11 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 	tokens := e.reserveTokens(s.req)
 	need := e.requestBytes(s.req)
 	var path []*prefixNode
-	fromDisk := 0
+	fromHost := 0
 	if e.cache != nil {
 		path = e.cache.lookup(s.key, s.hashes)
-		if e.cache.disk != nil {
-			path, fromDisk = e.fromDisk(s, path, need)
+		if e.cache.host != nil {
+			path, fromHost = e.fromHost(s, path, need)
 		}
 	}
 	pin(path, 1)
@@ -717,7 +770,7 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 		// The prefix the request would resume from is all that is left
 		// to evict: start cold rather than wait.
 		pin(path, -1)
-		path, fromDisk = nil, 0
+		path, fromHost = nil, 0
 		if !e.makeRoom(need) {
 			return nil, false
 		}
@@ -767,7 +820,15 @@ func (e *Engine) start(s *Stream) (r *running, fits bool) {
 		r.keep = keepPoints(len(s.req.Prompt), s.req.CacheHints, hit)
 		e.metrics.prefixQueries.Add(uint64(len(s.req.Prompt)))
 		e.metrics.prefixHits.Add(uint64(hit))
-		e.metrics.diskHits.Add(uint64(fromDisk))
+		e.metrics.hostHits.Add(uint64(fromHost))
+		if hit >= s.lowerEnd && s.lowerEnd > 0 {
+			// Resumed at or beyond the point read for it before it started.
+			if s.lowerTier == TierDisk {
+				e.metrics.diskHits.Add(uint64(s.lowerTokens))
+			} else {
+				e.metrics.hostHits.Add(uint64(s.lowerTokens))
+			}
+		}
 	}
 	s.cached.Store(int64(hit))
 	if e.speculates(&s.req) {

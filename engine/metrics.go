@@ -70,6 +70,7 @@ type metrics struct {
 	prefixQueries            atomic.Uint64
 	prefixHits               atomic.Uint64
 	diskHits                 atomic.Uint64 // of prefixHits, those read from the disk tier
+	hostHits                 atomic.Uint64 // of prefixHits, those copied from the host tier
 	generationTokens         atomic.Uint64
 	steps                    atomic.Uint64
 	stepNanos                atomic.Uint64
@@ -121,8 +122,14 @@ type Stats struct {
 	// supplied (Config.PrefixDisk): a request resuming beyond what memory
 	// held counts the difference. The memory tier's hits are the rest.
 	PrefixDiskHitTokens uint64
+	// PrefixHostHitTokens counts the hit tokens that the host tier
+	// supplied (Config.PrefixHost), as PrefixDiskHitTokens counts the
+	// disk tier's. The memory tier's hits are the rest.
+	PrefixHostHitTokens uint64
 	// Disk is the disk tier's state (zero without one).
 	Disk DiskUsage
+	// Host is the host tier's state (zero without one).
+	Host HostUsage
 	// State is the use of the state memory budget.
 	State            StateUsage
 	GenerationTokens uint64 // tokens generated, all requests
@@ -149,11 +156,17 @@ func (e *Engine) StateUsage() StateUsage { return e.budget.usage() }
 func (e *Engine) Stats() Stats {
 	m := e.metrics
 	var disk DiskUsage
+	var host HostUsage
 	if e.cache != nil && e.cache.disk != nil {
 		disk = e.cache.disk.Stats()
 	}
+	if e.cache != nil && e.cache.host != nil {
+		host = e.cache.host.snapshot()
+	}
 	return Stats{
 		Disk:                disk,
+		Host:                host,
+		PrefixHostHitTokens: m.hostHits.Load(),
 		Running:             int(m.running.Load()),
 		Waiting:             int(m.waiting.Load()),
 		OpenSequences:       int(m.seqOpen.Load()),

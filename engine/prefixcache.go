@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/internal/prefixdisk"
 	"github.com/govinfer/govinfer/model"
 )
@@ -102,6 +103,13 @@ type PrefixSpan struct {
 	// spans only; nil for the base model). Its blocks are keyed apart from
 	// other adapters' (their hashes chain from the adapters' set).
 	LoRA []SpanLoRA
+	// Tier is the tier the span was stored in or removed from: the memory
+	// tier (TierDevice on a backend with its own memory, TierHost on the
+	// CPU backend), the host tier under a device's memory (TierHost) or
+	// the disk tier (TierDisk). A span stored in a tier below memory names
+	// the blocks new to that tier; one removed from it names its blocks
+	// only (BlockHashes; Start and End are 0), in no particular order.
+	Tier Tier
 }
 
 // SpanImage is an image whose tokens fall within a PrefixSpan.
@@ -125,8 +133,8 @@ func spanImages(images []Image, hidden, start, end int) []SpanImage {
 	return out
 }
 
-// PrefixObserver is told what the prefix cache stores and evicts, for
-// publishing KV-cache events or usage. Its methods run on the engine's
+// PrefixObserver is told what the prefix cache stores and evicts, in each
+// of its tiers (PrefixSpan.Tier), for publishing KV-cache events or usage. Its methods run on the engine's
 // scheduling goroutine between steps: they must return quickly and must not
 // call the Engine. Nothing is reported when the engine closes and drops the
 // whole cache.
@@ -167,14 +175,21 @@ type prefixCache struct {
 	obs   PrefixObserver
 	// floor is the priority of the last point evicted (evictOne).
 	floor float64
+	// tier is the memory tier's: TierDevice or TierHost.
+	tier Tier
+	// host is the host tier under a device's memory, or nil
+	// (Config.PrefixHost).
+	host *hostTier
 	// disk is the disk tier, or nil (Config.PrefixDisk).
-	disk            *prefixdisk.Store
-	diskReadBytes   int64
-	diskReadSeconds float64
+	disk *prefixdisk.Store
 }
 
 func newPrefixCache(m *model.Model, obs PrefixObserver) *prefixCache {
-	return &prefixCache{m: m, obs: obs, root: prefixNode{children: map[uint64]*prefixNode{}}}
+	tier := TierHost
+	if _, ok := m.Backend().(compute.MemoryReporter); ok {
+		tier = TierDevice
+	}
+	return &prefixCache{m: m, obs: obs, tier: tier, root: prefixNode{children: map[uint64]*prefixNode{}}}
 }
 
 // maxResume returns the furthest position a prompt of n tokens can resume
@@ -302,7 +317,7 @@ func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, 
 		return err
 	}
 	if c.obs != nil && (stored || len(added) > 0) {
-		sp := PrefixSpan{Start: pos, End: pos, Point: stored}
+		sp := PrefixSpan{Tier: c.tier, Start: pos, End: pos, Point: stored}
 		if stored {
 			sp.Bytes = n.state.Bytes()
 		}
@@ -329,8 +344,8 @@ func (c *prefixCache) store(seq *model.Sequence, tokens []int, hashes []uint64, 
 
 // evictOne frees the kept point of least value that is not pinned, with
 // the blocks that no other point needs, and returns the bytes freed (0 when
-// nothing can be evicted). With a disk tier the point is written there
-// first.
+// nothing can be evicted). With a tier below memory the point goes there
+// first (spill).
 //
 // Value is GreedyDual with frequency: a point's priority is the floor (the
 // priority of the last point evicted) plus one plus the requests that
@@ -363,6 +378,7 @@ func (c *prefixCache) evictOne() int64 {
 	c.bytes -= freed
 	sp := c.prune(victim, true)
 	sp.Point = true
+	sp.Tier = c.tier
 	sp.Bytes += freed
 	if sp.End == 0 {
 		sp.Start, sp.End, sp.ParentHash = victim.end, victim.end, victim.hash

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -214,24 +215,42 @@ func TestPrefixCacheSiblings(t *testing.T) {
 }
 
 // observer records the prefix cache's events.
+// observer records the memory tier's spans (those of the tier it is
+// told, TierHost when zero: the CPU backend's), and counts the bytes of
+// each tier.
 type observer struct {
 	mu             sync.Mutex
+	tier           Tier
 	stored, evicts []PrefixSpan
 	bytes          int64
+	tiers          map[Tier]int64
+}
+
+func (o *observer) memory(sp PrefixSpan) bool {
+	if o.tiers == nil {
+		o.tiers = map[Tier]int64{}
+	}
+	return sp.Tier == cmp.Or(o.tier, TierHost)
 }
 
 func (o *observer) PrefixStored(sp PrefixSpan) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.stored = append(o.stored, sp)
-	o.bytes += sp.Bytes
+	if o.memory(sp) {
+		o.stored = append(o.stored, sp)
+		o.bytes += sp.Bytes
+	}
+	o.tiers[sp.Tier] += sp.Bytes
 }
 
 func (o *observer) PrefixRemoved(sp PrefixSpan) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.evicts = append(o.evicts, sp)
-	o.bytes -= sp.Bytes
+	if o.memory(sp) {
+		o.evicts = append(o.evicts, sp)
+		o.bytes -= sp.Bytes
+	}
+	o.tiers[sp.Tier] -= sp.Bytes
 }
 
 // TestStateBudget runs many requests with long prompts under a budget that

@@ -9,19 +9,46 @@ import (
 
 // prefixEvents publishes the prefix cache's changes as KV events: each
 // stored run of blocks (which ends at a kept point) as one span whose
-// parent is the block before it, each evicted run of blocks as removals.
-// A kept point added on blocks already announced changes no block and is
-// not published. It runs on the engine's goroutine only.
+// parent is the block before it, each evicted run of blocks as removals,
+// each on the medium of the tier it happened in (medium). A kept point
+// added on blocks already announced changes no block and is not
+// published. It runs on the engine's goroutine only.
 type prefixEvents struct {
 	pub *kvevents.Publisher
-	// blocks maps an engine block hash to the announced span holding it
-	// and its index there.
-	blocks map[uint64]blockRef
+	// blocks maps a medium and an engine block hash to the announced span
+	// holding it and its index there.
+	blocks map[blockKey]blockRef
+}
+
+// blockKey names a block announced on a medium. The fields are what
+// tells two announcements apart; a LoRA adapter's name would be one more.
+type blockKey struct {
+	medium string
+	hash   uint64
 }
 
 type blockRef struct {
 	span kvevents.Span
 	i    int
+}
+
+// eventMedia are the media of the tiers, in the order a stored span's parent is
+// looked up (the hashes of a prefix are the same on every medium).
+var eventMedia = []string{kvevents.MediumGPU, kvevents.MediumCPU, kvevents.MediumFS}
+
+// medium returns vLLM's medium of a tier of the prefix cache: a device's
+// memory is "GPU", host memory "CPU" (the CPU backend's memory tier, or
+// the host tier under a device's memory), the disk tier "FS".
+func medium(t llm.PrefixTier) string {
+	switch t {
+	case llm.PrefixTierDevice:
+		return kvevents.MediumGPU
+	case llm.PrefixTierHost:
+		return kvevents.MediumCPU
+	case llm.PrefixTierDisk:
+		return kvevents.MediumFS
+	}
+	return ""
 }
 
 // newPrefixEvents returns the observer publishing on pub, or nil (no
@@ -30,27 +57,34 @@ func newPrefixEvents(pub *kvevents.Publisher) llm.PrefixObserver {
 	if pub == nil {
 		return nil
 	}
-	return &prefixEvents{pub: pub, blocks: map[uint64]blockRef{}}
+	return &prefixEvents{pub: pub, blocks: map[blockKey]blockRef{}}
 }
 
 func (p *prefixEvents) PrefixStored(sp llm.PrefixSpan) {
 	if len(sp.BlockHashes) == 0 {
 		return
 	}
+	m := medium(sp.Tier)
 	var parent kvevents.Span
 	if sp.Start > 0 {
-		ref, ok := p.blocks[sp.ParentHash]
+		ref, ok := p.blocks[blockKey{m, sp.ParentHash}]
+		for _, other := range eventMedia {
+			if ok {
+				break
+			}
+			ref, ok = p.blocks[blockKey{other, sp.ParentHash}]
+		}
 		if !ok {
 			return // its parent was never announced: a router would drop it
 		}
 		parent = ref.span.Slice(0, ref.i+1)
 	}
-	span, err := p.pub.SpanStoredExtra(parent, sp.Tokens, extraKeys(sp, p.pub.Hasher().BlockSize()))
+	span, err := p.pub.SpanStoredAttrs(parent, sp.Tokens, kvevents.Attrs{Medium: m, Extra: extraKeys(sp, p.pub.Hasher().BlockSize())})
 	if err != nil {
 		return
 	}
 	for i, h := range sp.BlockHashes {
-		p.blocks[h] = blockRef{span, i}
+		p.blocks[blockKey{m, h}] = blockRef{span, i}
 	}
 }
 
@@ -70,12 +104,14 @@ func extraKeys(sp llm.PrefixSpan, blockSize int) [][]kvevents.MMKey {
 }
 
 func (p *prefixEvents) PrefixRemoved(sp llm.PrefixSpan) {
+	m := medium(sp.Tier)
 	for _, h := range sp.BlockHashes {
-		ref, ok := p.blocks[h]
+		k := blockKey{m, h}
+		ref, ok := p.blocks[k]
 		if !ok {
 			continue
 		}
-		delete(p.blocks, h)
-		p.pub.SpanRemoved(ref.span.Slice(ref.i, ref.i+1))
+		delete(p.blocks, k)
+		p.pub.SpanRemovedAttrs(ref.span.Slice(ref.i, ref.i+1), kvevents.Attrs{Medium: m})
 	}
 }

@@ -148,10 +148,51 @@ func (s *Server) writeMetrics(w *promWriter) {
 	}
 	w.gauge("govinfer:prefix_cache_bytes", "Memory of the prefix cache's kept points and KV blocks.", float64(st.State.Cached))
 	w.gauge("govinfer:prefix_cache_points", "Kept points in the prefix cache.", float64(st.State.CachedPoints))
-	if d := st.PrefixDisk; d.Budget > 0 { // --prefix-cache-dir: vLLM's names for a KV connector's hits
-		w.counter("vllm:external_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache with its disk tier.", float64(st.PrefixQueryTokens))
-		w.counter("vllm:external_prefix_cache_hits_total", "Prompt tokens resumed from prefix states read from disk.", float64(st.PrefixDiskHitTokens))
-		w.counter("govinfer:prefix_cache_memory_hits_total", "Prompt tokens resumed from prefix states in memory.", float64(st.PrefixHitTokens-st.PrefixDiskHitTokens))
+	d, h := st.PrefixDisk, st.PrefixHost
+	if d.Budget > 0 || h.Budget > 0 { // --prefix-cache-dir, --prefix-cache-host: vLLM's names for a KV connector's hits
+		lower := st.PrefixDiskHitTokens + st.PrefixHostHitTokens
+		w.counter("vllm:external_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache with its tiers below memory.", float64(st.PrefixQueryTokens))
+		w.counter("vllm:external_prefix_cache_hits_total", "Prompt tokens resumed from prefix states read from host memory or disk.", float64(lower))
+		w.counter("govinfer:prefix_cache_memory_hits_total", "Prompt tokens resumed from prefix states in memory.", float64(st.PrefixHitTokens-lower))
+		tiers := []struct {
+			name          string
+			on            bool
+			hits          uint64
+			bytes         int64
+			written, read float64
+		}{
+			{"memory", true, st.PrefixHitTokens - lower, st.State.Cached, 0, 0},
+			{"host", h.Budget > 0, st.PrefixHostHitTokens, h.Bytes, float64(h.WriteBytes), float64(h.ReadBytes)},
+			{"disk", d.Budget > 0, st.PrefixDiskHitTokens, d.Bytes, float64(d.WriteBytes), float64(d.ReadBytes)},
+		}
+		for _, m := range []struct {
+			name, help, typ string
+			v               func(i int) float64
+			lowerOnly       bool
+		}{
+			{"govinfer:prefix_cache_tier_hits_total", "Prompt tokens resumed from prefix states each tier supplied (memory: --state-memory, host: --prefix-cache-host, disk: --prefix-cache-dir).", "counter",
+				func(i int) float64 { return float64(tiers[i].hits) }, false},
+			{"govinfer:prefix_cache_tier_bytes", "Bytes of prefix states each tier holds.", "gauge", func(i int) float64 { return float64(tiers[i].bytes) }, false},
+			{"govinfer:prefix_cache_tier_written_bytes_total", "Bytes of prefix states copied into each tier below memory.", "counter", func(i int) float64 { return tiers[i].written }, true},
+			{"govinfer:prefix_cache_tier_read_bytes_total", "Bytes of prefix states copied back to memory from each tier below it.", "counter", func(i int) float64 { return tiers[i].read }, true},
+		} {
+			w.header(m.name, m.help, m.typ)
+			for i, t := range tiers {
+				if !t.on || m.lowerOnly && i == 0 {
+					continue
+				}
+				w.labels(m.name)
+				w.b = append(w.b, `,tier="`...)
+				w.b = append(w.b, t.name...)
+				w.b = append(w.b, `"}`...)
+				w.value(m.v(i))
+			}
+		}
+	}
+	if h.Budget > 0 {
+		w.gauge("govinfer:prefix_cache_host_budget_bytes", "The host tier's budget (--prefix-cache-host).", float64(h.Budget))
+	}
+	if d.Budget > 0 {
 		w.gauge("govinfer:prefix_cache_disk_bytes", "Bytes of the prefix cache's files on disk.", float64(d.Bytes))
 		w.gauge("govinfer:prefix_cache_disk_budget_bytes", "The disk tier's budget (--prefix-cache-disk).", float64(d.Budget))
 		w.counter("govinfer:prefix_cache_disk_written_bytes_total", "Bytes of prefix states written to disk.", float64(d.WriteBytes))

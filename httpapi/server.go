@@ -316,7 +316,7 @@ func (s *Server) load(dir string, o llm.Options) {
 func (s *Server) serve(lm *llm.Model) {
 	s.lm, s.maxModelLen = lm, lm.MaxModelLen()
 	if s.events != nil {
-		s.events.AllCleared() // what lm cached before is not announced
+		s.events.AllCleared() // what lm cached in memory before is not announced; its disk tier's is (ObservePrefixCache)
 		s.unobserve = lm.ObservePrefixCache(newPrefixEvents(s.events))
 	}
 	s.loaded.Store(true)

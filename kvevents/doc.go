@@ -18,10 +18,23 @@
 //	BlockRemoved     = ["BlockRemoved", block_hashes]
 //	AllBlocksCleared = ["AllBlocksCleared"]
 //
-// vLLM's optional trailing fields (lora_id, medium, lora_name, extra_keys,
-// group_idx, kv_cache_spec_kind, sliding_window) are left out: govinfer
-// serves one model without adapters, and a BlockStored without group_idx is
-// what a router indexes as ordinary full-attention blocks.
+// vLLM's optional trailing fields are sent up to the last one set:
+//
+//	BlockStored  = ["BlockStored", block_hashes, parent|nil, token_ids, block_size,
+//	                lora_id nil, medium, lora_name nil]
+//	BlockRemoved = ["BlockRemoved", block_hashes, medium]
+//
+// medium names the tier that holds (or no longer holds) the blocks, with
+// vLLM's names: "GPU" for a device's memory, "CPU" for host memory, "FS"
+// for files (MediumGPU, MediumCPU, MediumFS). A router indexes a block per
+// pod and medium, so that a span written to disk is a BlockStored on "FS",
+// a span evicted from memory but kept on disk a BlockRemoved on the memory
+// medium only, and a span read back from disk a BlockStored on the memory
+// medium again. Without a medium an event is the five (or two) fields,
+// which a router reads as "GPU". lora_id and lora_name stay nil: govinfer
+// serves one model without adapters (Attrs is where a LoRA name would go),
+// and a BlockStored without group_idx is what a router indexes as ordinary
+// full-attention blocks.
 //
 // The exception is a span whose blocks hold an image's tokens: its
 // token_ids are the real ids (the image's placeholder pads, the same for
@@ -29,7 +42,7 @@
 // can tell two images apart:
 //
 //	BlockStored = ["BlockStored", block_hashes, parent|nil, token_ids, block_size,
-//	               nil, nil, nil, extra_keys]
+//	               nil, medium|nil, nil, extra_keys]
 //	extra_keys  = [entry per block]; entry = nil | [[image_hash_hex, offset], ...]
 //
 // one [identifier, offset] pair (vLLM's (mm_feature.identifier, offset)

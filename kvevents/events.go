@@ -36,20 +36,42 @@ func (e *encoder) hashes(hs []uint64) {
 	}
 }
 
+// Media of vLLM's events (kv_events.py's MEDIUM_GPU, MEDIUM_CPU and
+// MEDIUM_FS): the tier that holds a stored or removed block. A router
+// lowercases them ("gpu", "cpu", "fs") and reads an event without a
+// medium as one on the GPU.
+const (
+	MediumGPU = "GPU" // a device's own memory
+	MediumCPU = "CPU" // host memory
+	MediumFS  = "FS"  // files (the prefix cache's disk tier)
+)
+
+// Attrs are the optional fields of a span's events.
+type Attrs struct {
+	// Medium is the tier that holds the span (MediumGPU, MediumCPU,
+	// MediumFS); "" leaves it out, which a router reads as MediumGPU.
+	Medium string
+	// Extra has one entry per block of a stored span, the multimodal
+	// items' keys of the block (nil for a block holding none; see
+	// MMExtraKeys), or is nil. BlockRemoved carries none.
+	Extra [][]MMKey
+}
+
 // blockStored encodes ["BlockStored", hashes, parent|nil, token_ids,
-// block_size].
-//
-// With extra keys (some block holding a multimodal item) it encodes
-// vLLM's trailing fields up to extra_keys: [..., block_size, lora_id nil,
-// medium nil, lora_name nil, extra_keys], extra_keys one entry per block,
-// nil or an array of [identifier, offset] arrays (vLLM's tuple of
-// (mm_hash, offset) tuples). Without, the event is the five fields only.
-func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, blockSize int, extra [][]MMKey) []byte {
+// block_size], followed, when a has any field, by vLLM's trailing fields up
+// to the last one set: lora_id (always nil), medium, lora_name (nil),
+// extra_keys (one entry per block, nil or an array of [identifier, offset]
+// arrays, vLLM's tuple of (mm_hash, offset) tuples). Without attributes the
+// event is the five fields only.
+func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, blockSize int, a Attrs) []byte {
 	e := newEncoder()
-	withExtra := hasExtra(extra)
-	if withExtra {
+	withExtra := hasExtra(a.Extra)
+	switch {
+	case withExtra:
 		e.enc.EncodeArrayLen(9)
-	} else {
+	case a.Medium != "":
+		e.enc.EncodeArrayLen(8)
+	default:
 		e.enc.EncodeArrayLen(5)
 	}
 	e.enc.EncodeString(TagBlockStored)
@@ -64,12 +86,15 @@ func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, b
 		e.enc.EncodeUint(uint64(uint32(t)))
 	}
 	e.enc.EncodeUint(uint64(blockSize))
+	if !withExtra && a.Medium == "" {
+		return e.buf.Bytes()
+	}
+	e.enc.EncodeNil() // lora_id
+	e.medium(a.Medium)
+	e.enc.EncodeNil() // lora_name
 	if withExtra {
-		e.enc.EncodeNil() // lora_id
-		e.enc.EncodeNil() // medium
-		e.enc.EncodeNil() // lora_name
-		e.enc.EncodeArrayLen(len(extra))
-		for _, keys := range extra {
+		e.enc.EncodeArrayLen(len(a.Extra))
+		for _, keys := range a.Extra {
 			if len(keys) == 0 {
 				e.enc.EncodeNil()
 				continue
@@ -85,12 +110,29 @@ func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, b
 	return e.buf.Bytes()
 }
 
-// blockRemoved encodes ["BlockRemoved", hashes].
-func blockRemoved(hashes []uint64) []byte {
+// medium writes a medium, nil for "".
+func (e *encoder) medium(m string) {
+	if m == "" {
+		e.enc.EncodeNil()
+		return
+	}
+	e.enc.EncodeString(m)
+}
+
+// blockRemoved encodes ["BlockRemoved", hashes], or ["BlockRemoved",
+// hashes, medium] with a medium.
+func blockRemoved(hashes []uint64, medium string) []byte {
 	e := newEncoder()
-	e.enc.EncodeArrayLen(2)
+	if medium == "" {
+		e.enc.EncodeArrayLen(2)
+	} else {
+		e.enc.EncodeArrayLen(3)
+	}
 	e.enc.EncodeString(TagBlockRemoved)
 	e.hashes(hashes)
+	if medium != "" {
+		e.medium(medium)
+	}
 	return e.buf.Bytes()
 }
 

@@ -53,10 +53,10 @@ func TestSpanStoredExtra(t *testing.T) {
 	if want, _ := p.hasher.Blocks(nil, p.hasher.Root(), toks); !slices.Equal(text.hashes, want) {
 		t.Errorf("text hashes %v, want %v", text.hashes, want)
 	}
-	if !bytes.Equal(blockStored(text.hashes, 0, false, toks, 4, [][]MMKey{nil, nil}), blockStored(text.hashes, 0, false, toks, 4, nil)) {
+	if !bytes.Equal(blockStored(text.hashes, 0, false, toks, 4, Attrs{Extra: [][]MMKey{nil, nil}}), blockStored(text.hashes, 0, false, toks, 4, Attrs{})) {
 		t.Error("a span with only empty extra keys is not encoded as a text span")
 	}
-	enc := blockStored(a.hashes, 0, false, toks, 4, extra)
+	enc := blockStored(a.hashes, 0, false, toks, 4, Attrs{Extra: extra})
 	var raw []any
 	if err := msgpack.Unmarshal(enc, &raw); err != nil {
 		t.Fatal(err)

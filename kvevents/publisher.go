@@ -240,6 +240,14 @@ func (p *Publisher) SpanStored(parent Span, tokens []int) (Span, error) {
 // (Hasher.BlocksExtra) and the event carries them as vLLM's extra_keys.
 // Without any key the event is SpanStored's, byte for byte.
 func (p *Publisher) SpanStoredExtra(parent Span, tokens []int, extra [][]MMKey) (Span, error) {
+	return p.SpanStoredAttrs(parent, tokens, Attrs{Extra: extra})
+}
+
+// SpanStoredAttrs is SpanStored with the event's optional fields: the
+// medium that holds the span and the blocks' multimodal keys (see
+// SpanStoredExtra). The block hashes do not depend on the medium: one
+// span stored on several media has the same hashes on each.
+func (p *Publisher) SpanStoredAttrs(parent Span, tokens []int, a Attrs) (Span, error) {
 	if p == nil {
 		return Span{}, nil
 	}
@@ -251,24 +259,29 @@ func (p *Publisher) SpanStoredExtra(parent Span, tokens []int, extra [][]MMKey) 
 	if !hasParent {
 		from = p.hasher.Root()
 	}
-	if !hasExtra(extra) {
-		extra = nil
+	if !hasExtra(a.Extra) {
+		a.Extra = nil
 	}
-	hashes, err := p.hasher.BlocksExtra(make([]uint64, 0, len(tokens)/p.hasher.BlockSize()), from, tokens, extra)
+	hashes, err := p.hasher.BlocksExtra(make([]uint64, 0, len(tokens)/p.hasher.BlockSize()), from, tokens, a.Extra)
 	if err != nil {
 		return Span{}, err
 	}
-	p.enqueue(blockStored(hashes, prev, hasParent, tokens, p.hasher.BlockSize(), extra))
+	p.enqueue(blockStored(hashes, prev, hasParent, tokens, p.hasher.BlockSize(), a))
 	return Span{hashes: hashes}, nil
 }
 
 // SpanRemoved announces that the engine can no longer resume at the end of
 // s (its snapshot was evicted): one BlockRemoved of its blocks.
-func (p *Publisher) SpanRemoved(s Span) {
+func (p *Publisher) SpanRemoved(s Span) { p.SpanRemovedAttrs(s, Attrs{}) }
+
+// SpanRemovedAttrs is SpanRemoved from one medium (a.Medium; "" is the
+// router's default, MediumGPU): the blocks stay wherever else they were
+// stored. Only the medium of a applies to a removal.
+func (p *Publisher) SpanRemovedAttrs(s Span, a Attrs) {
 	if p == nil || len(s.hashes) == 0 {
 		return
 	}
-	p.enqueue(blockRemoved(s.hashes))
+	p.enqueue(blockRemoved(s.hashes, a.Medium))
 }
 
 // AllCleared announces that the engine holds no cached prefix (at start,

@@ -28,6 +28,9 @@ type Event struct {
 	// some vLLM versions send, decodes with offset 0; entries of other
 	// kinds, such as a LoRA name, are skipped). Nil without extra_keys.
 	ExtraKeys [][]MMKey
+	// Medium is the event's medium (MediumGPU, MediumCPU, MediumFS, or
+	// another of vLLM's), "" when it has none.
+	Medium string
 }
 
 // Batch is one decoded message payload.
@@ -115,6 +118,11 @@ func decodeEvent(v any) (Event, error) {
 		if ev.BlockSize, err = intOf(f[4]); err != nil {
 			return ev, fmt.Errorf("block_size: %w", err)
 		}
+		if len(f) > 6 {
+			if ev.Medium, err = mediumOf(f[6]); err != nil {
+				return ev, err
+			}
+		}
 		if len(f) > 8 && f[8] != nil {
 			if ev.ExtraKeys, err = extraKeysOf(f[8], len(ev.Hashes)); err != nil {
 				return ev, fmt.Errorf("extra_keys: %w", err)
@@ -124,7 +132,12 @@ func decodeEvent(v any) (Event, error) {
 		if len(f) < 2 {
 			return ev, fmt.Errorf("BlockRemoved has %d fields, want at least 2", len(f))
 		}
-		ev.Hashes, err = hashList(f[1])
+		if ev.Hashes, err = hashList(f[1]); err != nil {
+			return ev, err
+		}
+		if len(f) > 2 {
+			ev.Medium, err = mediumOf(f[2])
+		}
 	case TagAllBlocksCleared:
 	default:
 		return ev, fmt.Errorf("unknown event %q", tag)
@@ -177,6 +190,17 @@ func extraKeysOf(v any, blocks int) ([][]MMKey, error) {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// mediumOf decodes a medium: nil or a string.
+func mediumOf(v any) (string, error) {
+	switch m := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return m, nil
+	}
+	return "", fmt.Errorf("medium is %T", v)
 }
 
 func hashList(v any) ([]uint64, error) {

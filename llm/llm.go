@@ -81,8 +81,9 @@ type Options struct {
 	// are bit for bit those of a cold run) and prefills only the rest.
 	NoPrefixCache bool
 	// PrefixObserver, when set, is told what the prefix cache stores and
-	// evicts, e.g. to publish KV events; Model.ObservePrefixCache adds
-	// observers to an open model.
+	// evicts, in each tier, e.g. to publish KV events; with
+	// PrefixCacheDir it is first told what the disk tier holds (see
+	// Model.ObservePrefixCache, which adds observers to an open model).
 	PrefixObserver PrefixObserver
 	// PrefixCacheDir, when set, puts a disk tier under the prefix cache:
 	// prompt states leaving memory (evicted, or cached at Close) are
@@ -95,6 +96,15 @@ type Options struct {
 	PrefixCacheDir  string
 	PrefixCacheDisk int64
 	PrefixCacheLog  func(format string, args ...any)
+	// PrefixCacheHost, when positive, puts that many bytes of host memory
+	// between a device's memory (StateMemory, the first tier) and the
+	// disk tier: prompt states evicted from device memory are copied
+	// there (and from there to PrefixCacheDir, when set) and uploaded
+	// back for requests that resume from them, bit for bit
+	// (engine.Config.PrefixHost). It needs a backend with its own memory
+	// (Vulkan): on the CPU backend StateMemory is host memory already,
+	// and Open fails saying so.
+	PrefixCacheHost int64
 	// StateMemory bounds, in bytes, all sequence state: KV caches,
 	// recurrent states and cached prefixes (engine.Config.StateMemory).
 	// Zero means StateMemoryFraction of the memory free once the weights
@@ -353,6 +363,9 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	if err := lm.initLoRAs(ctx, o, mergedEntries); err != nil {
 		return fail(err)
 	}
+	if err := checkPrefixCacheHost(o); err != nil {
+		return fail(err)
+	}
 	disk, err := prefixDiskTier(dir, o, mergedKey)
 	if err != nil {
 		return fail(err)
@@ -360,11 +373,12 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	lm.prefixDir = o.PrefixCacheDir
 	eng, err := engine.New(m, engine.Config{MaxNumSeqs: o.MaxNumSeqs, MaxQueue: o.MaxQueue, EOS: lm.eos,
 		StateMemory: lm.stateMemory, PrefixCache: lm.prefixCache, PrefixObserver: &lm.observers,
-		Speculative: o.Speculative, PrefixDisk: disk})
+		Speculative: o.Speculative, PrefixDisk: disk, PrefixHost: o.PrefixCacheHost})
 	if err != nil {
 		return fail(fmt.Errorf("llm: %w", err))
 	}
 	lm.eng = eng
+	lm.observers.replay(o.PrefixObserver, eng.DiskSpans)
 	if lm.vision, err = openVision(dir, o, tok, m.Config().HiddenSize); err != nil {
 		eng.Close()
 		return fail(fmt.Errorf("llm: vision tower: %w", err))

@@ -36,14 +36,35 @@ func PrefixCacheDiskBudget(dir string) int64 {
 	return DefaultPrefixCacheDiskBytes
 }
 
+// stateKey is what identifies a model's prefix states beyond what the
+// engine adds (the backend, the KV cache type, the model's shapes): each
+// field changes the numbers. A new one is a field here and a line in
+// bytes.
+type stateKey struct {
+	checkpoint [32]byte // prefixdisk.CheckpointID of the checkpoint
+	mmproj     [32]byte // of an mmproj file, when hasMMProj
+	hasMMProj  bool
+	quantize   string
+	lora       string // the adapters merged into the weights: digests and scales
+}
+
+// bytes encodes the key, one "name value" line per field.
+func (k stateKey) bytes() []byte {
+	b := fmt.Appendf(nil, "checkpoint %x\nquantize %s\nlora %s\n", k.checkpoint, k.quantize, k.lora)
+	if k.hasMMProj {
+		b = fmt.Appendf(b, "mmproj %x\n", k.mmproj)
+	}
+	return b
+}
+
 // prefixDiskTier returns the engine's disk tier for the checkpoint in dir
 // opened with o, or nil without Options.PrefixCacheDir. Its key is the
 // checkpoint's identity (its weights sampled, prefixdisk.CheckpointID), an
 // mmproj file's (the vision tower makes image states), the quantization,
 // and the LoRA adapters merged into the weights (merged: their digests
 // and scales; unmerged adapters key their requests' states themselves,
-// engine.LoRA.Digest); the engine adds the backend, the KV cache type and
-// the model's shapes.
+// engine.LoRA.Digest): stateKey. The engine adds the backend, the KV cache
+// type and the model's shapes.
 func prefixDiskTier(dir string, o Options, merged string) (*engine.DiskTier, error) {
 	if o.PrefixCacheDir == "" {
 		return nil, nil
@@ -57,17 +78,16 @@ func prefixDiskTier(dir string, o Options, merged string) (*engine.DiskTier, err
 	if err := os.MkdirAll(o.PrefixCacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("llm: prefix cache directory: %w", err)
 	}
-	id, err := prefixdisk.CheckpointID(dir)
-	if err != nil {
+	key := stateKey{quantize: o.Quantize, lora: merged}
+	var err error
+	if key.checkpoint, err = prefixdisk.CheckpointID(dir); err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	key := fmt.Appendf(nil, "checkpoint %x\nquantize %s\nlora %s\n", id, o.Quantize, merged)
 	if o.MMProj != "" {
-		mm, err := prefixdisk.CheckpointID(o.MMProj)
-		if err != nil {
+		if key.mmproj, err = prefixdisk.CheckpointID(o.MMProj); err != nil {
 			return nil, fmt.Errorf("llm: %w", err)
 		}
-		key = fmt.Appendf(key, "mmproj %x\n", mm)
+		key.hasMMProj = true
 	}
 	budget := o.PrefixCacheDisk
 	if budget == 0 {
@@ -77,8 +97,32 @@ func prefixDiskTier(dir string, o Options, merged string) (*engine.DiskTier, err
 	if logf == nil {
 		logf = log.Printf
 	}
-	return &engine.DiskTier{Dir: o.PrefixCacheDir, Budget: budget, Key: key, Logf: logf}, nil
+	return &engine.DiskTier{Dir: o.PrefixCacheDir, Budget: budget, Key: key.bytes(), Logf: logf}, nil
 }
+
+// checkPrefixCacheHost checks Options.PrefixCacheHost.
+func checkPrefixCacheHost(o Options) error {
+	switch {
+	case o.PrefixCacheHost < 0:
+		return fmt.Errorf("llm: the prefix cache's host memory must not be negative, got %d", o.PrefixCacheHost)
+	case o.PrefixCacheHost > 0 && o.NoPrefixCache:
+		return fmt.Errorf("llm: prefix cache host memory needs the prefix cache")
+	}
+	return nil
+}
+
+// PrefixCacheHost describes the host tier, for a start-up line: its
+// budget; "" without one.
+func (lm *Model) PrefixCacheHost() string {
+	h := lm.eng.Stats().Host
+	if h.Budget == 0 {
+		return ""
+	}
+	return fmt.Sprintf("prefix cache in host memory under the device's: budget %s", engine.FormatBytes(h.Budget))
+}
+
+// PrefixHostUsage is the host tier's state (Stats.PrefixHost).
+type PrefixHostUsage = engine.HostUsage
 
 // PrefixCacheDisk describes the disk tier, for a start-up line: where it
 // is, its budget and what it holds; "" without one.

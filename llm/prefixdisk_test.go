@@ -3,6 +3,7 @@ package llm_test
 import (
 	"math"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/govinfer/govinfer/llm"
@@ -35,6 +36,18 @@ func TestPrefixCacheDirRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
+	// A new observer is told first what the disk holds: the prompt's
+	// blocks, up to where it resumes.
+	var onDisk diskRecorder
+	remove := second.ObservePrefixCache(&onDisk)
+	_, ids, err := second.ChatPrompt(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := onDisk.diskTokens(); n < len(ids)-llm.PrefixBlock || n > len(ids) {
+		t.Errorf("the disk's spans hold %d tokens; the prompt has %d", n, len(ids))
+	}
+	remove()
 	got, _, u := chatLogprobs(t, second, req)
 	want, _, _ := chatLogprobs(t, openModel(t), llm.ChatRequest{Messages: req.Messages, Params: req.Params})
 	if u.CachedTokens < u.PromptTokens-llm.PrefixBlock {
@@ -52,4 +65,47 @@ func TestPrefixCacheDirRestart(t *testing.T) {
 	if log.Len() > 0 {
 		t.Errorf("logged %q", log.String())
 	}
+}
+
+// TestPrefixCacheHostOnCPU: on the CPU backend the memory tier is host
+// memory already; a host tier is refused at open, saying so.
+func TestPrefixCacheHostOnCPU(t *testing.T) {
+	lm, err := llm.Open(checkpointDir, llm.Options{MaxModelLen: 1024, PrefixCacheHost: 1 << 20})
+	if err == nil {
+		lm.Close()
+		t.Fatal("a host tier opened on the CPU backend")
+	}
+	if !strings.Contains(err.Error(), "host memory already") {
+		t.Errorf("error %q does not say why", err)
+	}
+	if _, err := llm.Open(checkpointDir, llm.Options{PrefixCacheHost: -1}); err == nil {
+		t.Error("a negative host tier opened")
+	}
+}
+
+// diskRecorder records the spans stored in the disk tier.
+type diskRecorder struct {
+	mu    sync.Mutex
+	spans []llm.PrefixSpan
+}
+
+func (r *diskRecorder) PrefixStored(sp llm.PrefixSpan) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sp.Tier == llm.PrefixTierDisk {
+		r.spans = append(r.spans, sp)
+	}
+}
+
+func (r *diskRecorder) PrefixRemoved(llm.PrefixSpan) {}
+
+// diskTokens returns the end of the deepest span.
+func (r *diskRecorder) diskTokens() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	end := 0
+	for _, sp := range r.spans {
+		end = max(end, sp.End)
+	}
+	return end
 }

@@ -49,12 +49,18 @@ type Stats struct {
 	// cache, PrefixHitTokens those of them resumed instead of prefilled.
 	PrefixQueryTokens, PrefixHitTokens uint64
 	// PrefixDiskHitTokens counts the hit tokens the disk tier supplied
-	// (Options.PrefixCacheDir); the memory tier's are the rest.
+	// (Options.PrefixCacheDir); the memory tier's are the rest, less the
+	// host tier's.
 	// PrefixDisk is the disk tier's state: its files, bytes written and
 	// read, writes dropped (the disk slower than eviction) and files
 	// skipped as corrupt.
 	PrefixDiskHitTokens uint64
 	PrefixDisk          PrefixDiskUsage
+	// PrefixHostHitTokens counts the hit tokens the host tier supplied
+	// (Options.PrefixCacheHost), PrefixHost is its state: bytes held and
+	// copied in and out.
+	PrefixHostHitTokens uint64
+	PrefixHost          PrefixHostUsage
 	// State is the use of the state memory budget.
 	State StateUsage
 	// KVCacheUsage is the fraction, 0 to 1, of the state memory held by
@@ -92,6 +98,7 @@ func (lm *Model) Stats() Stats {
 		PromptTokens: st.PromptTokens, GenerationTokens: st.GenerationTokens,
 		PrefixQueryTokens: st.PrefixQueryTokens, PrefixHitTokens: st.PrefixHitTokens, State: st.State,
 		PrefixDiskHitTokens: st.PrefixDiskHitTokens, PrefixDisk: st.Disk,
+		PrefixHostHitTokens: st.PrefixHostHitTokens, PrefixHost: st.Host,
 		Steps: st.Steps, StepSeconds: st.StepSeconds, Rejected: st.Rejected,
 		SpecDraftTokens: st.SpecDraftTokens, SpecAcceptedTokens: st.SpecAcceptedTokens,
 		Finished: FinishCounts{
@@ -135,17 +142,33 @@ type PrefixObserver = engine.PrefixObserver
 // PrefixSpan is a run of blocks of a cached prefix (PrefixObserver).
 type PrefixSpan = engine.PrefixSpan
 
+// PrefixTier names a tier of the prefix cache (PrefixSpan.Tier).
+type PrefixTier = engine.Tier
+
+// The prefix cache's tiers (engine.TierDevice, TierHost, TierDisk).
+const (
+	PrefixTierDevice = engine.TierDevice
+	PrefixTierHost   = engine.TierHost
+	PrefixTierDisk   = engine.TierDisk
+)
+
 // SpanImage is an image whose tokens fall within a PrefixSpan.
 type SpanImage = engine.SpanImage
 
 // ObservePrefixCache adds obs to the prefix cache's observers (besides
 // Options.PrefixObserver): from now on it is told each span the cache
-// stores or evicts; what the cache held before is not reported. remove
-// takes it off again, waiting for a call in progress, so obs is not called
-// once remove returns; obs must not call remove. With the prefix cache off
-// (Options.NoPrefixCache) nothing is reported.
+// stores or evicts, in each tier (PrefixSpan.Tier). What memory held
+// before is not reported; what the disk tier holds (Options.PrefixCacheDir,
+// after a restart too) is, first, as spans stored in PrefixTierDisk
+// (engine.Engine.DiskSpans), so that KV events name the states a restarted
+// server can resume from. remove takes it off again, waiting for a call in
+// progress, so obs is not called once remove returns; obs must not call
+// remove. With the prefix cache off (Options.NoPrefixCache) nothing is
+// reported.
 func (lm *Model) ObservePrefixCache(obs PrefixObserver) (remove func()) {
-	return lm.observers.add(obs)
+	remove = lm.observers.add(obs)
+	lm.observers.replay(obs, lm.eng.DiskSpans)
+	return remove
 }
 
 // prefixRelay is the engine's prefix observer: it passes every change on
@@ -172,6 +195,20 @@ func (r *prefixRelay) add(obs PrefixObserver) func() {
 				return
 			}
 		}
+	}
+}
+
+// replay tells obs, an observer added, of the spans spans returns, which
+// it calls holding the relay's lock: the engine's reports wait meanwhile,
+// so a removal that follows the snapshot reaches obs after it.
+func (r *prefixRelay) replay(obs PrefixObserver, spans func() []PrefixSpan) {
+	if obs == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sp := range spans() {
+		obs.PrefixStored(sp)
 	}
 }
 

@@ -251,6 +251,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	sessions := fs.Int("sessions", 0, "--agent-replay: run `N` sessions of the conversation taking turns, over a state memory holding about one (or --state-memory), with the disk tier and without")
 	benchDir := fs.String("prefix-cache-dir", "", "--restart, --sessions: the disk tier's directory (default: a temporary one)")
 	benchMem := sizeFlag(fs.FlagSet, "state-memory", int64(0), "--sessions: the state memory (default: about one session's state)")
+	benchHost := sizeFlag(fs.FlagSet, "prefix-cache-host", int64(0), "--sessions with --backend vulkan: host memory between the device's state memory and the disk tier (default: none), whose hits and bytes each turn reports")
 	specConfig := fs.String("speculative-config", "", specConfigHelp)
 	acceptance := fs.Float64("draft-acceptance", -1, "with --speculative-config, for the benchmark only: replace each draft by the true next token (from a plain greedy run of the same request beforehand) with probability `P` (0 to 1), by another token otherwise, to time speculation at the acceptance real weights give")
 	kvType := fs.String("kv-cache-dtype", "f32", "--agent-replay: KV cache element type (f32, bf16, f16)")
@@ -355,7 +356,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			nThreads = runtimeThreads()
 		}
 		res, err := agentDiskReplay(ctx, io, diskReplayOptions{agentOptions: agentOptions{dir: *dir, backend: inner, threads: nThreads, gen: *gen, turns: *turns,
-			offTurns: off, kvType: *kvType, quantize: *quantize}, cacheDir: *benchDir, restart: *restart, sessions: *sessions, stateMemory: *benchMem})
+			offTurns: off, kvType: *kvType, quantize: *quantize}, cacheDir: *benchDir, restart: *restart, sessions: *sessions, stateMemory: *benchMem, hostMemory: *benchHost})
 		if err != nil {
 			return fail(exitError, "--agent-replay: %v", err)
 		}

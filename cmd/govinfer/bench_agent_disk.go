@@ -21,6 +21,7 @@ type diskReplayOptions struct {
 	restart     bool
 	sessions    int
 	stateMemory int64 // --sessions: 0 is about one session's state
+	hostMemory  int64 // --prefix-cache-host: the host tier under a device's memory (0: none)
 }
 
 // diskTurn is one turn of a disk tier benchmark.
@@ -46,6 +47,12 @@ type diskTurn struct {
 	// shutdown after the turn) and read for the turn.
 	BytesWritten uint64 `json:"bytes_written"`
 	BytesRead    uint64 `json:"bytes_read"`
+	// With a host tier (--prefix-cache-host): the cached tokens it
+	// supplied, and the bytes copied into it from the device's memory and
+	// back for the turn.
+	HostHitTokens    int    `json:"host_hit_tokens,omitempty"`
+	HostBytesWritten uint64 `json:"host_bytes_written,omitempty"`
+	HostBytesRead    uint64 `json:"host_bytes_read,omitempty"`
 }
 
 // diskReplayResult is what the disk tier benchmarks print with --json.
@@ -57,6 +64,7 @@ type diskReplayResult struct {
 	Sessions    int    `json:"sessions"`
 	KVCacheType string `json:"kv_cache_type"`
 	StateMemory string `json:"state_memory"`
+	HostMemory  string `json:"host_memory,omitempty"` // --prefix-cache-host
 	// The state of a kept point: KV per token, recurrent state per point.
 	KVBytesPerToken        int64      `json:"kv_bytes_per_token"`
 	RecurrentBytesPerPoint int64      `json:"recurrent_bytes_per_point"`
@@ -123,6 +131,9 @@ func agentDiskReplay(ctx context.Context, io stdio, o diskReplayOptions) (*diskR
 			PrefixCacheLog: func(f string, a ...any) { fmt.Fprintf(io.err, "govinfer bench: "+f+"\n", a...) }}
 		if disk {
 			opts.PrefixCacheDir = o.cacheDir
+			if !o.restart {
+				opts.PrefixCacheHost = o.hostMemory
+			}
 		}
 		return llm.Open(o.dir, opts)
 	}
@@ -176,6 +187,9 @@ func agentDiskReplay(ctx context.Context, io stdio, o diskReplayOptions) (*diskR
 	}
 	defer mem.Close()
 	res.StateMemory = mem.StateMemory().String()
+	if o.hostMemory > 0 && !o.restart {
+		res.HostMemory = engine.FormatBytes(o.hostMemory)
+	}
 	var tiered *llm.Model
 	if !o.restart {
 		if tiered, err = open(false, memory, true); err != nil {
@@ -210,6 +224,9 @@ func agentDiskReplay(ctx context.Context, io stdio, o diskReplayOptions) (*diskR
 			d := after.PrefixDisk
 			turn.PromptTokens, turn.CachedTokens, turn.TTFTDisk = u.PromptTokens, u.CachedTokens, ttft
 			turn.DiskHitTokens = int(after.PrefixDiskHitTokens - before.PrefixDiskHitTokens)
+			turn.HostHitTokens = int(after.PrefixHostHitTokens - before.PrefixHostHitTokens)
+			turn.HostBytesWritten = after.PrefixHost.WriteBytes - before.PrefixHost.WriteBytes
+			turn.HostBytesRead = after.PrefixHost.ReadBytes - before.PrefixHost.ReadBytes
 			turn.BytesWritten, turn.BytesRead = d.WriteBytes-last.WriteBytes, d.ReadBytes-last.ReadBytes
 			written += turn.BytesWritten
 			read += turn.BytesRead
@@ -238,9 +255,13 @@ func agentDiskReplay(ctx context.Context, io stdio, o diskReplayOptions) (*diskR
 				res.WorstCachedShare = min(res.WorstCachedShare, float64(turn.CachedTokens)/float64(turn.PromptTokens))
 			}
 			res.Turns = append(res.Turns, turn)
-			fmt.Fprintf(io.err, "session %d turn %2d: prompt %5d, cached %5d (%5d from disk; memory tier alone %5d); TTFT %.2fs with disk, %.2fs memory alone, %s cold; wrote %s, read %s\n",
+			fmt.Fprintf(io.err, "session %d turn %2d: prompt %5d, cached %5d (%5d from disk; memory tier alone %5d); TTFT %.2fs with the lower tiers, %.2fs memory alone, %s cold; wrote %s, read %s\n",
 				turn.Session, turn.Turn, turn.PromptTokens, turn.CachedTokens, turn.DiskHitTokens, turn.MemoryCachedTokens,
 				turn.TTFTDisk, turn.TTFTMemory, fmtSeconds(turn.TTFTCold), engine.FormatBytes(int64(turn.BytesWritten)), engine.FormatBytes(int64(turn.BytesRead)))
+			if res.HostMemory != "" {
+				fmt.Fprintf(io.err, "    host tier: %5d tokens cached from it; copied in %s, back %s\n", turn.HostHitTokens,
+					engine.FormatBytes(int64(turn.HostBytesWritten)), engine.FormatBytes(int64(turn.HostBytesRead)))
+			}
 		}
 	}
 	res.WriteBytes, res.ReadBytes, res.WriteSeconds, res.ReadSeconds = written, read, wsec, rsec

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/govinfer/govinfer/internal/testckpt"
@@ -53,5 +54,11 @@ func TestBenchAgentDisk(t *testing.T) {
 	}
 	if disk == 0 {
 		t.Error("no turn resumed from disk")
+	}
+	// On the CPU backend memory is host memory already: a host tier is
+	// refused, saying so.
+	code, _, errOut = run(t, "", "bench", "--model", dir, "--agent-replay", "--sessions", "2", "--turns", "1", "--gen", "1", "--prefix-cache-host", "1MiB")
+	if code == 0 || !strings.Contains(errOut, "host memory already") {
+		t.Errorf("--prefix-cache-host on the CPU backend: exit %d, %s", code, errOut)
 	}
 }

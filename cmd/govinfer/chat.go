@@ -168,7 +168,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	o.params.LoRA = uses
 	m, err := llm.OpenContext(ctx, *dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm,
 		VisionBackend: visionBackend(bo), Speculative: spec, CPUMoE: moeLayers, PrefixCacheDir: *pcDisk.dir, PrefixCacheDisk: *pcDisk.disk, PrefixCacheLog: pcDisk.logf(io.err, "chat"),
-		LoRA: adapters, LoRAMerge: *loraMerge})
+		LoRA: adapters, LoRAMerge: *loraMerge, PrefixCacheHost: *pcDisk.host})
 	if err != nil {
 		if spec.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {
 			return fail(exitUsage, "--speculative-config: %v", err)

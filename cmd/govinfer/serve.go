@@ -271,6 +271,9 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	cfg := lm.Config()
 	fmt.Fprintf(io.err, "loaded in %.1fs on %s: %d layers, vocab %d\n", time.Since(start).Seconds(), lm.BackendName(), cfg.NumLayers, cfg.VocabSize)
 	fmt.Fprintln(io.err, lm.StateMemory())
+	if h := lm.PrefixCacheHost(); h != "" {
+		fmt.Fprintln(io.err, h)
+	}
 	if d := lm.PrefixCacheDisk(); d != "" {
 		fmt.Fprintln(io.err, d)
 	}

@@ -22,9 +22,11 @@ package prefixdisk
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -100,6 +102,8 @@ type Store struct {
 	closed  bool
 	logged  map[string]bool
 	done    chan struct{}
+	notify  func()
+	removed []uint64 // KV blocks that left the store since TakeRemoved
 }
 
 // DefaultQueueBytes is the bound of the write queue when Options leaves
@@ -115,6 +119,11 @@ type Options struct {
 	QueueBytes int64
 	// Logf reports skipped files and dropped writes (nil: silent).
 	Logf func(format string, args ...any)
+	// Notify, when set, is called when KV blocks have left the store
+	// (TakeRemoved has some), from whichever goroutine removed them, with
+	// the store's lock held: it must return at once and not call the
+	// store.
+	Notify func()
 }
 
 // Open opens (creating it) the store of the model with the given key under
@@ -137,7 +146,7 @@ func Open(dir string, key [32]byte, lim Limits, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: sub, key: key, lim: lim, logf: o.Logf, unlock: unlock, index: map[id]*entry{},
+	s := &Store{dir: sub, key: key, lim: lim, logf: o.Logf, notify: o.Notify, unlock: unlock, index: map[id]*entry{},
 		pending: map[id]*Item{}, logged: map[string]bool{}, done: make(chan struct{})}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
@@ -258,6 +267,85 @@ func (s *Store) HasState(hash uint64, end int) bool {
 	return e != nil && e.end == end
 }
 
+// Block is a KV block the store holds (Blocks).
+type Block struct {
+	// Hash is the chained hash of the prefix the block ends, Parent that
+	// of the prefix before it (0 at the start), End the position after
+	// it.
+	Hash, Parent uint64
+	End          int
+	// Point says the store holds the state at End too.
+	Point bool
+}
+
+// Blocks returns the KV blocks the store holds or is writing, in no
+// particular order.
+func (s *Store) Blocks() []Block {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Block
+	point := func(hash uint64, end int) bool {
+		if it := s.pending[id{KindState, hash}]; it != nil {
+			return it.End == end
+		}
+		e := s.index[id{KindState, hash}]
+		return e != nil && e.end == end
+	}
+	for i, e := range s.index {
+		if i.kind == KindKV && s.pending[i] == nil {
+			out = append(out, Block{Hash: i.hash, Parent: e.parent, End: e.end, Point: point(i.hash, e.end)})
+		}
+	}
+	for i, it := range s.pending {
+		if i.kind == KindKV {
+			out = append(out, Block{Hash: i.hash, Parent: it.Parent, End: it.End, Point: point(i.hash, it.End)})
+		}
+	}
+	return out
+}
+
+// Tokens returns the cache-key tokens of the KV block with the given hash,
+// reading only its header and tokens: they are not checked against the
+// payload's checksum (Get does that), so they name what the file claims
+// to hold.
+func (s *Store) Tokens(hash uint64) ([]int, error) {
+	i := id{KindKV, hash}
+	s.mu.Lock()
+	it, e := s.pending[i], s.index[i]
+	s.mu.Unlock()
+	if it != nil {
+		return slices.Clone(it.Tokens), nil
+	}
+	if e == nil {
+		return nil, ErrMissing
+	}
+	f, err := os.Open(s.name(i))
+	if err != nil {
+		return nil, fmt.Errorf("prefixdisk: %w", err)
+	}
+	defer f.Close()
+	var hb [headerSize]byte
+	if _, err := io.ReadFull(f, hb[:]); err != nil {
+		return nil, fmt.Errorf("prefixdisk: reading %s: %w", s.name(i), err)
+	}
+	h, err := decodeHeader(hb[:], s.key, s.lim)
+	if err != nil {
+		return nil, fmt.Errorf("prefixdisk: %s: %w", s.name(i), err)
+	}
+	if h.kind != KindKV || h.hash != hash {
+		return nil, fmt.Errorf("prefixdisk: %s: %w", s.name(i), corrupt("the header names another entry"))
+	}
+	tb := make([]byte, 8*h.tokens)
+	if _, err := io.ReadFull(f, tb); err != nil {
+		return nil, fmt.Errorf("prefixdisk: reading %s: %w", s.name(i), err)
+	}
+	toks := make([]int, h.tokens)
+	for j := range toks {
+		toks[j] = int(int64(binary.LittleEndian.Uint64(tb[8*j:])))
+	}
+	return toks, nil
+}
+
 // ErrMissing is Get's error for an entry the store does not hold (any
 // more), or one that holds another prefix (a hash collision).
 var ErrMissing = errors.New("prefixdisk: no such entry")
@@ -339,7 +427,32 @@ func (s *Store) forget(i id) {
 	if e := s.index[i]; e != nil {
 		s.stats.Bytes -= e.size
 		delete(s.index, i)
+		s.noteRemoved(i)
 	}
+}
+
+// noteRemoved records that the KV block i left the store. The caller holds
+// s.mu.
+func (s *Store) noteRemoved(i id) {
+	if i.kind != KindKV {
+		return
+	}
+	s.removed = append(s.removed, i.hash)
+	if s.notify != nil {
+		s.notify()
+	}
+}
+
+// TakeRemoved returns the hashes of the KV blocks that left the store since
+// the last call: removed to stay within the budget, skipped as corrupt, or
+// whose queued write failed. A block written again after leaving may be
+// among them; HasKV tells.
+func (s *Store) TakeRemoved() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.removed
+	s.removed = nil
+	return out
 }
 
 // Put queues it to be written and reports whether it was queued (or is
@@ -457,12 +570,15 @@ func (s *Store) writer() {
 		s.stats.Queued -= it.bytes()
 		if err != nil {
 			s.stats.Dropped++
+			s.noteRemoved(i)
 			if !s.logged["write"] {
 				s.logged["write"] = true
 				s.logf("prefix cache: writing %s: %v (dropped; later failures are counted only)", s.name(i), err)
 			}
 		} else {
-			s.forget(i)
+			if old := s.index[i]; old != nil { // replaced: not a removal
+				s.stats.Bytes -= old.size
+			}
 			s.index[i] = &entry{parent: it.Parent, end: it.End, size: size, lastUse: time.Now().UnixNano()}
 			s.stats.Bytes += size
 			s.stats.Writes++

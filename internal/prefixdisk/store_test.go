@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -289,5 +291,39 @@ func TestCheckpointID(t *testing.T) {
 	b, _ := CheckpointID(dir)
 	if a == b {
 		t.Fatal("changed weights kept the checkpoint's identity")
+	}
+}
+
+// TestTakeRemoved: the KV blocks the budget removes are reported, with a
+// notification, and taken once; states are not reported.
+func TestTakeRemoved(t *testing.T) {
+	lim := Limits{BlockTokens: 2, KVFloats: 8, StateFloats: 4, MaxEnd: 100}
+	var notified atomic.Int32
+	kv := func(h, parent uint64, end int) *Item {
+		return &Item{Kind: KindKV, Hash: h, Parent: parent, End: end, Tokens: []int{1, 2}, Data: make([]float32, 8)}
+	}
+	one := kv(1, 0, 2).bytes() + (&Item{Kind: KindState, Data: make([]float32, 4)}).bytes()
+	s, err := Open(t.TempDir(), [32]byte{7}, lim, Options{Budget: one + one/2, Notify: func() { notified.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Put(kv(1, 0, 2), false)
+	s.Put(&Item{Kind: KindState, Hash: 1, End: 2, Data: make([]float32, 4)}, false)
+	s.Flush()
+	if got := s.TakeRemoved(); len(got) != 0 {
+		t.Fatalf("removed %v before anything left", got)
+	}
+	s.Put(kv(5, 0, 2), false)
+	s.Put(&Item{Kind: KindState, Hash: 5, End: 2, Data: make([]float32, 4)}, false)
+	s.Flush()
+	if got := s.TakeRemoved(); !slices.Equal(got, []uint64{1}) || notified.Load() == 0 {
+		t.Errorf("removed %v (notified %d), want block 1", got, notified.Load())
+	}
+	if got := s.TakeRemoved(); len(got) != 0 {
+		t.Errorf("taken twice: %v", got)
+	}
+	if s.HasKV(1, 0) || !s.HasKV(5, 0) {
+		t.Error("the budget kept the wrong block")
 	}
 }
