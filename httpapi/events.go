@@ -79,7 +79,11 @@ func (p *prefixEvents) PrefixStored(sp llm.PrefixSpan) {
 		}
 		parent = ref.span.Slice(0, ref.i+1)
 	}
-	span, err := p.pub.SpanStoredAttrs(parent, sp.Tokens, kvevents.Attrs{Medium: m, Extra: extraKeys(sp, p.pub.Hasher().BlockSize())})
+	a := kvevents.Attrs{Medium: m, Extra: extraKeys(sp, p.pub.Hasher().BlockSize()), LoRAName: llm.SpanLoRAName(sp.LoRA)}
+	if len(sp.LoRA) == 1 {
+		a.LoRAID = sp.LoRA[0].ID + 1 // vLLM's ids start at 1
+	}
+	span, err := p.pub.SpanStoredAttrs(parent, sp.Tokens, a)
 	if err != nil {
 		return
 	}

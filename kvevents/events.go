@@ -55,11 +55,19 @@ type Attrs struct {
 	// items' keys of the block (nil for a block holding none; see
 	// MMExtraKeys), or is nil. BlockRemoved carries none.
 	Extra [][]MMKey
+	// LoRAName names the LoRA adapter a stored span's state was computed
+	// with ("" for the base model), and LoRAID is its vLLM-style id
+	// (positive; 0 leaves it out). A span with an adapter chains from
+	// the root of the adapter's name (Hasher.RootFor): a router hashes a
+	// request for the adapter from its model field, which names it.
+	LoRAName string
+	LoRAID   int
 }
 
 // blockStored encodes ["BlockStored", hashes, parent|nil, token_ids,
 // block_size], followed, when a has any field, by vLLM's trailing fields up
-// to the last one set: lora_id (always nil), medium, lora_name (nil),
+// to the last one set: lora_id (nil or a.LoRAID), medium, lora_name (nil
+// or a.LoRAName),
 // extra_keys (one entry per block, nil or an array of [identifier, offset]
 // arrays, vLLM's tuple of (mm_hash, offset) tuples). Without attributes the
 // event is the five fields only.
@@ -69,7 +77,7 @@ func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, b
 	switch {
 	case withExtra:
 		e.enc.EncodeArrayLen(9)
-	case a.Medium != "":
+	case a.Medium != "" || a.LoRAName != "" || a.LoRAID > 0:
 		e.enc.EncodeArrayLen(8)
 	default:
 		e.enc.EncodeArrayLen(5)
@@ -86,12 +94,16 @@ func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, b
 		e.enc.EncodeUint(uint64(uint32(t)))
 	}
 	e.enc.EncodeUint(uint64(blockSize))
-	if !withExtra && a.Medium == "" {
+	if !withExtra && a.Medium == "" && a.LoRAName == "" && a.LoRAID <= 0 {
 		return e.buf.Bytes()
 	}
-	e.enc.EncodeNil() // lora_id
-	e.medium(a.Medium)
-	e.enc.EncodeNil() // lora_name
+	if a.LoRAID > 0 {
+		e.enc.EncodeInt(int64(a.LoRAID))
+	} else {
+		e.enc.EncodeNil() // lora_id
+	}
+	e.optString(a.Medium)
+	e.optString(a.LoRAName) // lora_name, nil for the base model
 	if withExtra {
 		e.enc.EncodeArrayLen(len(a.Extra))
 		for _, keys := range a.Extra {
@@ -110,13 +122,13 @@ func blockStored(hashes []uint64, parent uint64, hasParent bool, tokens []int, b
 	return e.buf.Bytes()
 }
 
-// medium writes a medium, nil for "".
-func (e *encoder) medium(m string) {
-	if m == "" {
+// optString writes s, or nil for "".
+func (e *encoder) optString(s string) {
+	if s == "" {
 		e.enc.EncodeNil()
 		return
 	}
-	e.enc.EncodeString(m)
+	e.enc.EncodeString(s)
 }
 
 // blockRemoved encodes ["BlockRemoved", hashes], or ["BlockRemoved",
@@ -131,7 +143,7 @@ func blockRemoved(hashes []uint64, medium string) []byte {
 	e.enc.EncodeString(TagBlockRemoved)
 	e.hashes(hashes)
 	if medium != "" {
-		e.medium(medium)
+		e.optString(medium)
 	}
 	return e.buf.Bytes()
 }

@@ -103,6 +103,7 @@ func blockHashHead(parent uint64, tokens []int) fnv64a {
 // hashes [parent, tokens, nil], its parent the previous block's hash (the
 // root for the first). A Hasher is immutable and safe for concurrent use.
 type Hasher struct {
+	seed      uint64 // FNV-64a of the hash seed
 	root      uint64
 	blockSize int
 }
@@ -118,8 +119,12 @@ func NewHasher(seed, model string, blockSize int) (*Hasher, error) {
 	for i := 0; i < len(seed); i++ {
 		s.byte(seed[i])
 	}
-	return &Hasher{root: blockHash(uint64(s), nil, model, true), blockSize: blockSize}, nil
+	return &Hasher{seed: uint64(s), root: blockHash(uint64(s), nil, model, true), blockSize: blockSize}, nil
 }
+
+// RootFor returns the root of another model name under the same seed: a
+// LoRA adapter's, which a router names as the request's model.
+func (h *Hasher) RootFor(model string) uint64 { return blockHash(h.seed, nil, model, true) }
 
 // Root returns the hash a prefix's first block chains from. It is never
 // sent: a span at the start of a prompt has no parent.

@@ -258,6 +258,9 @@ func (p *Publisher) SpanStoredAttrs(parent Span, tokens []int, a Attrs) (Span, e
 	from := prev
 	if !hasParent {
 		from = p.hasher.Root()
+		if a.LoRAName != "" {
+			from = p.hasher.RootFor(a.LoRAName)
+		}
 	}
 	if !hasExtra(a.Extra) {
 		a.Extra = nil

@@ -31,6 +31,10 @@ type Event struct {
 	// Medium is the event's medium (MediumGPU, MediumCPU, MediumFS, or
 	// another of vLLM's), "" when it has none.
 	Medium string
+	// LoRAID and LoRAName are a stored span's lora_id and lora_name: the
+	// LoRA adapter its state was computed with (0 and "" for none).
+	LoRAID   int
+	LoRAName string
 }
 
 // Batch is one decoded message payload.
@@ -118,10 +122,22 @@ func decodeEvent(v any) (Event, error) {
 		if ev.BlockSize, err = intOf(f[4]); err != nil {
 			return ev, fmt.Errorf("block_size: %w", err)
 		}
+		if len(f) > 5 && f[5] != nil {
+			if ev.LoRAID, err = intOf(f[5]); err != nil {
+				return ev, fmt.Errorf("lora_id: %w", err)
+			}
+		}
 		if len(f) > 6 {
 			if ev.Medium, err = mediumOf(f[6]); err != nil {
 				return ev, err
 			}
+		}
+		if len(f) > 7 && f[7] != nil {
+			name, ok := f[7].(string)
+			if !ok {
+				return ev, fmt.Errorf("lora_name is %T", f[7])
+			}
+			ev.LoRAName = name
 		}
 		if len(f) > 8 && f[8] != nil {
 			if ev.ExtraKeys, err = extraKeysOf(f[8], len(ev.Hashes)); err != nil {

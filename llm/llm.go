@@ -165,6 +165,12 @@ type Options struct {
 	// layer and the MTP head's when negative. Zero, a dense model or a CPU
 	// Backend leave everything on Backend.
 	CPUMoE int
+	// HostMoERouting routes a mixture of experts on the host on a
+	// backend that could route on the device (Vulkan): each MoE layer's
+	// router logits are read back and each chosen expert runs as a weight
+	// of its own (model.Options.HostMoERouting). Slower on a GPU, but what
+	// unmerged LoRA updates of the experts need.
+	HostMoERouting bool
 	// LoRA are PEFT LoRA adapters to attach at open (Model.LoadLoRA
 	// attaches more later); requests choose them by name (Params.LoRA).
 	LoRA []LoRAAdapter
@@ -319,7 +325,7 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	}
 	m, err := model.OpenContext(ctx, dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize, KVCacheType: kvType,
 		MTP: o.Speculative.Method == "mtp", DraftQuantize: o.Speculative.DraftQuantize, MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens),
-		ExpertBackend: experts, CPUMoELayers: o.CPUMoE, Merge: merge})
+		ExpertBackend: experts, CPUMoELayers: o.CPUMoE, HostMoERouting: o.HostMoERouting, Merge: merge})
 	if err != nil {
 		lm.closeBackend()
 		if o.Speculative.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {

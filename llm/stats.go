@@ -142,6 +142,14 @@ type PrefixObserver = engine.PrefixObserver
 // PrefixSpan is a run of blocks of a cached prefix (PrefixObserver).
 type PrefixSpan = engine.PrefixSpan
 
+// SpanLoRA is an adapter a prefix span's state was computed with.
+type SpanLoRA = engine.SpanLoRA
+
+// SpanLoRAName returns the name KV events give a span's adapters: the one
+// adapter's name, several joined by "+" (each "*scale" where that is not
+// 1), "" for the base model.
+func SpanLoRAName(ls []SpanLoRA) string { return engine.LoRAName(ls) }
+
 // PrefixTier names a tier of the prefix cache (PrefixSpan.Tier).
 type PrefixTier = engine.Tier
 

@@ -170,6 +170,9 @@ func cpuMoEFlags(fs *flag.FlagSet) func() (int, error) {
 	}
 }
 
+// hostRoutingUsage is --host-moe-routing's help.
+const hostRoutingUsage = "mixture-of-experts models on --backend vulkan: route on the host (each MoE layer's router logits read back, each chosen expert run as a weight of its own) rather than on the device: slower, but what LoRA adapters that update the experts need unmerged"
+
 // expertBackend returns the CPU backend that holds and runs the experts
 // of --cpu-moe or --n-cpu-moe (layers, as cpuMoEFlags gives it) beside
 // the backend be, or nil when the experts stay on be: layers is 0 or be

@@ -231,7 +231,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	batch := fs.Int("batch", 1, "also decode `N` sequences together (each after prefilling its own prompt) and report the total tokens/s and the speedup over one sequence")
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
 	cpuMoE := cpuMoEFlags(fs.FlagSet)
-	hostRoute := fs.Bool("host-moe-routing", false, "mixture-of-experts models on --backend vulkan: route on the host (each MoE layer's router logits read back, each chosen expert run as a weight of its own) rather than on the device, to compare the two")
+	hostRoute := fs.Bool("host-moe-routing", false, hostRoutingUsage)
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	bf16In := bf16InputsFlag(fs.FlagSet)

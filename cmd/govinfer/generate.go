@@ -53,6 +53,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	be := fs.String("backend", "cpu", "compute backend: "+backendNames)
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
 	cpuMoE := cpuMoEFlags(fs.FlagSet)
+	hostRoute := fs.Bool("host-moe-routing", false, hostRoutingUsage)
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	bf16In := bf16InputsFlag(fs.FlagSet)
@@ -143,7 +144,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	m, err := model.OpenContext(ctx, *dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize),
-		ExpertBackend: experts, CPUMoELayers: moeLayers, Merge: merge})
+		ExpertBackend: experts, CPUMoELayers: moeLayers, HostMoERouting: *hostRoute, Merge: merge})
 	if err != nil {
 		if ctx.Err() != nil {
 			return fail(exitError, "interrupted while loading")

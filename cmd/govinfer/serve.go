@@ -109,6 +109,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		maxGrmr   = fs.Int("max-grammar-bytes", llm.DefaultMaxGrammarBytes, "largest grammar, regular expression or choice list a request may constrain its output with (structured_outputs, grammar, custom tools' formats); larger ones get a 400")
 	)
 	cpuMoE := cpuMoEFlags(fs.FlagSet)
+	hostRoute := fs.Bool("host-moe-routing", false, hostRoutingUsage)
 	var loraMods loraModules
 	fs.Var(&loraMods, "lora-modules", "LoRA adapters to serve, as vLLM takes them: --lora-modules name=path [name=path ...] or the JSON form '{\"name\": ..., \"path\": ..., \"base_model_name\": ...}'; a request's model picks one (implies --enable-lora)")
 	enableLoRA := fs.Bool("enable-lora", false, "serve LoRA adapters: --lora-modules at start, and POST /v1/load_lora_adapter and /v1/unload_lora_adapter at run time (behind --api-key; vLLM also wants VLLM_ALLOW_RUNTIME_LORA_UPDATING, govinfer does not)")
@@ -239,7 +240,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, MaxTokens: *maxTokens,
 		DefaultTemplateArgs: templateArgs, MaxImages: maxImages, MaxImagePixels: maxImagePixels, MMProj: mm,
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
-		Speculative: spec, CPUMoE: moeLayers,
+		Speculative: spec, CPUMoE: moeLayers, HostMoERouting: *hostRoute,
 		LoRA: loraMods, LoRAMerge: *loraMerge, MaxLoRAs: *maxLoRAs, MaxLoRARank: *maxLoRARank,
 	}
 	pcDisk.options(&opts, io.err, "serve")
