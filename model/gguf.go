@@ -86,6 +86,17 @@ const ggufPrefix = "model."
 
 func (s *ggufSource) prefix() (string, error) { return ggufPrefix, nil }
 
+// tiledHeads returns the value heads of a tensor that keeps the file's
+// tiled head order (tiled), nil for the others: what a merged LoRA
+// update of it must follow.
+func (s *ggufSource) tiledHeads(name string) *qwen35.Heads {
+	if !s.tiled[name] {
+		return nil
+	}
+	h := s.heads
+	return &h
+}
+
 // expertLayout implements source: a GGUF file stacks each projection's
 // experts in one tensor (ffn_gate_exps, ffn_up_exps, ffn_down_exps).
 func (s *ggufSource) expertLayout(string) expertLayout { return expertsStacked }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/gguf/qwen35"
 	"github.com/govinfer/govinfer/lora"
 )
 
@@ -164,6 +165,9 @@ func (m *Model) AttachAdapter(name string, ad *lora.Adapter) (*Adapter, error) {
 		if _, dup := a.mods[w]; dup {
 			return fail(fmt.Errorf("module %s is given twice", md.Name))
 		}
+		if h := m.tiledHeads(key); h != nil {
+			md = tiledUpdate(md, key, *h)
+		}
 		ll, err := loadLinear(be, md)
 		if err != nil {
 			return fail(fmt.Errorf("module %s: %w", md.Name, err))
@@ -246,6 +250,48 @@ func (m *Model) attachExperts(a *Adapter, key string, md *lora.Module) error {
 	a.rank = max(a.rank, md.Rank)
 	a.bytes += int64(len(md.A)+len(md.B)) * 4
 	return nil
+}
+
+// tiledHeads returns the value heads of the layer of module key when its
+// in_proj_z rows and out_proj columns keep a GGUF file's tiled head order
+// (gatedDeltaNet.tiled), nil otherwise.
+func (m *Model) tiledHeads(key string) *qwen35.Heads {
+	var l int
+	var proj string
+	if _, err := fmt.Sscanf(key, "layers.%d.linear_attn.%s", &l, &proj); err != nil || l < 0 || l >= len(m.w.layers) {
+		return nil
+	}
+	if g, ok := m.w.layers[l].mixer.(*gatedDeltaNet); ok && (proj == "in_proj_z" || proj == "out_proj") {
+		return g.tiled
+	}
+	return nil
+}
+
+// tiledUpdate returns md's update of a matrix kept in a GGUF file's tiled
+// value-head order (h): in_proj_z's rows and out_proj's columns hold head
+// g at position h.Tiled(g), so B's rows (in_proj_z) or A's columns
+// (out_proj) move the same way. Other modules come back as they are.
+func tiledUpdate(md *lora.Module, key string, h qwen35.Heads) *lora.Module {
+	out := *md
+	dv, r := h.Dv, md.Rank
+	switch {
+	case strings.HasSuffix(key, ".in_proj_z") && md.Out == h.Nv*dv:
+		out.B = make([]float32, len(md.B))
+		for g := range h.Nv {
+			t := h.Tiled(g)
+			copy(out.B[t*dv*r:(t+1)*dv*r], md.B[g*dv*r:(g+1)*dv*r])
+		}
+	case strings.HasSuffix(key, ".out_proj") && md.In == h.Nv*dv:
+		out.A = make([]float32, len(md.A))
+		for k := range r {
+			row, src := out.A[k*md.In:(k+1)*md.In], md.A[k*md.In:(k+1)*md.In]
+			for g := range h.Nv {
+				t := h.Tiled(g)
+				copy(row[t*dv:(t+1)*dv], src[g*dv:(g+1)*dv])
+			}
+		}
+	}
+	return &out
 }
 
 // loadLinear loads a module's A and its B times the module's scale as

@@ -13,6 +13,7 @@ import (
 
 	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/gguf/qwen35"
 	"github.com/govinfer/govinfer/lora"
 	"github.com/govinfer/govinfer/quant"
 )
@@ -118,7 +119,7 @@ func (mg *merger) termsFor(b binding, prefix string, c *Config) (key string, ter
 // float format (BF16 would round the update away: an update is a small
 // change of each weight), in its own format where the base is quantized.
 // Matrices no adapter updates come back as they are.
-func (mg *merger) apply(b binding, prefix string, c *Config, dt compute.DType, rows, cols int, data []byte) (compute.DType, []byte, bool, error) {
+func (mg *merger) apply(b binding, prefix string, c *Config, dt compute.DType, rows, cols int, data []byte, tiled *qwen35.Heads) (compute.DType, []byte, bool, error) {
 	key, terms, expert, row0 := mg.termsFor(b, prefix, c)
 	if len(terms) == 0 {
 		return dt, data, false, nil
@@ -134,6 +135,9 @@ func (mg *merger) apply(b binding, prefix string, c *Config, dt compute.DType, r
 	pairs := make([]pair, 0, len(terms))
 	for _, t := range terms {
 		md := t.md
+		if tiled != nil {
+			md = tiledUpdate(md, key, *tiled)
+		}
 		a, bm, out := md.A, md.B, md.Out
 		if md.Experts > 0 {
 			if expert < 0 || expert >= md.Experts {

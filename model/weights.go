@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/govinfer/govinfer/compute"
+	"github.com/govinfer/govinfer/gguf/qwen35"
 	"github.com/govinfer/govinfer/internal/half"
 	"github.com/govinfer/govinfer/quant"
 	"github.com/govinfer/govinfer/safetensors"
@@ -215,7 +216,11 @@ func loadWeights(src source, c *Config, be compute.Backend, mix string, progress
 		rows, cols, data := b.matrix(data)
 		if merge != nil {
 			var merged bool
-			if dt, data, merged, err = merge.apply(b, prefix, c, dt, rows, cols, data); err != nil {
+			var tiled *qwen35.Heads
+			if ts, ok := src.(interface{ tiledHeads(string) *qwen35.Heads }); ok {
+				tiled = ts.tiledHeads(b.name)
+			}
+			if dt, data, merged, err = merge.apply(b, prefix, c, dt, rows, cols, data, tiled); err != nil {
 				return nil, fmt.Errorf("adapter: %w", err)
 			}
 			inPlace = inPlace && !merged
