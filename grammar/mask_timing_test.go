@@ -50,3 +50,23 @@ func BenchmarkApplyMask(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTerminalInfo measures the first-time work of a terminal state
+// (the tokens it reads whole, and where tokens leave it) over the Qwen3
+// vocabulary, for a state that reads almost everything and one that reads
+// little.
+func BenchmarkTerminalInfo(b *testing.B) {
+	q := qwen3(b)
+	for _, c := range []struct{ name, pattern string }{
+		{"line", `[^\n]*\n`},
+		{"digits", `[0-9]+`},
+	} {
+		g := mustRegex(b, c.pattern)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				g.infos = nil
+				g.info(q.vocab, 0, g.terms[0].Start())
+			}
+		})
+	}
+}

@@ -128,7 +128,7 @@ func (g *Grammar) Mask(v *jsonconstraint.Vocab, s State) []uint64 {
 				continue
 			}
 			in := g.info(v, g.elemTerm[t.pos], t.dfa)
-			if in.ncand == 0 {
+			if in.cand.Empty() {
 				for w, x := range in.stay {
 					mask[w] |= x
 				}
@@ -145,7 +145,7 @@ func (g *Grammar) Mask(v *jsonconstraint.Vocab, s State) []uint64 {
 			tm, ok := g.threadMasks[one]
 			if !ok {
 				tm = slices.Clone(in.stay)
-				jsonconstraint.Walk(in.cand, one, step, tm)
+				jsonconstraint.WalkExits(in.cand, one, step, tm)
 				if g.threadMasks == nil || len(g.threadMasks) >= maskCache {
 					g.threadMasks = make(map[State][]uint64, maskCache)
 				}
@@ -186,9 +186,8 @@ func (m *Matcher) Allowed() int {
 // refuses after passing an accepting state (which may leave the terminal
 // there and go on in the grammar).
 type termInfo struct {
-	stay  []uint64
-	cand  jsonconstraint.Trie
-	ncand int
+	stay []uint64
+	cand jsonconstraint.Exits
 }
 
 // maxInfos bounds the terminal states whose token sets a grammar keeps.
@@ -203,31 +202,7 @@ func (g *Grammar) info(v *jsonconstraint.Vocab, term, dfa int32) *termInfo {
 	}
 	d := g.terms[term]
 	in := &termInfo{stay: make([]uint64, v.Words())}
-	type exit struct {
-		s   int32
-		saw bool // an accepting state was passed
-	}
-	cand := make([]uint64, v.Words())
-	jsonconstraint.WalkSplit(v.All(), exit{s: dfa}, func(e *exit, b byte) (bool, uint8) {
-		if e.s >= 0 {
-			if e.s = d.Step(e.s, b); e.s >= 0 {
-				e.saw = e.saw || d.Accept(e.s)
-				return true, 1
-			}
-		}
-		if e.saw {
-			return true, 2
-		}
-		return false, 0
-	}, in.stay, cand)
-	n := 0
-	for _, x := range cand {
-		n += bits.OnesCount64(x)
-	}
-	both := cand
-	if in.ncand = n; n > 0 {
-		in.cand = v.SubsetBits(both)
-	}
+	in.cand = jsonconstraint.SplitDFA(v.All(), d, dfa, nil, in.stay)
 	if g.infos == nil || len(g.infos) >= maxInfos {
 		g.infos = make(map[[2]int32]*termInfo)
 	}

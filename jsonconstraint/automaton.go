@@ -497,16 +497,21 @@ func (s *state) stepString(b byte) bool {
 	case strBody:
 		var pat *regex.DFA
 		if l.rule && b != '"' {
-			// Every other byte here starts a character.
+			// Every other byte here starts a character. A pattern's DFA
+			// counts them itself (it holds the lengths), so that the
+			// state, and the masks cached by it, repeat in a string.
 			r := s.target().str
-			if r.maxLen >= 0 && l.cnt >= uint32(r.maxLen) {
-				return false
-			}
-			l.cnt++
-			if pat = r.pat; pat != nil && b != '\\' {
-				if l.dfa = pat.Step(l.dfa, b); l.dfa < 0 {
+			if pat = r.pat; pat != nil {
+				if b != '\\' {
+					if l.dfa = pat.Step(l.dfa, b); l.dfa < 0 {
+						return false
+					}
+				}
+			} else {
+				if r.maxLen >= 0 && l.cnt >= uint32(r.maxLen) {
 					return false
 				}
+				l.cnt++
 			}
 		}
 		switch {
@@ -516,7 +521,7 @@ func (s *state) stepString(b byte) bool {
 			}
 			if l.rule {
 				r := s.target().str
-				if l.cnt < uint32(r.minLen) || r.pat != nil && !r.pat.Accept(l.dfa) {
+				if r.pat != nil && !r.pat.Accept(l.dfa) || r.pat == nil && l.cnt < uint32(r.minLen) {
 					return false
 				}
 			}

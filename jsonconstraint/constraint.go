@@ -281,7 +281,13 @@ func (c *Constraint) stateMask() []uint64 {
 		c.forced.Mask(v, m)
 		return m
 	}
-	if l := c.s.lx; l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) && !c.s.patterned() {
+	if l := c.s.lx; c.s.patterned() && (l.sub == strBody || l.sub == strUTF8) {
+		// Inside a string with a pattern: the tokens without a quote or
+		// backslash that the pattern reads on (cached by its state),
+		// and those with one, walked.
+		copy(m, c.s.target().str.stay(v, l.dfa))
+		c.walkTrie(&v.escaped, m)
+	} else if l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) && !c.s.patterned() {
 		switch {
 		case l.mode == lexKey:
 			copy(m, v.keyStay)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/govinfer/govinfer/grammar/regex"
@@ -18,6 +19,44 @@ type strRule struct {
 	// the lengths and with the characters a string without \u escapes
 	// can hold, so that every state it keeps can still end the string.
 	pat *regex.DFA
+	// stays caches, for a pattern, the tokens its DFA reads whole from a
+	// state (see stay).
+	stays *patternStays
+}
+
+// patternStays are the tokens without '"', '\\' or control characters
+// that a pattern's DFA reads whole from each of its states, over one
+// vocabulary: inside the string they are exactly the tokens that keep it
+// open, whatever surrounds it. At most maxPatternStays states are kept.
+type patternStays struct {
+	mu sync.Mutex
+	v  *Vocab
+	m  map[int32][]uint64
+}
+
+// maxPatternStays bounds the pattern states whose tokens are kept.
+const maxPatternStays = 256
+
+// stringRefused are the bytes a string's text cannot hold as they are:
+// the quote and backslash (which SplitDFA leaves to a walk of the whole
+// automaton) and the control characters.
+var stringRefused = [4]uint64{1<<'"' | 0xFFFFFFFF, 1 << ('\\' - 64)}
+
+// stay returns the tokens of v without '"', '\\' or control characters
+// the pattern's DFA reads whole from state dfa (shared: do not modify).
+func (r *strRule) stay(v *Vocab, dfa int32) []uint64 {
+	r.stays.mu.Lock()
+	defer r.stays.mu.Unlock()
+	if r.stays.v != v || len(r.stays.m) >= maxPatternStays {
+		r.stays.v, r.stays.m = v, map[int32][]uint64{}
+	}
+	if m, ok := r.stays.m[dfa]; ok {
+		return m
+	}
+	m := make([]uint64, v.Words())
+	SplitDFA(Trie{&v.all}, r.pat, dfa, &stringRefused, m)
+	r.stays.m[dfa] = m
+	return m
 }
 
 func (r *strRule) allows(s string) bool {
@@ -131,6 +170,7 @@ func parseStrRule(m map[string]any, path string) (*strRule, error) {
 		if r.pat, err = compilePattern(p, lo, hi); err != nil {
 			return nil, &PatternError{Path: path + "/pattern", Err: err}
 		}
+		r.stays = &patternStays{}
 	}
 	return r, nil
 }

@@ -90,10 +90,13 @@ func (t *Text) Step(b byte) bool {
 		default:
 			return false
 		}
-		if r := n.r.str; r != nil && r.maxLen >= 0 && n.cnt >= uint32(r.maxLen) {
-			return false
+		if r := n.r.str; r != nil && r.pat == nil {
+			// (A pattern's DFA counts the characters itself.)
+			if r.maxLen >= 0 && n.cnt >= uint32(r.maxLen) {
+				return false
+			}
+			n.cnt++
 		}
-		n.cnt++
 	}
 	if e := n.r.enum; e != nil {
 		if n.t = e.child(n.t, b); n.t < 0 {
@@ -117,7 +120,10 @@ func (t Text) Complete() bool {
 	if e := t.r.enum; e != nil {
 		return e.nodes[t.t].terminal
 	}
-	return t.r.str == nil || t.cnt >= uint32(t.r.str.minLen) && (t.r.str.pat == nil || t.r.str.pat.Accept(t.dfa))
+	if r := t.r.str; r != nil && r.pat != nil {
+		return r.pat.Accept(t.dfa)
+	}
+	return t.r.str == nil || t.cnt >= uint32(t.r.str.minLen)
 }
 
 // Boundary reports whether the text is between characters with nothing

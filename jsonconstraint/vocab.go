@@ -23,7 +23,11 @@ type Vocab struct {
 	// the document around it. So for the common in-string states the
 	// mask is a precomputed set plus a walk of the few tokens holding a
 	// quote.
-	quoted  tokTrie  // the tokens that contain '"'
+	quoted tokTrie // the tokens that contain '"'
+	// escaped are the tokens that contain '"' or '\\': in a string with
+	// a pattern, the others are read by the pattern's DFA alone (see
+	// strRule.stay).
+	escaped tokTrie
 	strStay []uint64 // tokens without '"' valid from inside a string value
 	keyStay []uint64 // the same inside a free (non-property) object key
 	// ruleStay are the tokens of strStay valid in a string with length
@@ -51,7 +55,9 @@ type Vocab struct {
 // tokTrie is a token trie, one entry per node in depth-first pre-order
 // (the root is implicit): the node's byte, its depth (1 for a first byte),
 // the index just past its subtree, and the range of ids (in ids) of the
-// tokens that end at it.
+// tokens that end at it. The ids are in pre-order too, so the tokens of a
+// subtree are ids[idLo[i]:idLo[nodeSkip[i]]] (idLo has an entry past the
+// last node).
 type tokTrie struct {
 	nodeByte  []byte
 	nodeDepth []uint16
@@ -60,7 +66,15 @@ type tokTrie struct {
 	idHi      []int32
 	ids       []int32
 	maxDepth  int
+	// below[i] indexes belowSets: the bytes of the nodes under node i
+	// (not its own), a bit set as regex.DFA.Loops gives, so that a walk
+	// can take a subtree whole where none of its bytes changes a state.
+	below     []uint32
+	belowSets [][4]uint64
 }
+
+// subtreeIDs returns the tokens of node i's subtree, its own included.
+func (t *tokTrie) subtreeIDs(i int32) []int32 { return t.ids[t.idLo[i]:t.idLo[t.nodeSkip[i]]] }
 
 // maxTokenBytes bounds the length of a token; longer ones are never
 // allowed.
@@ -89,12 +103,15 @@ func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
 	v.flat = make([]uint64, words)
 	freeKeys := &node{extra: &node{}}
 	counted := &node{kinds: kString, str: &strRule{maxLen: -1}}
-	var all, quoted []int32
+	var all, quoted, escaped []int32
 	for id, t := range tokens {
 		if len(t) == 0 || len(t) > maxTokenBytes || v.isEOS[id] {
 			continue
 		}
 		all = append(all, int32(id))
+		if bytes.IndexByte(t, '"') >= 0 || bytes.IndexByte(t, '\\') >= 0 {
+			escaped = append(escaped, int32(id))
+		}
 		n := 0
 		for _, b := range t {
 			switch b {
@@ -147,6 +164,7 @@ func NewVocab(tokens [][]byte, eos []int) (*Vocab, error) {
 	}
 	v.all = buildTrie(tokens, all)
 	v.quoted = buildTrie(tokens, quoted)
+	v.escaped = buildTrie(tokens, escaped)
 	return v, nil
 }
 
@@ -201,7 +219,44 @@ func buildTrie(tokens [][]byte, ids []int32) tokTrie {
 	for _, n := range open {
 		tr.nodeSkip[n] = int32(len(tr.nodeByte))
 	}
+	// Nodes without tokens get an empty range where their subtree's
+	// tokens start.
+	tr.idLo = append(tr.idLo, int32(len(ids)))
+	for i := len(tr.nodeByte) - 1; i >= 0; i-- {
+		if tr.idHi[i] == tr.idLo[i] {
+			tr.idLo[i], tr.idHi[i] = tr.idLo[i+1], tr.idLo[i+1]
+		}
+	}
+	tr.subtreeBytes()
 	return tr
+}
+
+// subtreeBytes fills below and belowSets, in one pass in reverse
+// pre-order: the children of a node come just before it, gathered in
+// the accumulator of their depth.
+func (tr *tokTrie) subtreeBytes() {
+	n := len(tr.nodeByte)
+	tr.below = make([]uint32, n)
+	tr.belowSets = [][4]uint64{{}}
+	ids := map[[4]uint64]uint32{{}: 0}
+	acc := make([][4]uint64, tr.maxDepth+2)
+	for i := n - 1; i >= 0; i-- {
+		d := tr.nodeDepth[i]
+		set := acc[d+1]
+		acc[d+1] = [4]uint64{}
+		id, ok := ids[set]
+		if !ok {
+			id = uint32(len(tr.belowSets))
+			ids[set] = id
+			tr.belowSets = append(tr.belowSets, set)
+		}
+		tr.below[i] = id
+		b := tr.nodeByte[i]
+		set[b>>6] |= 1 << (b & 63)
+		for k := range set {
+			acc[d][k] |= set[k]
+		}
+	}
 }
 
 // Size returns the number of token ids.

@@ -1,6 +1,10 @@
 package jsonconstraint
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/govinfer/govinfer/grammar/regex"
+)
 
 // Trie is a set of a vocabulary's tokens arranged for Walk.
 type Trie struct{ t *tokTrie }
@@ -179,42 +183,116 @@ func (g *Grammar) Minimal() []byte { return g.root.minimal }
 // completion (see Constraint.Budget).
 func (g *Grammar) Growth() int { return g.growth() }
 
-// SubsetBits returns the ordinary tokens whose ids are set in m (a bit set
-// as Walk fills).
-func (v *Vocab) SubsetBits(m []uint64) Trie {
-	var ids []int32
-	for _, id := range v.all.ids {
-		if m[id>>6]&(1<<(id&63)) != 0 {
-			ids = append(ids, id)
-		}
-	}
-	t := buildTrie(v.tokens, ids)
-	return Trie{&t}
+// Exits is a set of subtrees of a vocabulary's trie, with the nodes on
+// the paths to them, for WalkExits: the tokens that leave an automaton
+// part-way, to be walked again from what follows it.
+type Exits struct {
+	t      *tokTrie
+	lo, hi []int32 // ranges of trie nodes in pre-order
 }
 
-// WalkSplit is Walk sorting the tokens into two sets in one pass: step
-// says whether the walk goes on below a byte (descend) and where the
-// tokens ending there go: 1 into a, 2 into b, 0 neither.
-func WalkSplit[S any](tr Trie, start S, step func(s *S, b byte) (descend bool, set uint8), a, b []uint64) {
+// Empty reports whether e holds no token (every subtree of a trie holds
+// one).
+func (e Exits) Empty() bool { return len(e.lo) == 0 }
+
+// SplitDFA sorts the tokens of tr by how a byte DFA reads them from
+// state start: those it reads whole go into stay; those it leaves
+// part-way after passing an accepting state (so that what follows the
+// DFA's language may read the rest) are returned as Exits, a subtree of
+// the trie at each point of leaving, without walking below it. Bytes in
+// refuse (a bit set as regex.DFA.Loops gives; nil for none) are refused
+// as if the DFA did not read them, and are no exit. The cost is that of
+// the walk up to the exits, less the subtrees whose bytes all lead the
+// DFA's state back to itself, which are taken whole.
+func SplitDFA(tr Trie, d *regex.DFA, start int32, refuse *[4]uint64, stay []uint64) Exits {
+	var none [4]uint64
+	if refuse == nil {
+		refuse = &none
+	}
 	t := tr.t
-	walk := make([]S, t.maxDepth+1)
-	walk[0] = start
-	for i := 0; i < len(t.nodeByte); {
-		d := t.nodeDepth[i]
-		walk[d] = walk[d-1]
-		descend, set := step(&walk[d], t.nodeByte[i])
-		if !descend {
-			i = int(t.nodeSkip[i])
+	out := Exits{t: t}
+	st := make([]int32, t.maxDepth+1)   // the DFA's state at each depth
+	saw := make([]bool, t.maxDepth+1)   // an accepting state was passed
+	path := make([]int32, t.maxDepth+1) // the nodes of the path, by depth
+	emitted := make([]bool, t.maxDepth+1)
+	st[0] = start
+	add := func(lo, hi int32) {
+		if n := len(out.hi); n > 0 && out.hi[n-1] == lo {
+			out.hi[n-1] = hi
+			return
+		}
+		out.lo, out.hi = append(out.lo, lo), append(out.hi, hi)
+	}
+	for i := int32(0); i < int32(len(t.nodeByte)); {
+		dep := t.nodeDepth[i]
+		b := t.nodeByte[i]
+		if refuse[b>>6]&(1<<(b&63)) != 0 {
+			i = t.nodeSkip[i]
 			continue
 		}
-		if set != 0 {
-			m := a
-			if set == 2 {
-				m = b
+		if next := d.Step(st[dep-1], b); next >= 0 {
+			loops, below := d.Loops(next), &t.belowSets[t.below[i]]
+			if below[0]&^(loops[0]&^refuse[0])|below[1]&^(loops[1]&^refuse[1])|below[2]&^(loops[2]&^refuse[2])|below[3]&^(loops[3]&^refuse[3]) == 0 {
+				// Every byte below leads next back to itself: the
+				// whole subtree is read.
+				for _, id := range t.subtreeIDs(i) {
+					stay[id>>6] |= 1 << (id & 63)
+				}
+				i = t.nodeSkip[i]
+				continue
 			}
+			st[dep], saw[dep] = next, saw[dep-1] || d.Accept(next)
+			path[dep], emitted[dep] = i, false
 			for _, id := range t.ids[t.idLo[i]:t.idHi[i]] {
-				m[id>>6] |= 1 << (id & 63)
+				stay[id>>6] |= 1 << (id & 63)
 			}
+			i++
+			continue
+		}
+		if saw[dep-1] {
+			// The token leaves the DFA here, or at an accepting state
+			// before (a token leaving before its first byte is no exit:
+			// the caller reads it from what follows the DFA).
+			for k := uint16(1); k < dep; k++ {
+				if !emitted[k] {
+					add(path[k], path[k]+1)
+					emitted[k] = true
+				}
+			}
+			add(i, t.nodeSkip[i])
+		}
+		i = t.nodeSkip[i]
+	}
+	return out
+}
+
+// WalkExits is Walk over the tokens of e's subtrees: it sets in m every
+// one whose bytes the automaton accepts from start. (Tokens on the paths
+// to the subtrees that it accepts are set too.)
+func WalkExits[S any](e Exits, start S, step func(s *S, b byte) bool, m []uint64) {
+	if len(e.lo) == 0 {
+		return
+	}
+	t := e.t
+	walk := make([]S, t.maxDepth+1)
+	walk[0] = start
+	k, i := 0, e.lo[0]
+	for {
+		if i >= e.hi[k] {
+			if k++; k == len(e.lo) {
+				return
+			}
+			i = max(i, e.lo[k])
+			continue
+		}
+		d := t.nodeDepth[i]
+		walk[d] = walk[d-1]
+		if !step(&walk[d], t.nodeByte[i]) {
+			i = t.nodeSkip[i]
+			continue
+		}
+		for _, id := range t.ids[t.idLo[i]:t.idHi[i]] {
+			m[id>>6] |= 1 << (id & 63)
 		}
 		i++
 	}

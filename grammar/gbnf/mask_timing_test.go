@@ -24,3 +24,19 @@ func TestJSONMaskTimes(t *testing.T) {
 	}
 	grammartest.LogTimes(t, grammartest.MaskTimes(t, g, v, 3, 200), g.States())
 }
+
+// TestJSONMasks checks the masks of random walks through
+// testdata/json.gbnf (a recursive grammar) against each token accepted
+// one by one.
+func TestJSONMasks(t *testing.T) {
+	v := grammartest.Qwen3Vocab(t, "../../testdata/tokenizer/qwen3")
+	src, err := os.ReadFile("testdata/json.gbnf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Parse(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grammartest.CheckMasks(t, g, v, 3, 25)
+}

@@ -46,13 +46,14 @@ func MaskTimes(t *testing.T, g *grammar.Grammar, v *jsonconstraint.Vocab, walks,
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var times []time.Duration
+	var allowed []int // reused: a fresh slice a step is megabytes of garbage
 	for range walks {
 		m := g.NewMatcher(v)
 		for range steps {
 			t0 := time.Now()
 			mask := m.AllowedBits()
 			times = append(times, time.Since(t0))
-			var allowed []int
+			allowed = allowed[:0]
 			for w, x := range mask {
 				for ; x != 0; x &= x - 1 {
 					allowed = append(allowed, w*64+bits.TrailingZeros64(x))
@@ -81,4 +82,43 @@ func LogTimes(t *testing.T, times []time.Duration, states int) {
 	}
 	t.Logf("%d masks: median %v, p90 %v, p99 %v, max %v; %d grammar states", len(times), times[len(times)/2],
 		times[len(times)*9/10], times[len(times)*99/100], times[len(times)-1], states)
+}
+
+// CheckMasks walks g as MaskTimes does (walks from a fresh matcher, up
+// to steps tokens each) and checks every mask against each token of the
+// vocabulary run through a clone of the matcher: a token is in the mask
+// exactly when the matcher accepts it.
+func CheckMasks(t *testing.T, g *grammar.Grammar, v *jsonconstraint.Vocab, walks, steps int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var allowed []int
+	for range walks {
+		m := g.NewMatcher(v)
+		var out []byte
+		for range steps {
+			mask := m.AllowedBits()
+			allowed = allowed[:0]
+			for id := range v.Size() {
+				got := mask[id>>6]&(1<<(id&63)) != 0
+				want := m.Clone().Accept(id) == nil
+				if got != want {
+					t.Fatalf("after %q: token %d (%q): in the mask %v, accepted %v", out, id, v.TokenBytes(id), got, want)
+				}
+				if got {
+					allowed = append(allowed, id)
+				}
+			}
+			if len(allowed) == 0 {
+				t.Fatalf("dead end after %q", out)
+			}
+			id := allowed[rng.IntN(len(allowed))]
+			if err := m.Accept(id); err != nil {
+				t.Fatal(err)
+			}
+			if m.Finished() {
+				break
+			}
+			out = append(out, v.TokenBytes(id)...)
+		}
+	}
 }

@@ -24,3 +24,18 @@ func TestPatchMaskTimes(t *testing.T) {
 	}
 	grammartest.LogTimes(t, grammartest.MaskTimes(t, g, v, 3, 200), g.States())
 }
+
+// TestPatchMasks checks the masks of random walks through
+// testdata/patch.lark against each token accepted one by one.
+func TestPatchMasks(t *testing.T) {
+	v := grammartest.Qwen3Vocab(t, "../../testdata/tokenizer/qwen3")
+	src, err := os.ReadFile("testdata/patch.lark")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Parse(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grammartest.CheckMasks(t, g, v, 3, 25)
+}

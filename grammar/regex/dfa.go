@@ -142,9 +142,10 @@ type DFA struct {
 	nclass int
 	trans  []int32 // state*nclass + class
 	accept []bool
-	final  []bool  // accepting with no byte that continues
-	dist   []int32 // fewest bytes to an accepting state
-	nextB  []byte  // a byte on such a shortest path
+	final  []bool      // accepting with no byte that continues
+	dist   []int32     // fewest bytes to an accepting state
+	nextB  []byte      // a byte on such a shortest path
+	loops  [][4]uint64 // the bytes leading each state to itself
 }
 
 // Compile builds the DFA of n. It fails when n refers to a rule, matches
@@ -329,7 +330,8 @@ func (d *DFA) prune() (*DFA, error) {
 		}
 	}
 	out := &DFA{class: d.class, nclass: d.nclass, trans: make([]int32, int(m)*d.nclass),
-		accept: make([]bool, m), final: make([]bool, m), dist: make([]int32, m), nextB: make([]byte, m)}
+		accept: make([]bool, m), final: make([]bool, m), dist: make([]int32, m), nextB: make([]byte, m),
+		loops: make([][4]uint64, m)}
 	rep := make([]byte, d.nclass)
 	for b := 255; b >= 0; b-- {
 		rep[d.class[b]] = byte(b)
@@ -370,6 +372,14 @@ func (d *DFA) prune() (*DFA, error) {
 		}
 		out.final[ns] = d.accept[s] && !any
 	}
+	for b := range 256 {
+		c := int(out.class[b])
+		for s := range out.loops {
+			if out.trans[s*out.nclass+c] == int32(s) {
+				out.loops[s][b>>6] |= 1 << (b & 63)
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -407,6 +417,11 @@ func (d *DFA) Step(s int32, b byte) int32 { return d.trans[int(s)*d.nclass+int(d
 
 // Accept reports whether s accepts (the text so far matches).
 func (d *DFA) Accept(s int32) bool { return d.accept[s] }
+
+// Loops returns the bytes that lead s back to itself, as a bit set (byte
+// b is bit b&63 of word b>>6): a text of those bytes alone leaves s
+// where it was.
+func (d *DFA) Loops(s int32) *[4]uint64 { return &d.loops[s] }
 
 // Final reports whether s accepts and no byte can follow.
 func (d *DFA) Final(s int32) bool { return d.final[s] }
