@@ -79,9 +79,12 @@ type Grammar struct {
 	names     []string
 	startRule int32
 
-	// Byte classes: bytes every terminal treats alike.
-	classOf [256]uint8
-	nclass  int
+	// Byte classes: bytes every terminal treats alike, the bytes of each
+	// class as a bit set, and one byte of each.
+	classOf    [256]uint8
+	nclass     int
+	classBytes [][4]uint64
+	classRep   []byte
 	// minimal is the shortest string of each rule (see Completion).
 	minimal [][]byte
 
@@ -103,6 +106,9 @@ type Grammar struct {
 	threadMasks map[State][]uint64
 	infos       map[[2]int32]*termInfo
 	maskOf      any // the vocabulary the masks and infos are for
+	// loops are the bytes that lead states back to themselves, for the
+	// walks that take whole subtrees (see stateLoops).
+	loops map[State]*stateLoop
 }
 
 // State is a point of a generation under a grammar: the set of threads
@@ -181,6 +187,11 @@ func (g *Grammar) classes() {
 			ids[string(sig)] = id
 		}
 		g.classOf[b] = id
+		if int(id) == len(g.classRep) {
+			g.classRep = append(g.classRep, byte(b))
+			g.classBytes = append(g.classBytes, [4]uint64{})
+		}
+		g.classBytes[id][b>>6] |= 1 << (b & 63)
 	}
 	g.nclass = len(ids)
 }

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/govinfer/govinfer/grammar/regex"
 	"github.com/govinfer/govinfer/jsonconstraint"
 )
 
@@ -145,7 +146,7 @@ func (g *Grammar) Mask(v *jsonconstraint.Vocab, s State) []uint64 {
 			tm, ok := g.threadMasks[one]
 			if !ok {
 				tm = slices.Clone(in.stay)
-				jsonconstraint.WalkExits(in.cand, one, step, tm)
+				jsonconstraint.WalkExits(in.cand, one, step, g.stateLoops, tm)
 				if g.threadMasks == nil || len(g.threadMasks) >= maskCache {
 					g.threadMasks = make(map[State][]uint64, maskCache)
 				}
@@ -208,4 +209,73 @@ func (g *Grammar) info(v *jsonconstraint.Vocab, term, dfa int32) *termInfo {
 	}
 	g.infos[k] = in
 	return in
+}
+
+// stateLoop is what a walk needs to take whole a subtree of tokens that
+// cannot change a state: the bytes that lead it back to itself, and
+// whether every non-ASCII character does.
+type stateLoop struct {
+	bytes [4]uint64
+	chars bool
+}
+
+// maxLoops bounds the states whose loops a grammar keeps.
+const maxLoops = 4096
+
+// stateLoops returns the bytes that lead state *s back to itself and
+// whether every non-ASCII character does (for jsonconstraint.WalkExits),
+// computed a byte class at a time the first time. g.mu is held.
+func (g *Grammar) stateLoops(s *State) (*[4]uint64, bool) {
+	if *s < 0 {
+		return nil, false
+	}
+	if l, ok := g.loops[*s]; ok {
+		return &l.bytes, l.chars
+	}
+	l := &stateLoop{}
+	for c, b := range g.classRep {
+		if g.stepLocked(*s, b) == *s {
+			for k, w := range g.classBytes[c] {
+				l.bytes[k] |= w
+			}
+		}
+	}
+	l.chars = g.readsEveryChar(*s)
+	if g.loops == nil || len(g.loops) >= maxLoops {
+		g.loops = make(map[State]*stateLoop)
+	}
+	g.loops[*s] = l
+	return &l.bytes, l.chars
+}
+
+// readsEveryChar reports whether every non-ASCII character (valid UTF-8,
+// surrogates excluded) leads state s back to itself through live states.
+// g.mu is held.
+func (g *Grammar) readsEveryChar(s State) bool {
+	for _, form := range regex.UTF8Forms {
+		set := []State{s}
+		for _, r := range form {
+			var next []State
+			for _, x := range set {
+				var seen [256]bool
+				for b := int(r[0]); b <= int(r[1]); b++ {
+					if c := g.classOf[b]; !seen[c] {
+						seen[c] = true
+						t := g.stepLocked(x, byte(b))
+						if t < 0 {
+							return false
+						}
+						if !slices.Contains(next, t) {
+							next = append(next, t)
+						}
+					}
+				}
+			}
+			set = next
+		}
+		if len(set) != 1 || set[0] != s {
+			return false
+		}
+	}
+	return true
 }

@@ -71,6 +71,12 @@ type tokTrie struct {
 	// can take a subtree whole where none of its bytes changes a state.
 	below     []uint32
 	belowSets [][4]uint64
+	// validBelow[i]: the bytes under node i are valid UTF-8 from a
+	// character boundary (the last character may be cut), so that a
+	// state every character leads back to itself reads them all.
+	validBelow []bool
+	// idBits are the trie's ids as a bit set.
+	idBits []uint64
 }
 
 // subtreeIDs returns the tokens of node i's subtree, its own included.
@@ -228,22 +234,86 @@ func buildTrie(tokens [][]byte, ids []int32) tokTrie {
 		}
 	}
 	tr.subtreeBytes()
+	for _, id := range ids {
+		for int(id>>6) >= len(tr.idBits) {
+			tr.idBits = append(tr.idBits, 0)
+		}
+		tr.idBits[id>>6] |= 1 << (id & 63)
+	}
 	return tr
 }
 
-// subtreeBytes fills below and belowSets, in one pass in reverse
-// pre-order: the children of a node come just before it, gathered in
-// the accumulator of their depth.
+// utf8Next is the UTF-8 decoder's state after byte b from state st (-1:
+// invalid). States: 0 a character boundary; 1 one continuation byte
+// left; 2, 3, 4 two left, the next in A0-BF, 80-9F, 80-BF; 5, 6, 7
+// three left, the next in 90-BF, 80-BF, 80-8F.
+func utf8Next(st int, b byte) int {
+	in := func(lo, hi byte) bool { return b >= lo && b <= hi }
+	switch st {
+	case 0:
+		switch {
+		case b < 0x80:
+			return 0
+		case in(0xC2, 0xDF):
+			return 1
+		case b == 0xE0:
+			return 2
+		case b == 0xED:
+			return 3
+		case in(0xE1, 0xEF):
+			return 4
+		case b == 0xF0:
+			return 5
+		case in(0xF1, 0xF3):
+			return 6
+		case b == 0xF4:
+			return 7
+		}
+	case 1:
+		if in(0x80, 0xBF) {
+			return 0
+		}
+	case 2, 3, 4:
+		if st == 2 && in(0xA0, 0xBF) || st == 3 && in(0x80, 0x9F) || st == 4 && in(0x80, 0xBF) {
+			return 1
+		}
+	case 5, 6, 7:
+		if st == 5 && in(0x90, 0xBF) || st == 6 && in(0x80, 0xBF) || st == 7 && in(0x80, 0x8F) {
+			return 4
+		}
+	}
+	return -1
+}
+
+// subtreeBytes fills below, belowSets and validBelow, in one pass in
+// reverse pre-order: the children of a node come just before it,
+// gathered in the accumulators of their depth (for validBelow, the
+// decoder states from which every child's subtree decodes).
 func (tr *tokTrie) subtreeBytes() {
 	n := len(tr.nodeByte)
 	tr.below = make([]uint32, n)
+	tr.validBelow = make([]bool, n)
 	tr.belowSets = [][4]uint64{{}}
 	ids := map[[4]uint64]uint32{{}: 0}
 	acc := make([][4]uint64, tr.maxDepth+2)
+	valid := make([]uint8, tr.maxDepth+2)
+	for i := range valid {
+		valid[i] = 0xFF
+	}
 	for i := n - 1; i >= 0; i-- {
 		d := tr.nodeDepth[i]
 		set := acc[d+1]
 		acc[d+1] = [4]uint64{}
+		children := valid[d+1]
+		valid[d+1] = 0xFF
+		tr.validBelow[i] = children&1 != 0
+		var from uint8
+		for st := range 8 {
+			if next := utf8Next(st, tr.nodeByte[i]); next >= 0 && children&(1<<next) != 0 {
+				from |= 1 << st
+			}
+		}
+		valid[d] &= from
 		id, ok := ids[set]
 		if !ok {
 			id = uint32(len(tr.belowSets))

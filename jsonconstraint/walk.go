@@ -223,29 +223,29 @@ func SplitDFA(tr Trie, d *regex.DFA, start int32, refuse *[4]uint64, stay []uint
 		}
 		out.lo, out.hi = append(out.lo, lo), append(out.hi, hi)
 	}
+	// The walk sorts every token into read (stay) or not, as ranges of
+	// ids; the shorter side is then set, or cleared from all the tokens
+	// (a state that reads most of the vocabulary leaves out few).
+	var read, left idRanges
 	for i := int32(0); i < int32(len(t.nodeByte)); {
 		dep := t.nodeDepth[i]
 		b := t.nodeByte[i]
 		if refuse[b>>6]&(1<<(b&63)) != 0 {
+			left.add(t.idLo[i], t.idLo[t.nodeSkip[i]])
 			i = t.nodeSkip[i]
 			continue
 		}
 		if next := d.Step(st[dep-1], b); next >= 0 {
-			loops, below := d.Loops(next), &t.belowSets[t.below[i]]
-			if below[0]&^(loops[0]&^refuse[0])|below[1]&^(loops[1]&^refuse[1])|below[2]&^(loops[2]&^refuse[2])|below[3]&^(loops[3]&^refuse[3]) == 0 {
-				// Every byte below leads next back to itself: the
-				// whole subtree is read.
-				for _, id := range t.subtreeIDs(i) {
-					stay[id>>6] |= 1 << (id & 63)
-				}
+			lp := d.Loops(next)
+			loops := [4]uint64{lp[0] &^ refuse[0], lp[1] &^ refuse[1], lp[2] &^ refuse[2], lp[3] &^ refuse[3]}
+			if t.readWhole(i, &loops, d.CharLoop(next) && refuse[2]|refuse[3] == 0) {
+				read.add(t.idLo[i], t.idLo[t.nodeSkip[i]])
 				i = t.nodeSkip[i]
 				continue
 			}
 			st[dep], saw[dep] = next, saw[dep-1] || d.Accept(next)
 			path[dep], emitted[dep] = i, false
-			for _, id := range t.ids[t.idLo[i]:t.idHi[i]] {
-				stay[id>>6] |= 1 << (id & 63)
-			}
+			read.add(t.idLo[i], t.idHi[i])
 			i++
 			continue
 		}
@@ -261,15 +261,57 @@ func SplitDFA(tr Trie, d *regex.DFA, start int32, refuse *[4]uint64, stay []uint
 			}
 			add(i, t.nodeSkip[i])
 		}
+		left.add(t.idLo[i], t.idLo[t.nodeSkip[i]])
 		i = t.nodeSkip[i]
+	}
+	if read.n <= left.n {
+		read.set(t.ids, stay)
+		return out
+	}
+	not := make([]uint64, len(stay))
+	left.set(t.ids, not)
+	for w, x := range t.idBits[:min(len(stay), len(t.idBits))] {
+		stay[w] |= x &^ not[w]
 	}
 	return out
 }
 
+// idRanges are ranges of a trie's ids array, adjacent ones merged, and
+// how many ids they hold.
+type idRanges struct {
+	lo, hi []int32
+	n      int
+}
+
+func (r *idRanges) add(lo, hi int32) {
+	if lo == hi {
+		return
+	}
+	r.n += int(hi - lo)
+	if k := len(r.hi); k > 0 && r.hi[k-1] == lo {
+		r.hi[k-1] = hi
+		return
+	}
+	r.lo, r.hi = append(r.lo, lo), append(r.hi, hi)
+}
+
+// set sets the bits of the ids in r.
+func (r *idRanges) set(ids []int32, m []uint64) {
+	for k, lo := range r.lo {
+		for _, id := range ids[lo:r.hi[k]] {
+			m[id>>6] |= 1 << (id & 63)
+		}
+	}
+}
+
 // WalkExits is Walk over the tokens of e's subtrees: it sets in m every
 // one whose bytes the automaton accepts from start. (Tokens on the paths
-// to the subtrees that it accepts are set too.)
-func WalkExits[S any](e Exits, start S, step func(s *S, b byte) bool, m []uint64) {
+// to the subtrees that it accepts are set too.) loops, when not nil,
+// tells the walk which bytes lead a state back to itself, and whether
+// every non-ASCII character does (as regex.DFA's Loops and CharLoop; nil
+// when unknown): a large subtree that cannot change the state is then
+// taken whole.
+func WalkExits[S any](e Exits, start S, step func(s *S, b byte) bool, loops func(s *S) (bytes *[4]uint64, chars bool), m []uint64) {
 	if len(e.lo) == 0 {
 		return
 	}
@@ -291,9 +333,36 @@ func WalkExits[S any](e Exits, start S, step func(s *S, b byte) bool, m []uint64
 			i = t.nodeSkip[i]
 			continue
 		}
+		if loops != nil && t.nodeSkip[i]-i >= minWholeSubtree && t.nodeSkip[i] <= e.hi[k] {
+			// (A node on the path to an exit is not taken whole: its
+			// subtree is not all in e.)
+			if lp, chars := loops(&walk[d]); lp != nil && t.readWhole(i, lp, chars) {
+				for _, id := range t.subtreeIDs(i) {
+					m[id>>6] |= 1 << (id & 63)
+				}
+				i = t.nodeSkip[i]
+				continue
+			}
+		}
 		for _, id := range t.ids[t.idLo[i]:t.idHi[i]] {
 			m[id>>6] |= 1 << (id & 63)
 		}
 		i++
 	}
+}
+
+// minWholeSubtree is the fewest nodes of a subtree for which WalkExits
+// asks whether it may take it whole (which may cost the automaton a few
+// hundred steps the first time for a state).
+const minWholeSubtree = 16
+
+// readWhole reports whether a state whose looping bytes are loops (and
+// whose characters all loop, if chars) reads every token of node i's
+// subtree from node i on, and ends each back where it was: every byte
+// below loops, or every ASCII byte below does and the rest are whole
+// characters (but maybe the last).
+func (t *tokTrie) readWhole(i int32, loops *[4]uint64, chars bool) bool {
+	below := &t.belowSets[t.below[i]]
+	return below[0]&^loops[0]|below[1]&^loops[1] == 0 &&
+		(below[2]&^loops[2]|below[3]&^loops[3] == 0 || chars && t.validBelow[i])
 }

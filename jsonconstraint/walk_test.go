@@ -2,6 +2,7 @@ package jsonconstraint
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/govinfer/govinfer/grammar/regex"
@@ -21,32 +22,57 @@ func TestSplitDFABruteForce(t *testing.T) {
 	if q := loadQwen3(); q.err == nil {
 		vocabs = append(vocabs, q.vocab)
 	}
+	var walkers []*regex.DFA
+	for _, p := range []string{`[^\n]*`, `[ -~]*`, `[^x]*x?`} {
+		walkers = append(walkers, mustDFA(t, p))
+	}
 	patterns := []string{`[^\n]*\n`, `[a-e]+x?`, `é|\p{Greek}{2}`, `(ab|a)*c`, `"[^"\\]*"`, `[0-9]{1,3}(\.[0-9]+)?`, `\w+`}
 	for _, v := range vocabs {
 		for _, p := range patterns {
-			n, err := regex.Parse(p, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := regex.Compile(n)
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := mustDFA(t, p)
 			for _, refuse := range []*[4]uint64{nil, &stringRefused} {
 				for s := range int32(d.States()) {
-					checkSplit(t, v, d, s, refuse, p)
+					checkSplit(t, v, d, s, refuse, p, walkers)
 				}
 			}
 		}
 	}
 }
 
-func checkSplit(t *testing.T, v *Vocab, d *regex.DFA, start int32, refuse *[4]uint64, pattern string) {
+func mustDFA(t *testing.T, pattern string) *regex.DFA {
+	t.Helper()
+	n, err := regex.Parse(pattern, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := regex.Compile(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// checkSplit checks SplitDFA from one state against the reference, and
+// WalkExits over its exits with a few walker DFAs: taking subtrees whole
+// by the walker's loops must not change the tokens it sets.
+func checkSplit(t *testing.T, v *Vocab, d *regex.DFA, start int32, refuse *[4]uint64, pattern string, walkers []*regex.DFA) {
 	t.Helper()
 	stay := make([]uint64, v.Words())
 	e := SplitDFA(v.All(), d, start, refuse, stay)
 	walked := make([]uint64, v.Words())
-	WalkExits(e, 0, func(*int, byte) bool { return true }, walked)
+	WalkExits(e, 0, func(*int, byte) bool { return true }, nil, walked)
+	for k, w := range walkers {
+		step := func(s *int32, b byte) bool {
+			*s = w.Step(*s, b)
+			return *s >= 0
+		}
+		plain, whole := make([]uint64, v.Words()), make([]uint64, v.Words())
+		WalkExits(e, w.Start(), step, nil, plain)
+		WalkExits(e, w.Start(), step, func(s *int32) (*[4]uint64, bool) { return w.Loops(*s), w.CharLoop(*s) }, whole)
+		if !slices.Equal(plain, whole) {
+			t.Fatalf("%s from state %d: walker %d sets other tokens when it takes subtrees whole", pattern, start, k)
+		}
+	}
 	for id := range v.Size() {
 		tok := v.TokenBytes(id)
 		if len(tok) == 0 {

@@ -146,6 +146,8 @@ type DFA struct {
 	dist   []int32     // fewest bytes to an accepting state
 	nextB  []byte      // a byte on such a shortest path
 	loops  [][4]uint64 // the bytes leading each state to itself
+	// charLoop: every non-ASCII character leads the state to itself.
+	charLoop []bool
 }
 
 // Compile builds the DFA of n. It fails when n refers to a rule, matches
@@ -380,6 +382,10 @@ func (d *DFA) prune() (*DFA, error) {
 			}
 		}
 	}
+	out.charLoop = make([]bool, m)
+	for s := range out.charLoop {
+		out.charLoop[s] = out.readsEveryChar(int32(s))
+	}
 	return out, nil
 }
 
@@ -422,6 +428,61 @@ func (d *DFA) Accept(s int32) bool { return d.accept[s] }
 // b is bit b&63 of word b>>6): a text of those bytes alone leaves s
 // where it was.
 func (d *DFA) Loops(s int32) *[4]uint64 { return &d.loops[s] }
+
+// CharLoop reports whether every non-ASCII character (valid UTF-8,
+// surrogates excluded) leads s back to itself, through states that read
+// any continuation the character's encoding may have: with Loops, a walk
+// can take whole a subtree of tokens that are valid UTF-8 from a
+// character boundary.
+func (d *DFA) CharLoop(s int32) bool { return d.charLoop[s] }
+
+// UTF8Forms are the byte ranges (inclusive [lo, hi] pairs) of the UTF-8
+// encodings of the non-ASCII characters, surrogates excluded, a form for
+// each lead-byte range.
+var UTF8Forms = [][][2]byte{
+	{{0xC2, 0xDF}, {0x80, 0xBF}},
+	{{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}},
+	{{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}},
+	{{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}},
+	{{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}},
+	{{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+	{{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+	{{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}},
+}
+
+// readsEveryChar computes CharLoop(s): the states after each byte range
+// of each encoding, followed a byte class at a time.
+func (d *DFA) readsEveryChar(s int32) bool {
+	var seen [256]bool
+	for _, form := range UTF8Forms {
+		set := []int32{s}
+		for _, r := range form {
+			var next []int32
+			for _, x := range set {
+				seen = [256]bool{}
+				for b := int(r[0]); b <= int(r[1]); b++ {
+					c := d.class[b]
+					if seen[c] {
+						continue
+					}
+					seen[c] = true
+					t := d.trans[int(x)*d.nclass+int(c)]
+					if t < 0 {
+						return false
+					}
+					if !slices.Contains(next, t) {
+						next = append(next, t)
+					}
+				}
+			}
+			set = next
+		}
+		if len(set) != 1 || set[0] != s {
+			return false
+		}
+	}
+	return true
+}
 
 // Final reports whether s accepts and no byte can follow.
 func (d *DFA) Final(s int32) bool { return d.final[s] }
