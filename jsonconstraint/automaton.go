@@ -36,7 +36,7 @@ const (
 type frame struct {
 	n     *node
 	used  uint64 // object: properties present so far
-	key   int32  // object: property of the current member, -1 for another key
+	key   int32  // object: property of the current member, -1 for an additional one, -2-k for patternProperties k
 	count uint32 // array: elements so far
 	pos   pos
 }
@@ -152,8 +152,11 @@ func (s *state) target() *node {
 	case posRootValue:
 		return s.top.n
 	case posObjValue:
-		if s.top.key >= 0 {
-			return s.top.n.props[s.top.key].n
+		switch k := s.top.key; {
+		case k >= 0:
+			return s.top.n.props[k].n
+		case k <= -2:
+			return s.top.n.pats[-2-k].n
 		}
 		return s.top.n.extra
 	case posArrStart, posArrValue:
@@ -181,7 +184,7 @@ func (s *state) valueDone() {
 // canAddKey reports whether another member may start in the top object.
 func (s *state) canAddKey() bool {
 	n := s.top.n
-	return n.extra != nil || (n.keys != nil && n.keys.all&^s.top.used != 0)
+	return n.extra != nil || n.keyM != nil || (n.keys != nil && n.keys.all&^s.top.used != 0)
 }
 
 // canClose reports whether the top object has all its required keys.
@@ -308,9 +311,12 @@ func (s *state) stepStructure(b byte, a *arena) bool {
 }
 
 func (s *state) startKey() bool {
-	s.lx = lex{mode: lexKey, t: -1}
+	s.lx = lex{mode: lexKey, t: -1, dfa: -1}
 	if s.top.n.keys != nil {
 		s.lx.t = 0
+	}
+	if s.top.n.keyM != nil {
+		s.lx.dfa = 0 // the key automaton's state (see keyMatcher)
 	}
 	return true
 }
@@ -609,14 +615,23 @@ func (s *state) stepString(b byte) bool {
 	return true
 }
 
-// keyByte follows a key's byte in the property-name trie.
+// keyByte follows a key's byte in the property-name trie, and in the key
+// automaton of patternProperties if any.
 func (s *state) keyByte(b byte) bool {
 	n := s.top.n
 	if s.lx.t >= 0 {
 		s.lx.t = n.keys.child(s.lx.t, b)
-		if s.lx.t >= 0 && n.extra == nil && n.keys.nodes[s.lx.t].below&^s.top.used == 0 {
-			return false // only names of properties already present lie ahead
+	}
+	// Names of properties not yet present lie ahead.
+	named := s.lx.t >= 0 && n.keys.nodes[s.lx.t].below&^s.top.used != 0
+	if n.keyM != nil {
+		if s.lx.dfa >= 0 {
+			s.lx.dfa = n.keyM.step(s.lx.dfa, b)
 		}
+		return named || s.lx.dfa >= 0
+	}
+	if s.lx.t >= 0 && n.extra == nil && !named {
+		return false // only names of properties already present lie ahead
 	}
 	return s.lx.t >= 0 || n.extra != nil
 }
@@ -633,6 +648,12 @@ func (s *state) endKey() bool {
 			return false // a repeated key
 		}
 		s.top.key = p
+	case n.keyM != nil:
+		k := n.keyM.patternOf(s.lx.dfa)
+		if k == -2 {
+			return false
+		}
+		s.top.key = int32(-2 - k) // -1: an additional property
 	case n.extra != nil:
 		s.top.key = -1
 	default:

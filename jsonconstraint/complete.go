@@ -164,6 +164,12 @@ func (s state) completion() ([]byte, bool) {
 // stringCompletion finishes the string or key being read.
 func (s *state) stringCompletion() []byte {
 	l := s.lx
+	if l.mode == lexKey && s.top.n.keyM != nil {
+		// The key automaton and the names' trie know where a key may
+		// end, mid-character too.
+		out, _ := s.patternKeyCompletion()
+		return out
+	}
 	var out []byte
 	if l.mode == lexString && l.rule {
 		if pat := s.target().str.pat; pat != nil {
@@ -324,6 +330,13 @@ func (s *state) structureCompletion() []byte {
 		if best >= 0 {
 			return []byte(`"` + n.props[best].name + `"`)
 		}
+		if n.keyM != nil {
+			k := v
+			k.startKey()
+			if out, ok := k.patternKeyCompletion(); ok {
+				return append([]byte{'"'}, out...)
+			}
+		}
 		return []byte(`""`)
 	case posArrStart:
 		if n.arr != nil && n.arr.minItems > 0 {
@@ -403,6 +416,17 @@ func byteGrowth(root *node) int {
 				// more to step off the name of a property already used.
 				most = max(most, len(`,"":`)+1+len(n.extra.minimal)+1)
 			}
+			if n.keyM != nil {
+				// A pattern key: the longest completion of the key
+				// automaton from any state, with its colon and value.
+				k := n.keyM.maxCompletion()
+				for _, p := range n.pats {
+					most = max(most, len(`,"":`)+k+len(p.n.minimal)+1)
+				}
+				if n.extra != nil {
+					most = max(most, len(`,"":`)+k+len(n.extra.minimal)+1)
+				}
+			}
 		}
 		if n.kinds&kArray != 0 && n.items != nil {
 			k := 1
@@ -413,6 +437,9 @@ func byteGrowth(root *node) int {
 		}
 		next := []*node{n.extra, n.items}
 		for _, p := range n.props {
+			next = append(next, p.n)
+		}
+		for _, p := range n.pats {
 			next = append(next, p.n)
 		}
 		for _, c := range next {

@@ -220,7 +220,7 @@ func (c *Constraint) withinBudget(m []uint64) []uint64 {
 	}
 	v := c.v
 	l := c.s.lx
-	inString := l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) && !c.s.patterned()
+	inString := l.sub == strBody && (l.mode == lexString || c.s.freeKey()) && !c.s.patterned()
 	if len(c.filtered) != len(m) {
 		c.filtered = make([]uint64, len(m))
 	}
@@ -287,7 +287,7 @@ func (c *Constraint) stateMask() []uint64 {
 		// and those with one, walked.
 		copy(m, c.s.target().str.stay(v, l.dfa))
 		c.walkTrie(&v.escaped, m)
-	} else if l.sub == strBody && (l.mode == lexString || l.mode == lexKey && l.t < 0) && !c.s.patterned() {
+	} else if l.sub == strBody && (l.mode == lexString || c.s.freeKey()) && !c.s.patterned() {
 		switch {
 		case l.mode == lexKey:
 			copy(m, v.keyStay)
@@ -326,6 +326,13 @@ func (c *Constraint) stateMask() []uint64 {
 	}
 	c.cache[c.s] = m
 	return m
+}
+
+// freeKey reports whether the key being read is free: off the declared
+// names, in an object without patternProperties, any key characters may
+// follow.
+func (s *state) freeKey() bool {
+	return s.lx.mode == lexKey && s.lx.t < 0 && s.top.n.keyM == nil
 }
 
 // patterned reports whether the value being read is a string with a

@@ -37,6 +37,11 @@ var testSchemas = map[string]string{
 		"e":{"enum":[0,1,5,7],"minimum":1,"exclusiveMaximum":7},
 		"big":{"type":"integer","minimum":1000}},
 		"required":["i","n","s","a"],"additionalProperties":false}`,
+	"patprops": `{"type":"object","properties":{"id":{"type":"integer"}},
+		"patternProperties":{"^x-[a-z]+$":{"type":"string","maxLength":3},"^n_\\d+$":{"type":"number"}},"required":["id"]}`,
+	"patmap": `{"type":"object","patternProperties":{"^[a-z]{2}$":{"type":"boolean"},"^[a-z]{3}$":{"type":"null"}},
+		"additionalProperties":{"type":"integer"}}`,
+	"patoverlap": `{"type":"object","patternProperties":{"a":{"type":"integer"},"b":{"type":"string"}},"additionalProperties":false}`,
 	"tight": `{"type":"object","properties":{"x":{"type":"array","maxItems":0},"y":{"type":"number","minimum":0.1,"maximum":0.1},
 		"z":{"type":"integer","maximum":-100,"minimum":-1000}},"required":["x","y","z"]}`,
 }
@@ -201,6 +206,13 @@ func TestSchemaAcceptance(t *testing.T) {
 				`{"id":"AB-123","tag":"x","q":"a\"b\\c","free":"café"}`, `{"id":"AB-123","tag":"x","q":"a\"b\\c\n","free":"é"}`,
 				`{"id":"AB-123","tag":"x","q":"a\u0022b\\c\n","free":"café"}`}},
 		{"openobj", []string{`{"a":1,"zz":[],"q":"r"}`}, []string{`{"a":1}`, `{"a":"x","zz":1}`}},
+		{"patprops", []string{`{"id":1}`, `{"x-ab":"abc","id":2,"n_7":1.5,"x-q":""}`},
+			[]string{`{"x-ab":"abc"}`, `{"id":1,"x-ab":"abcd"}`, `{"id":1,"x-AB":"a"}`, `{"id":1,"n_7":"a"}`, `{"id":1,"y":1}`,
+				`{"id":1,"id":2}`}},
+		{"patmap", []string{`{"ab":true,"abc":null,"abcd":5,"A":-1}`, `{}`},
+			[]string{`{"ab":1}`, `{"abc":true}`, `{"abcd":null}`}},
+		{"patoverlap", []string{`{"xa":1,"b":"s"}`, `{}`},
+			[]string{`{"ab":1}`, `{"ab":"s"}`, `{"c":1}`, `{"a":"s"}`}},
 		{"defsroot", []string{`null`, `[]`, `[null,[[]]]`}, []string{`1`, `[1]`}},
 	}
 	for _, tc := range tests {

@@ -98,15 +98,32 @@ func validate(schema any, v any, root any) error {
 				return fmt.Errorf("missing required %q", r)
 			}
 		}
+		pprops, _ := m["patternProperties"].(map[string]any)
 		for key, val := range x {
+			// JSON Schema: the property's schema and every matching
+			// pattern's apply; additionalProperties only when none does.
+			matched := false
 			if ps, ok := props[key]; ok {
 				if err := validate(ps, val, root); err != nil {
 					return fmt.Errorf("%s: %w", key, err)
 				}
+				matched = true
+			}
+			for p, ps := range pprops {
+				if regexp.MustCompile(p).MatchString(key) {
+					if err := validate(ps, val, root); err != nil {
+						return fmt.Errorf("%s (pattern %s): %w", key, p, err)
+					}
+					matched = true
+				}
+			}
+			if matched {
 				continue
 			}
+			// (Absent, additionalProperties allows no key beside the
+			// declared ones, as the package has it.)
 			add, has := m["additionalProperties"]
-			if !has && m["properties"] != nil || add == false {
+			if !has && (m["properties"] != nil || m["patternProperties"] != nil) || add == false {
 				return fmt.Errorf("extra key %q", key)
 			}
 			if err := validate(add, val, root); err != nil {

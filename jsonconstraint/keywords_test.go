@@ -405,3 +405,67 @@ func TestTextRulePattern(t *testing.T) {
 		}
 	}
 }
+
+// TestPatternProperties checks patternProperties under strict and not: it
+// compiles, a bad pattern names its path, a declared name a pattern also
+// matches is refused under strict only, and completions from every prefix
+// of documents with pattern keys end in documents the schema accepts.
+func TestPatternProperties(t *testing.T) {
+	for _, name := range []string{"patprops", "patmap", "patoverlap"} {
+		if _, err := CompileWith([]byte(testSchemas[name]), Options{Strict: true}); err != nil {
+			t.Errorf("strict %s: %v", name, err)
+		}
+	}
+	var pe *PatternError
+	if _, err := Compile([]byte(`{"type":"object","patternProperties":{"(?=x)":{}}}`)); !errors.As(err, &pe) || pe.Path != "#/patternProperties/(?=x)" {
+		t.Errorf("lookahead pattern: error %v, want a PatternError at #/patternProperties/(?=x)", err)
+	}
+	if _, err := Compile([]byte(`{"type":"object","patternProperties":{"^x":5}}`)); err == nil {
+		t.Error("a pattern's schema that is not one: no error")
+	}
+	overlap := `{"type":"object","properties":{"xa":{"type":"string"}},"patternProperties":{"^x":{"type":"integer"}}}`
+	if _, err := CompileWith([]byte(overlap), Options{Strict: true}); err == nil || !strings.Contains(err.Error(), `"xa"`) {
+		t.Errorf("strict overlap: error %v, want one naming \"xa\"", err)
+	}
+	g, err := Compile([]byte(overlap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !accepts(g, `{"xa":"s","xb":1}`) || accepts(g, `{"xa":1}`) || accepts(g, `{"xb":"s"}`) || accepts(g, `{"y":1}`) {
+		t.Error("non-strict overlap: the declared property's schema, else the pattern's, else nothing")
+	}
+	req, err := Compile([]byte(`{"type":"object","patternProperties":{"^x":{"type":"integer"}},"required":["xy"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !accepts(req, `{"xy":1,"xz":2}`) || accepts(req, `{"xz":2}`) || accepts(req, `{"xy":"s"}`) {
+		t.Error("a required name a pattern matches: required, with the pattern's schema")
+	}
+	for name, docs := range map[string][]string{
+		"patprops":   {`{"x-ab":"abc","id":2,"n_7":1.5}`, `{"id":2,"x-q":""}`},
+		"patmap":     {`{"ab":true,"abc":null,"abcd":5,"A":-1}`},
+		"patoverlap": {`{"xa":1,"b":"s"}`},
+	} {
+		var schema any
+		if err := json.Unmarshal([]byte(testSchemas[name]), &schema); err != nil {
+			t.Fatal(err)
+		}
+		g := mustCompile(t, testSchemas[name])
+		for _, doc := range docs {
+			for i := 0; i <= len(doc); i++ {
+				a := NewAcceptor(g)
+				if !a.Push([]byte(doc[:i])) {
+					t.Fatalf("%s: prefix %q refused", name, doc[:i])
+				}
+				out := a.Completion()
+				full := doc[:i] + string(out)
+				if !accepts(g, full) {
+					t.Fatalf("%s: completion %q after %q is refused", name, out, doc[:i])
+				}
+				if err := validate(schema, decode(t, []byte(full)), schema); err != nil {
+					t.Fatalf("%s: completed %s: %v", name, full, err)
+				}
+			}
+		}
+	}
+}

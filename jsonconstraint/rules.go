@@ -87,7 +87,7 @@ func (e *KeywordError) Error() string {
 // is ignored. Annotations (title, description, default, examples, format,
 // ...) never constrain and are always ignored.
 var unsupported = []string{
-	"multipleOf", "uniqueItems", "not", "if", "then", "else", "patternProperties",
+	"multipleOf", "uniqueItems", "not", "if", "then", "else",
 	"propertyNames", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
 	"dependencies", "contains", "minContains", "maxContains", "prefixItems", "additionalItems",
 	"unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef",

@@ -17,9 +17,18 @@
 //     no other keys are allowed; when neither is given any key is. Each
 //     property appears at most once; the object cannot close before every
 //     required key is present. At most 64 properties per object.
+//   - patternProperties: a key one pattern matches (a search unless
+//     anchored) has that pattern's schema; with patternProperties, as
+//     with properties, an absent additionalProperties allows no other
+//     key. Keys several patterns match, and pattern keys equal to a
+//     declared name, are not written (the declared property's schema
+//     applies to its name; under strict, a declared name a pattern
+//     matches is an error). A required name no property declares takes
+//     the schema of the first pattern that matches it.
 //   - items (a single schema; tuple forms are ignored), minItems, maxItems.
-//   - minLength, maxLength (in code points). Strings with either are
-//     written without \u escapes.
+//   - minLength, maxLength (in code points), pattern (a search unless
+//     anchored, compiled to a DFA with the lengths). Strings with any of
+//     them are written without \u escapes.
 //   - minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or
 //     draft 4's booleans). Bounded numbers are written without an exponent
 //     and with at most 18 digits, and every prefix the automaton accepts
@@ -38,9 +47,9 @@
 //     included. allOf with a single schema is that schema.
 //
 // Annotations (title, description, default, examples, format, $schema,
-// ...) never constrain. The other assertion keywords (pattern,
-// multipleOf, uniqueItems, multi-branch allOf, not, if/then/else,
-// patternProperties, minProperties, ...; see unsupported) are ignored by
+// ...) never constrain. The other assertion keywords (multipleOf,
+// uniqueItems, multi-branch allOf, not, if/then/else,
+// propertyNames, minProperties, ...; see unsupported) are ignored by
 // Compile, and fail CompileWith under Options.Strict with a *KeywordError
 // naming them, so that a strict request is never silently loosened.
 //
@@ -81,6 +90,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/govinfer/govinfer/grammar/regex"
 )
 
 // kinds is a set of JSON value kinds with a free (non-literal) form.
@@ -106,6 +117,10 @@ type node struct {
 	keys     *keyTrie
 	required uint64
 	extra    *node // schema of keys not in props; nil: none allowed
+	// patternProperties: each pattern's source (name) and schema (n),
+	// and the automaton their keys are read with.
+	pats []prop
+	keyM *keyMatcher
 
 	// Arrays.
 	items *node
@@ -403,6 +418,9 @@ func (c *compiler) objectPart(n *node, m map[string]any, path string) error {
 		}
 		n.extra = en
 	}
+	if err := c.patternProperties(n, m, path); err != nil {
+		return err
+	}
 	if req, ok := m["required"].([]any); ok {
 		for _, r := range req {
 			name, ok := r.(string)
@@ -411,13 +429,23 @@ func (c *compiler) objectPart(n *node, m map[string]any, path string) error {
 			}
 			i := propIndex(n.props, name)
 			if i < 0 {
-				if n.extra == nil {
-					return fmt.Errorf("jsonconstraint: %s: required property %q is not in properties and additional properties are not allowed", path, name)
+				// Required but not declared: the schema of the first
+				// pattern that matches the name, else of additional
+				// properties.
+				schema := n.extra
+				for _, pp := range n.pats {
+					if d, err := compileKeyPattern(pp.name); err == nil && d.Match([]byte(name)) {
+						schema = pp.n
+						break
+					}
+				}
+				if schema == nil {
+					return fmt.Errorf("jsonconstraint: %s: required property %q is not in properties, matches no patternProperties, and additional properties are not allowed", path, name)
 				}
 				if len(n.props) == maxProps {
 					return fmt.Errorf("jsonconstraint: %s: more than %d properties", path, maxProps)
 				}
-				n.props = append(n.props, prop{name: name, n: n.extra})
+				n.props = append(n.props, prop{name: name, n: schema})
 				i = len(n.props) - 1
 			}
 			n.required |= 1 << i
@@ -428,6 +456,62 @@ func (c *compiler) objectPart(n *node, m map[string]any, path string) error {
 			return fmt.Errorf("jsonconstraint: %s: property name %q needs escaping, which is not supported", path, p.name)
 		}
 	}
+	return nil
+}
+
+// patternProperties compiles an object's patternProperties: the value
+// of a key that one pattern matches (a search unless anchored, as JSON
+// Schema has it) follows that pattern's schema. A key no pattern matches
+// follows additionalProperties (and with patternProperties, as with
+// properties, none is allowed when additionalProperties is absent); a
+// key that several patterns match is not written (the value would have
+// to match each of their schemas), nor is a pattern key equal to a
+// declared property's name, whose schema alone applies (under strict, a
+// declared name a pattern matches is an error, since both would).
+func (c *compiler) patternProperties(n *node, m map[string]any, path string) error {
+	raw, ok := m["patternProperties"]
+	if !ok {
+		return nil
+	}
+	pp, ok := raw.(map[string]any)
+	if !ok {
+		return fmt.Errorf("jsonconstraint: %s/patternProperties is %s, want an object", path, kindName(raw))
+	}
+	if len(pp) == 0 {
+		return nil
+	}
+	if len(pp) > maxKeyPatterns {
+		return fmt.Errorf("jsonconstraint: %s/patternProperties: %d patterns, at most %d are supported", path, len(pp), maxKeyPatterns)
+	}
+	if _, has := m["additionalProperties"]; !has {
+		n.extra = nil
+	}
+	var dfas []*regex.DFA
+	for _, p := range orderedKeys(pp) {
+		at := path + "/patternProperties/" + p
+		d, err := compileKeyPattern(p)
+		if err != nil {
+			return &PatternError{Path: at, Err: err}
+		}
+		pn, err := c.compile(pp[p], at)
+		if err != nil {
+			return err
+		}
+		if c.strict {
+			for _, q := range n.props {
+				if d.Match([]byte(q.name)) {
+					return fmt.Errorf("jsonconstraint: %s: property %q also matches patternProperties %q: both schemas would apply, which is not supported under strict", path, q.name, p)
+				}
+			}
+		}
+		n.pats = append(n.pats, prop{name: p, n: pn})
+		dfas = append(dfas, d)
+	}
+	km, err := newKeyMatcher(dfas, n.extra != nil)
+	if err != nil {
+		return &PatternError{Path: path + "/patternProperties", Err: err}
+	}
+	n.keyM = km
 	return nil
 }
 
@@ -493,6 +577,7 @@ func flatten(n *node, path string) error {
 		if b.kinds&kObject != 0 && n.kinds&kObject == 0 {
 			n.kinds |= kObject
 			n.props, n.required, n.extra = b.props, b.required, b.extra
+			n.pats, n.keyM = b.pats, b.keyM
 		}
 		if b.kinds&kArray != 0 && n.kinds&kArray == 0 {
 			n.kinds |= kArray
@@ -556,6 +641,9 @@ func resolve(root *node) error {
 		}
 		for _, p := range n.props {
 			next(p.n, it.path+"/properties/"+p.name)
+		}
+		for _, p := range n.pats {
+			next(p.n, it.path+"/patternProperties/"+p.name)
 		}
 		next(n.extra, it.path+"/additionalProperties")
 		next(n.items, it.path+"/items")

@@ -158,8 +158,8 @@ func TestOpenAIParams(t *testing.T) {
 	check("bias outside the vocabulary", bias, "logit_bias", "outside the vocabulary")
 
 	strictSchema := llm.ChatRequest{Messages: user("Hi"), Params: llm.Params{ResponseFormat: &llm.ResponseFormat{Type: "json_schema", Strict: true,
-		Schema: json.RawMessage(`{"type":"object","patternProperties":{"^x":{}}}`)}}}
-	check("strict patternProperties", strictSchema, "response_format.json_schema.schema", `"patternProperties"`)
+		Schema: json.RawMessage(`{"type":"object","propertyNames":{"pattern":"^x"}}`)}}}
+	check("strict propertyNames", strictSchema, "response_format.json_schema.schema", `"propertyNames"`)
 
 	strictTool := llm.ChatRequest{Messages: user("Hi"), Tools: []llm.Tool{{Name: "f", Strict: true,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","multipleOf":3}}}`)}}}
