@@ -328,6 +328,23 @@ func (c *Constraint) stateMask() []uint64 {
 	return m
 }
 
+// Masker computes the masks of a grammar's documents as Constraint does,
+// for an automaton that reads the document as part of a larger output
+// (an answer beside tool calls) and keeps its own Acceptor. Masks are
+// cached by state. It is not safe for concurrent use.
+type Masker struct{ c Constraint }
+
+// NewMasker returns a Masker of g's documents over v.
+func NewMasker(g *Grammar, v *Vocab) *Masker { return &Masker{c: Constraint{g: g, v: v}} }
+
+// Mask returns the tokens that may follow the text a has read as a bit
+// set (shared: do not modify), with v's end-of-sequence ids when the
+// document is complete.
+func (m *Masker) Mask(a *Acceptor) []uint64 {
+	m.c.s = a.s
+	return m.c.stateMask()
+}
+
 // freeKey reports whether the key being read is free: off the declared
 // names, in an object without patternProperties, any key characters may
 // follow.

@@ -618,27 +618,28 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	if err := lm.checkPromptBytes("messages", len(prompt)); err != nil {
 		return nil, err
 	}
-	if params.grammar != nil {
-		r.grammar = lm.processorFor(params.grammar)
-	}
-	if forceCall && r.grammar != nil {
-		return nil, paramErr("response_format", "response_format cannot be combined with tool_choice \"required\" or a named function")
-	}
-	if params.structured != nil {
-		if forceCall {
-			return nil, paramErr(req.Structured.field(), "%s cannot be combined with tool_choice \"required\" or a named function", req.Structured.field())
-		}
-		r.grammar = lm.structuredFor(params.structured)
-	}
 	r.text = prompt
 	r.thinking = outparse.ThinkingOpened(prompt)
+	// The answer's format (response_format or a structured output) beside
+	// tools: a forced call is the whole answer, constrained by its tool's
+	// schema, so the format has nothing to apply to; under tool_choice
+	// auto the answer is calls (each constrained from its start) or a text
+	// under the format, and the call grammar reads both.
+	content := outparse.CallOptions{ContentJSON: params.grammar, ContentGrammar: params.structured}
+	switch {
+	case forceCall, len(calls) > 0 && (params.grammar != nil || params.structured != nil):
+	case params.grammar != nil:
+		r.grammar = lm.processorFor(params.grammar)
+	case params.structured != nil:
+		r.grammar = lm.structuredFor(params.structured)
+	}
 	if r.grammar != nil && r.thinking {
 		// A constrained answer comes after the reasoning, which is free
 		// and bounded by the thinking budget.
 		r.grammar = lm.thinkFirst(r.grammar, req.ThinkingBudget, r.params.askedTokens)
 	}
 	if r.grammar == nil {
-		if r.grammar, err = lm.callProcessor(r, calls, forceCall, forceName, req.ThinkingBudget); err != nil {
+		if r.grammar, err = lm.callProcessor(r, calls, forceCall, forceName, req.ThinkingBudget, content); err != nil {
 			return nil, err
 		}
 	}
@@ -731,8 +732,9 @@ func (lm *Model) checkPromptBytes(param string, n int) error {
 
 // callProcessor returns the tool-call constraint a chat needs, or nil: a
 // forced call, strict tools under tool_choice auto, or a thinking budget.
-func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force bool, name string, budget int) (processorFactory, error) {
+func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force bool, name string, budget int, content outparse.CallOptions) (processorFactory, error) {
 	strict := slices.ContainsFunc(calls, func(c outparse.CallTool) bool { return c.Strict || c.Grammar != nil })
+	answer := !force && len(calls) > 0 && (content.ContentJSON != nil || content.ContentGrammar != nil)
 	// Under tool_choice auto every declared tool's calls are constrained
 	// from the moment the model opens one.
 	auto := !force && len(calls) > 0
@@ -746,7 +748,11 @@ func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force b
 	if err != nil {
 		return nil, err
 	}
-	g, err := outparse.NewCallGrammar(cv, outparse.CallOptions{Tools: calls, Force: force, Function: name, Thinking: r.thinking, Auto: auto})
+	o := outparse.CallOptions{Tools: calls, Force: force, Function: name, Thinking: r.thinking, Auto: auto}
+	if answer {
+		o.ContentJSON, o.ContentGrammar = content.ContentJSON, content.ContentGrammar
+	}
+	g, err := outparse.NewCallGrammar(cv, o)
 	if err != nil {
 		param := "tools"
 		if force {
@@ -762,7 +768,7 @@ func (lm *Model) callProcessor(r *chatPrompt, calls []outparse.CallTool, force b
 	asked := r.params.askedTokens
 	return func(maxTokens int) (engine.LogitProcessor, error) {
 		b := lowerBudget(budget, asked, maxTokens)
-		if force && b == 0 && r.thinking {
+		if (force || answer) && b == 0 && r.thinking {
 			b = min(outparse.DefaultThinkingBudget, maxTokens/2)
 		}
 		return callProcessor{g.NewConstraint(maxTokens, b)}, nil

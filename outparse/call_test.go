@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/govinfer/govinfer/grammar"
 	"github.com/govinfer/govinfer/internal/schemacheck"
 	"github.com/govinfer/govinfer/jsonconstraint"
 	"github.com/govinfer/govinfer/tokenizer"
@@ -440,5 +442,96 @@ func TestCallBudgetGreedy(t *testing.T) {
 			t.Fatalf("run %d: no end within %d tokens: %q", run, budget, gen.text)
 		}
 		checkCall(t, g, gen, false, []string{tools[0].Name}, schemas)
+	}
+}
+
+// TestCallAutoWithAnswerFormat drives the auto grammar with an answer
+// format (a JSON schema, then a regex), with and without thinking, and
+// checks masks against stepping each token: the turn is calls that follow
+// their schemas, opened where the answer would start, or an answer the
+// format accepts whole, within the budget.
+func TestCallAutoWithAnswerFormat(t *testing.T) {
+	cv := callVocab(t)
+	rng := rand.New(rand.NewPCG(47, 48))
+	params := []byte(`{"type":"object","properties":{"city":{"type":"string","maxLength":12}},"required":["city"],"additionalProperties":false}`)
+	tools := []CallTool{{Name: "get_weather", Parameters: params}}
+	schema := []byte(`{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"type":"integer","minimum":0,"maximum":99}},"required":["ok","n"],"additionalProperties":false}`)
+	js, err := jsonconstraint.Compile(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re, err := grammar.Regex(`(yes|no), [a-z]{1,8}\.`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reCheck := regexp.MustCompile(`^(yes|no), [a-z]{1,8}\.$`)
+	for _, thinking := range []bool{false, true} {
+		for _, format := range []string{"json", "regex"} {
+			o := CallOptions{Tools: tools, Auto: true, Thinking: thinking}
+			if format == "json" {
+				o.ContentJSON = js
+			} else {
+				o.ContentGrammar = re
+			}
+			g, err := NewCallGrammar(cv.cv, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var think []int
+			if thinking {
+				think = cv.tok.Encode("Hmm.\n</think>\n\n")
+			}
+			calls, answers := 0, 0
+			for k := range 8 {
+				c := g.NewConstraint(300, 0)
+				prefix := think
+				if k%2 == 1 { // open a call where the answer would start
+					prefix = append(slices.Clone(think), cv.tok.Encode("<tool_call>")...)
+				}
+				gen := drive(t, cv, c, rng, 300, prefix, 3)
+				res := ParseAll(gen.text, Options{Thinking: thinking, Tools: g.Schemas()})
+				what := fmt.Sprintf("%s, thinking %v: %q", format, thinking, gen.text)
+				if !gen.eos {
+					t.Fatalf("%s: no end within the budget", what)
+				}
+				if len(res.ToolCalls) > 0 {
+					if strings.TrimSpace(res.Content) != "" {
+						t.Fatalf("%s: calls and an answer", what)
+					}
+					for _, call := range res.ToolCalls {
+						if err := schemacheck.ValidateJSON(params, []byte(call.Function.Arguments)); err != nil {
+							t.Fatalf("%s: call %s: %v", what, call.Function.Arguments, err)
+						}
+					}
+					calls++
+					continue
+				}
+				switch format {
+				case "json":
+					if err := schemacheck.ValidateJSON(schema, []byte(res.Content)); err != nil {
+						t.Fatalf("%s: answer: %v", what, err)
+					}
+				default:
+					if !reCheck.MatchString(res.Content) {
+						t.Fatalf("%s: answer does not match", what)
+					}
+				}
+				answers++
+			}
+			if calls == 0 || answers == 0 {
+				t.Errorf("%s, thinking %v: %d calls, %d answers", format, thinking, calls, answers)
+			}
+		}
+	}
+	// A forced call takes no answer format: the call is the answer.
+	g, err := NewCallGrammar(cv.cv, CallOptions{Tools: tools, Force: true, ContentJSON: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.content() {
+		t.Error("a forced call has an answer format")
+	}
+	if _, err := NewCallGrammar(cv.cv, CallOptions{Tools: tools, Auto: true, ContentJSON: js, ContentGrammar: re}); err == nil {
+		t.Error("two answer formats: no error")
 	}
 }

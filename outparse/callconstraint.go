@@ -36,13 +36,18 @@ type CallConstraint struct {
 	forced      jsonconstraint.Forced // what the next tokens must spell
 	final       bool                  // the request's budget forced the completion
 	cache       map[callState][]uint64
+	content     *jsonconstraint.Masker // the masks of a JSON answer
 }
 
 // NewConstraint starts a generation of at most maxTokens tokens under g.
 // thinkBudget bounds its reasoning (0: no bound; see DefaultThinkingBudget
 // for forced calls).
 func (g *CallGrammar) NewConstraint(maxTokens, thinkBudget int) *CallConstraint {
-	return &CallConstraint{g: g, s: g.start(), maxTokens: maxTokens, thinkBudget: thinkBudget}
+	c := &CallConstraint{g: g, s: g.start(), maxTokens: maxTokens, thinkBudget: thinkBudget}
+	if g.contentJSON != nil {
+		c.content = jsonconstraint.NewMasker(g.contentJSON, g.v)
+	}
+	return c
 }
 
 // Clone returns an independent copy of c at the same point (speculative
@@ -67,9 +72,12 @@ func (c *CallConstraint) plan() {
 	var close []byte
 	if c.s.phase == phThink && c.thinkBudget > 0 && c.thought >= c.thinkBudget {
 		close = []byte("\n" + thinkClose)
-		if c.g.force {
+		switch {
+		case c.g.force:
 			close = append(close, literals[litAfterThink].text...)
-		} else {
+		case c.g.content():
+			close = append(close, literals[litAfterThinkContent].text...)
+		default:
 			close = append(close, afterThink...)
 		}
 	}
@@ -101,6 +109,14 @@ func (c *CallConstraint) mask() []uint64 {
 	step := func(st *callState, b byte) bool { return g.step(st, b) }
 	switch {
 	case s.phase == phEnd:
+	case s.phase == phContent && s.pos < 0:
+		// Past the point where a call could open: the answer's own
+		// masks (its end of sequence included).
+		if g.contentGram != nil {
+			copy(m, g.contentGram.Mask(v, s.gs))
+		} else {
+			copy(m, c.content.Mask(&s.json))
+		}
 	case s.phase == phFree && !g.watch:
 		copy(m, cv.all)
 	case (s.phase == phThink || s.phase == phFree || s.phase == phFreeCall) && s.ac == 0,
@@ -138,7 +154,9 @@ func (c *CallConstraint) eosAllowed() bool {
 	case phAfter:
 		return c.s.pos == 0
 	case phThink, phFree, phFreeCall:
-		return !c.g.force
+		return !c.g.force && (c.s.phase != phFreeCall || !c.g.content())
+	case phContent:
+		return c.g.contentComplete(&c.s)
 	}
 	return false
 }
