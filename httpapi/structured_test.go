@@ -242,3 +242,57 @@ func TestAutoToolCallsConstrained(t *testing.T) {
 		t.Errorf("no call was opened")
 	}
 }
+
+// TestStructuredBatchedAndCached runs requests with different constraints
+// at once (decoded in the same batches) on one prompt, twice: the second
+// round starts from the prefix cache. Every answer follows its own
+// constraint, and the second round's prompts were cached.
+func TestStructuredBatchedAndCached(t *testing.T) {
+	s := startServer(t, Config{})
+	cases := map[string]struct {
+		field map[string]any
+		check *regexp.Regexp
+	}{
+		"regex":  {map[string]any{"structured_outputs": map[string]any{"regex": `\d{3}-[a-z]{2,5}`}}, regexp.MustCompile(`^\d{3}-[a-z]{2,5}$`)},
+		"choice": {map[string]any{"structured_outputs": map[string]any{"choice": []any{"alpha", "beta"}}}, regexp.MustCompile(`^(alpha|beta)$`)},
+		"gbnf":   {map[string]any{"grammar": `root ::= "<" [a-z]{1,4} ">"`}, regexp.MustCompile(`^<[a-z]{1,4}>$`)},
+		"json": {map[string]any{"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "a", "schema": answerSchema}}},
+			answerFormat},
+		"free": {nil, regexp.MustCompile(`(?s).*`)},
+	}
+	prompt := strings.Repeat("The same long prompt for every request, so that its prefix is cached. ", 8)
+	for round := range 2 {
+		type result struct {
+			name   string
+			status int
+			data   []byte
+		}
+		results := make(chan result, len(cases))
+		for name, c := range cases {
+			go func() {
+				body := chatBody(prompt, 30)
+				body["temperature"], body["seed"] = 1.0, round
+				for k, v := range c.field {
+					body[k] = v
+				}
+				status, data := post(t, s, "/v1/chat/completions", body)
+				results <- result{name, status, data}
+			}()
+		}
+		for range cases {
+			r := <-results
+			if r.status != 200 {
+				t.Fatalf("%s: %d %s", r.name, r.status, r.data)
+			}
+			texts, _ := choiceTexts(t, r.data)
+			if !cases[r.name].check.MatchString(texts[0]) {
+				t.Errorf("round %d, %s: %q does not follow the constraint", round, r.name, texts[0])
+			}
+			u := decodeJSON(t, r.data)["usage"].(map[string]any)
+			cached, _ := u["prompt_tokens_details"].(map[string]any)["cached_tokens"].(float64)
+			if round == 1 && cached == 0 {
+				t.Errorf("round 1, %s: no cached prompt tokens: %v", r.name, u)
+			}
+		}
+	}
+}

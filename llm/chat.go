@@ -561,7 +561,7 @@ func (lm *Model) prepareChat(req ChatRequest) (*chatPrompt, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := customGrammars(req.Tools, calls); err != nil {
+	if err := lm.customGrammars(req.Tools, calls); err != nil {
 		return nil, err
 	}
 	r.tools = schemas

@@ -183,6 +183,11 @@ type Options struct {
 	// MaxLoRAs bounds the adapters attached at once and MaxLoRARank their
 	// rank (vLLM's --max-loras and --max-lora-rank); zero means no bound.
 	MaxLoRAs, MaxLoRARank int
+	// MaxGrammarBytes bounds the source of a request's grammar, regular
+	// expression or choice list (structured outputs, llama-server's
+	// grammar, custom tools' formats); zero or less means
+	// DefaultMaxGrammarBytes.
+	MaxGrammarBytes int
 }
 
 // Progress reports weight loading (model.Progress).
@@ -227,6 +232,7 @@ type Model struct {
 	usageBudget int64
 	observers   prefixRelay // the engine's PrefixObserver
 	loras       loras       // the attached LoRA adapters
+	structured  structuredCache
 }
 
 // Defaults are the sampling defaults of generation_config.json; nil fields
@@ -279,7 +285,7 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	lm := &Model{name: found.Name, tok: tok, defaultArgs: maps.Clone(o.DefaultTemplateArgs)}
+	lm := &Model{name: found.Name, tok: tok, defaultArgs: maps.Clone(o.DefaultTemplateArgs), structured: structuredCache{maxBytes: o.MaxGrammarBytes}}
 	lm.tmpl, lm.tmplErr = chattemplate.Load(dir)
 	if lm.special, err = chattemplate.LoadSpecialTokens(dir); err != nil {
 		return nil, fmt.Errorf("llm: %w", err)

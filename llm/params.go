@@ -213,7 +213,7 @@ func (lm *Model) resolve(p Params) (resolved, error) {
 		if r.grammar != nil {
 			return r, paramErr(p.Structured.field(), "response_format and %s both constrain the output; send one of them", p.Structured.field())
 		}
-		g, err := compileStructured(p.Structured)
+		g, err := lm.compileStructured(p.Structured)
 		if err != nil {
 			return r, err
 		}

@@ -14,8 +14,8 @@ import (
 // TestSpeculativeConstraintsMatchPlain runs greedy chats whose logits go
 // through the constraints llm adds (a thinking budget's forced
 // "</think>", forced tool calls finished near max_tokens, a JSON
-// response format, a regex, a GBNF grammar, a custom tool's Lark
-// grammar) with MTP speculation on a checkpoint with a head: the
+// response format, alone and beside tools under auto, a regex, a GBNF
+// grammar, a custom tool's Lark grammar) with MTP speculation on a checkpoint with a head: the
 // tokens and the finish are plain decoding's, and drafts were made.
 func TestSpeculativeConstraintsMatchPlain(t *testing.T) {
 	openVL(t) // writes the checkpoint
@@ -46,6 +46,8 @@ func TestSpeculativeConstraintsMatchPlain(t *testing.T) {
 			Params: llm.Params{MaxTokens: 30, Temperature: llm.F64(0), Structured: &llm.Structured{Regex: `[a-z]+( [a-z]+){0,8}\.`}}},
 		"gbnf": {Messages: user("List."), Thinking: llm.Bool(false),
 			Params: llm.Params{MaxTokens: 30, Temperature: llm.F64(0), Structured: &llm.Structured{GBNF: `root ::= "[" [0-9]+ ("," [0-9]+)* "]"`}}},
+		"answer format beside tools": {Messages: user("Use a tool or answer."), Tools: tools, ToolChoice: llm.ToolChoice{Mode: "auto"},
+			Thinking: llm.Bool(false), Params: llm.Params{MaxTokens: 60, Temperature: llm.F64(0), ResponseFormat: &llm.ResponseFormat{Type: "json_object"}}},
 		"custom tool grammar": {Messages: user("Patch it."), Thinking: llm.Bool(false), Params: greedy(60),
 			Tools:      []llm.Tool{{Name: "apply_patch", Custom: true, Grammar: string(patchGrammar)}},
 			ToolChoice: llm.ToolChoice{Mode: "function", Function: "apply_patch"}},

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/govinfer/govinfer/engine"
@@ -41,20 +40,22 @@ type Structured struct {
 }
 
 // DefaultMaxGrammarBytes bounds a grammar's, pattern's or choice list's
-// source unless SetMaxGrammarBytes changes it.
+// source unless Options.MaxGrammarBytes sets another bound.
 const DefaultMaxGrammarBytes = 64 << 10
 
-var maxGrammarBytes atomic.Int64
+// structuredCache is a Model's compiled constraints, kept by content, and
+// the bound on their sources (Options.MaxGrammarBytes).
+type structuredCache struct {
+	grammars lruGrammars
+	maxBytes int
+}
 
-func init() { maxGrammarBytes.Store(DefaultMaxGrammarBytes) }
-
-// SetMaxGrammarBytes sets the largest grammar source a request may send
-// (serve's --max-grammar-bytes); n <= 0 restores the default.
-func SetMaxGrammarBytes(n int) {
-	if n <= 0 {
-		n = DefaultMaxGrammarBytes
+// limit returns the largest grammar source a request may send.
+func (c *structuredCache) limit() int {
+	if c.maxBytes <= 0 {
+		return DefaultMaxGrammarBytes
 	}
-	maxGrammarBytes.Store(int64(n))
+	return c.maxBytes
 }
 
 // field returns the request field s came from.
@@ -73,9 +74,9 @@ func (s *Structured) field() string {
 	return "grammar"
 }
 
-// compileStructured compiles (or finds in the cache) a structured
+// compileStructured compiles (or finds in the model's cache) a structured
 // constraint.
-func compileStructured(s *Structured) (*grammar.Grammar, error) {
+func (lm *Model) compileStructured(s *Structured) (*grammar.Grammar, error) {
 	param := s.field()
 	set := 0
 	for _, on := range []bool{s.Regex != "", s.Choice != nil, s.GBNF != "", s.Lark != ""} {
@@ -95,11 +96,11 @@ func compileStructured(s *Structured) (*grammar.Grammar, error) {
 	case s.Lark != "":
 		kind, src = "lark", s.Lark
 	}
-	if limit := maxGrammarBytes.Load(); int64(len(src)) > limit {
+	if limit := lm.structured.limit(); len(src) > limit {
 		return nil, paramErr(param, "%s is %d bytes; at most %d are allowed (--max-grammar-bytes)", param, len(src), limit)
 	}
 	key := kind + "\x01" + src
-	if g := grammarCache.get(key); g != nil {
+	if g := lm.structured.grammars.get(key); g != nil {
 		return g, nil
 	}
 	var g *grammar.Grammar
@@ -117,7 +118,7 @@ func compileStructured(s *Structured) (*grammar.Grammar, error) {
 	if err != nil {
 		return nil, grammarErr(param, err)
 	}
-	grammarCache.put(key, g)
+	lm.structured.grammars.put(key, g)
 	return g, nil
 }
 
@@ -138,16 +139,15 @@ func grammarErr(param string, err error) *ParamError {
 // grammarCacheSize bounds the compiled constraints kept by content.
 const grammarCacheSize = 32
 
-// grammarCache keeps compiled constraints by their source, so that a
-// client sending the same grammar with every request (as Codex does)
-// compiles it once; the least recently used goes first.
-var grammarCache = &lruGrammars{m: map[string]*lruEntry{}}
-
 type lruEntry struct {
 	g    *grammar.Grammar
 	used uint64
 }
 
+// lruGrammars keeps compiled constraints by their source, so that a
+// client sending the same grammar with every request (as Codex does)
+// compiles it once; the least recently used goes first. The zero value is
+// empty and ready.
 type lruGrammars struct {
 	mu    sync.Mutex
 	m     map[string]*lruEntry
@@ -179,6 +179,9 @@ func (c *lruGrammars) put(key string, g *grammar.Grammar) {
 		delete(c.m, oldest)
 	}
 	c.clock++
+	if c.m == nil {
+		c.m = map[string]*lruEntry{}
+	}
 	c.m[key] = &lruEntry{g: g, used: c.clock}
 }
 
@@ -209,7 +212,7 @@ func compileLark(src string) (*grammar.Grammar, error) { return lark.Parse(src) 
 
 // customGrammars compiles the grammars of custom tools into their calls'
 // constraints (calls are prepareTools's, by name).
-func customGrammars(tools []Tool, calls []outparse.CallTool) error {
+func (lm *Model) customGrammars(tools []Tool, calls []outparse.CallTool) error {
 	for i, t := range tools {
 		if !t.Custom || t.Grammar == "" || t.raw != nil {
 			continue
@@ -223,7 +226,7 @@ func customGrammars(tools []Tool, calls []outparse.CallTool) error {
 		default:
 			return paramErr(fmt.Sprintf("tools[%d].format.syntax", i), "tools[%d].format.syntax must be lark or regex, got %q", i, t.GrammarSyntax)
 		}
-		g, err := compileStructured(st)
+		g, err := lm.compileStructured(st)
 		if err != nil {
 			return err
 		}

@@ -119,7 +119,6 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	if code, done := parseFlags(fs, io, expandMultiValue(args, "lora-modules")); done {
 		return code
 	}
-	llm.SetMaxGrammarBytes(*maxGrmr)
 	moeLayers, moeErr := cpuMoE()
 	if moeErr != nil {
 		fmt.Fprintf(io.err, "govinfer serve: %v\n", moeErr)
@@ -240,7 +239,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		MaxModelLen: *maxLen, MaxNumSeqs: *maxSeqs, MaxQueue: *maxQueue, MaxTokens: *maxTokens,
 		DefaultTemplateArgs: templateArgs, MaxImages: maxImages, MaxImagePixels: maxImagePixels, MMProj: mm,
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
-		Speculative: spec, CPUMoE: moeLayers, HostMoERouting: *hostRoute,
+		Speculative: spec, CPUMoE: moeLayers, HostMoERouting: *hostRoute, MaxGrammarBytes: *maxGrmr,
 		LoRA: loraMods, LoRAMerge: *loraMerge, MaxLoRAs: *maxLoRAs, MaxLoRARank: *maxLoRARank,
 	}
 	pcDisk.options(&opts, io.err, "serve")
