@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/govinfer/govinfer/grammar"
+	"github.com/govinfer/govinfer/grammar/lark"
 	"github.com/govinfer/govinfer/internal/schemacheck"
 	"github.com/govinfer/govinfer/jsonconstraint"
 	"github.com/govinfer/govinfer/tokenizer"
@@ -533,5 +535,46 @@ func TestCallAutoWithAnswerFormat(t *testing.T) {
 	}
 	if _, err := NewCallGrammar(cv.cv, CallOptions{Tools: tools, Auto: true, ContentJSON: js, ContentGrammar: re}); err == nil {
 		t.Error("two answer formats: no error")
+	}
+}
+
+// TestCallCustomGrammar drives forced calls of a custom tool whose input
+// follows a grammar (the patch grammar of the Lark tests), masks checked
+// against each token: the input is a whole patch, or a prefix of one when
+// the budget ran out first.
+func TestCallCustomGrammar(t *testing.T) {
+	cv := callVocab(t)
+	src, err := os.ReadFile("../grammar/lark/testdata/patch.lark")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := lark.Parse(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []CallTool{{Name: "apply_patch", Parameters: []byte(`{"type":"object","properties":{"input":{"type":"string"}},"required":["input"]}`),
+		Grammar: g, GrammarParam: "input"}}
+	cg, err := NewCallGrammar(cv.cv, CallOptions{Tools: tools, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(49, 50))
+	// Half the calls start from the value's first byte.
+	open := cv.tok.Encode("<tool_call>\n<function=apply_patch>\n<parameter=input>\n")
+	for k := range 4 {
+		// (A budget well above the margin, so that nothing is forced.)
+		c := cg.NewConstraint(400, 0)
+		gen := drive(t, cv, c, rng, 400, open[:len(open)*(k%2)], 8)
+		res := ParseAll(gen.text, Options{Tools: cg.Schemas()})
+		if len(res.ToolCalls) != 1 {
+			t.Fatalf("no call in %q", gen.text)
+		}
+		var args map[string]string
+		if err := json.Unmarshal([]byte(res.ToolCalls[0].Function.Arguments), &args); err != nil {
+			t.Fatal(err)
+		}
+		if in := args["input"]; !g.Match([]byte(in)) && !g.Match([]byte(in+"\n")) {
+			t.Errorf("input %q is not a patch", in)
+		}
 	}
 }

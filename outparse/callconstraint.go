@@ -119,8 +119,10 @@ func (c *CallConstraint) mask() []uint64 {
 		}
 	case s.phase == phFree && !g.watch:
 		copy(m, cv.all)
+	// (A raw value under a grammar has no text rule, which Boundary
+	// reads: the grammar is tested first.)
 	case (s.phase == phThink || s.phase == phFree || s.phase == phFreeCall) && s.ac == 0,
-		s.phase == phRaw && s.ac == 0 && s.pos == 0 && !s.dead && s.text.Boundary() && g.tools[s.tool].params[s.param].gram == nil:
+		s.phase == phRaw && s.ac == 0 && s.pos == 0 && !s.dead && g.tools[s.tool].params[s.param].gram == nil && s.text.Boundary():
 		// Tokens without '<' cannot complete a tag from here, and a raw
 		// value takes any text: only the others need the automaton.
 		if s.phase == phRaw {
