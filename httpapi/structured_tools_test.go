@@ -291,3 +291,51 @@ func sseEvents(t *testing.T, data []byte) []map[string]any {
 	}
 	return out
 }
+
+// TestToolChoiceWithFormatThinking checks auto beside a format with
+// thinking on and a small thinking budget: the reasoning comes first and
+// is closed in time, then an answer under the format, or calls (opened
+// after or within the reasoning) that follow their schemas.
+func TestToolChoiceWithFormatThinking(t *testing.T) {
+	s := startServer(t, Config{})
+	for _, bias := range []bool{false, true} {
+		answers := 0
+		for seed := range 3 {
+			body := toolChoiceBody("auto", true, false)
+			body["temperature"], body["seed"], body["max_tokens"], body["thinking_token_budget"] = 1.0, seed, 200, 6
+			delete(body, "logprobs")
+			body["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "a", "schema": answerSchema}}
+			if bias {
+				// "<tool_call>" may open a call in the reasoning too (as
+				// the models do), which then ends it.
+				body["logit_bias"] = map[string]any{"151657": 30}
+			}
+			status, data := post(t, s, "/v1/chat/completions", body)
+			if status != 200 {
+				t.Fatalf("%d %s", status, data)
+			}
+			ch := decodeJSON(t, data)["choices"].([]any)[0].(map[string]any)
+			m := ch["message"].(map[string]any)
+			reasoning, _ := m["reasoning_content"].(string)
+			content, _ := m["content"].(string)
+			list, _ := m["tool_calls"].([]any)
+			what := fmt.Sprintf("bias %v, seed %d", bias, seed)
+			if reasoning == "" && len(list) == 0 {
+				t.Errorf("%s: no reasoning before the answer", what)
+			}
+			for _, c := range list {
+				fn := c.(map[string]any)["function"].(map[string]any)
+				checkCall(t, what, fn["name"].(string), fn["arguments"].(string))
+			}
+			if len(list) == 0 && ch["finish_reason"] == "stop" {
+				if !answerFormat.MatchString(content) {
+					t.Errorf("%s: answer %q does not follow the format", what, content)
+				}
+				answers++
+			}
+		}
+		if !bias && answers == 0 {
+			t.Error("no answer after the reasoning")
+		}
+	}
+}
