@@ -178,6 +178,12 @@ func TestTopKHeapMatchesSort(t *testing.T) {
 		logits := make([]float32, n)
 		for i := range logits {
 			logits[i] = float32(r.IntN(20)) // many ties
+			switch r.IntN(8) {              // and a constraint's mask
+			case 0:
+				logits[i] = float32(math.Inf(-1))
+			case 1:
+				logits[i] = float32(math.NaN())
+			}
 		}
 		k := 1 + r.IntN(n)
 		got := topK(nil, logits, k)
@@ -190,8 +196,11 @@ func TestTopKHeapMatchesSort(t *testing.T) {
 		for i := range order {
 			order[i] = i
 		}
+		order = slices.DeleteFunc(order, func(i int) bool {
+			return logits[i] != logits[i] || math.IsInf(float64(logits[i]), -1)
+		})
 		slices.SortStableFunc(order, func(a, b int) int { return -cmpF(logits[a], logits[b]) })
-		want := slices.Clone(order[:k])
+		want := slices.Clone(order[:min(k, len(order))])
 		slices.Sort(want)
 		if !slices.Equal(ids, want) {
 			t.Fatalf("n=%d k=%d: heap %v, sort %v", n, k, ids, want)
@@ -207,4 +216,23 @@ func cmpF(a, b float32) int {
 		return 1
 	}
 	return 0
+}
+
+// BenchmarkSampleTopKMasked is BenchmarkSampleTopK under a constraint's
+// mask that allows a random half of the vocabulary (as inside a JSON
+// string), the rest at -Inf.
+func BenchmarkSampleTopKMasked(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	logits := make([]float32, 248320)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+		if r.IntN(2) == 0 {
+			logits[i] = float32(math.Inf(-1))
+		}
+	}
+	s := New(Params{Temperature: 0.6, TopK: 20, TopP: 0.95, Seed: 1})
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		s.Sample(logits)
+	}
 }
