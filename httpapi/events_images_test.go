@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/hex"
 	"net/http"
 	"slices"
@@ -22,24 +21,7 @@ import (
 // router index (Hasher.BlocksExtra) recomputes the engine's keys.
 func TestKVEventsImages(t *testing.T) {
 	s := startServerDir(t, vlCheckpoint(t), Config{KVEvents: "tcp://127.0.0.1:0", PodID: "p"}, llm.Options{MaxModelLen: 1024, MaxImages: 2})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	msgs, err := kvevents.Subscribe(ctx, "tcp://"+s.Events().Addr(), "kv@")
-	if err != nil {
-		t.Fatal(err)
-	}
-	synced := false
-	for deadline := time.Now().Add(10 * time.Second); !synced && time.Now().Before(deadline); {
-		s.Events().AllCleared()
-		select {
-		case <-msgs:
-			synced = true
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if !synced {
-		t.Fatal("no event reached the subscriber")
-	}
+	msgs := subscribeEvents(t, s)
 	drain := func() []kvevents.Event {
 		var evs []kvevents.Event
 		for {

@@ -17,24 +17,7 @@ import (
 func TestKVEventsLoRA(t *testing.T) {
 	s := startServerDir(t, smallCheckpoint(t), Config{KVEvents: "tcp://127.0.0.1:0", PodID: "p"},
 		llm.Options{LoRA: []llm.LoRAAdapter{{Name: "a", Path: loraPath("lora-small-a")}}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	msgs, err := kvevents.Subscribe(ctx, "tcp://"+s.Events().Addr(), "kv@")
-	if err != nil {
-		t.Fatal(err)
-	}
-	synced := false
-	for deadline := time.Now().Add(10 * time.Second); !synced && time.Now().Before(deadline); {
-		s.Events().AllCleared()
-		select {
-		case <-msgs:
-			synced = true
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if !synced {
-		t.Fatal("no event reached the subscriber")
-	}
+	msgs := subscribeEvents(t, s)
 	stored := func() []kvevents.Event {
 		var evs []kvevents.Event
 		for {
@@ -84,4 +67,27 @@ func TestKVEventsLoRA(t *testing.T) {
 	}
 	check("adapter", "a", withA, "a", 1)
 	check("base", "test-model", base, "", 0)
+}
+
+// subscribeEvents subscribes to s's KV events until the test ends and
+// returns the messages once the subscription is live: ZeroMQ drops what
+// is published before, so AllCleared is published until one arrives.
+func subscribeEvents(t *testing.T, s *Server) <-chan kvevents.Received {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	msgs, err := kvevents.Subscribe(ctx, "tcp://"+s.Events().Addr(), "kv@")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		s.Events().AllCleared()
+		select {
+		case <-msgs:
+			return msgs
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatal("no event reached the subscriber")
+	return nil
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,24 +24,7 @@ func TestKVEventsTiers(t *testing.T) {
 	budget := 2*sm.PerSequence + (562+512+8)*sm.PerToken
 	s := startServer(t, Config{KVEvents: "tcp://127.0.0.1:0", PodID: "p"},
 		llm.Options{StateMemory: budget, MaxNumSeqs: 1, PrefixCacheDir: t.TempDir(), PrefixCacheDisk: 1 << 30})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	msgs, err := kvevents.Subscribe(ctx, "tcp://"+s.Events().Addr(), "kv@")
-	if err != nil {
-		t.Fatal(err)
-	}
-	synced := false
-	for deadline := time.Now().Add(10 * time.Second); !synced && time.Now().Before(deadline); {
-		s.Events().AllCleared()
-		select {
-		case <-msgs:
-			synced = true
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if !synced {
-		t.Fatal("no event reached the subscriber")
-	}
+	msgs := subscribeEvents(t, s)
 	index := map[string]map[uint64]bool{}
 	drain := func() []kvevents.Event {
 		var evs []kvevents.Event

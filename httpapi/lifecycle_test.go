@@ -232,26 +232,7 @@ func TestKVEventsCleared(t *testing.T) {
 	if got := s.Events().Topic(); got != "kv@pod-1@test-model" {
 		t.Errorf("topic %q", got)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	msgs, err := kvevents.Subscribe(ctx, "tcp://"+s.Events().Addr(), "kv@")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// ZeroMQ drops what is published before the subscription is live:
-	// publish until something arrives, then let the rest drain.
-	synced := false
-	for deadline := time.Now().Add(10 * time.Second); !synced && time.Now().Before(deadline); {
-		s.Events().AllCleared()
-		select {
-		case <-msgs:
-			synced = true
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if !synced {
-		t.Fatal("no event reached the subscriber")
-	}
+	msgs := subscribeEvents(t, s)
 	for quiet := false; !quiet; {
 		select {
 		case <-msgs:

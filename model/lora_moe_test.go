@@ -186,6 +186,24 @@ func moeLoRACase(t *testing.T) (adapterDir, adaptedDir string) {
 	return adapterDir, adaptedDir
 }
 
+// moeLoRAReference loads the adapter of moeLoRACase and returns it with
+// a prompt and the prompt's last logits on the adapted checkpoint (CPU).
+func moeLoRAReference(t *testing.T) (*lora.Adapter, []int, []float32) {
+	t.Helper()
+	adapterDir, adaptedDir := moeLoRACase(t)
+	ad, err := lora.Load(adapterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int{17, 300, 5, 801, 44, 12, 650, 9, 9, 131}
+	ref, err := Open(adaptedDir, withCPU(t, Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	return ad, prompt, moePromptLogits(t, ref, nil, prompt)
+}
+
 // moePromptLogits runs a prompt on a new sequence of m with uses and
 // returns its last logits.
 func moePromptLogits(t *testing.T, m *Model, uses []AdapterUse, prompt []int) []float32 {
@@ -209,18 +227,7 @@ func moePromptLogits(t *testing.T, m *Model, uses []AdapterUse, prompt []int) []
 // experts included, merged at load, against the checkpoint with the
 // updates added in float64.
 func TestLoRAMoEMerged(t *testing.T) {
-	adapterDir, adaptedDir := moeLoRACase(t)
-	ad, err := lora.Load(adapterDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompt := []int{17, 300, 5, 801, 44, 12, 650, 9, 9, 131}
-	ref, err := Open(adaptedDir, withCPU(t, Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	want := moePromptLogits(t, ref, nil, prompt)
+	ad, prompt, want := moeLoRAReference(t)
 	m, err := Open(filepath.Join("..", "testdata", "models", "moe-tiny"), withCPU(t, Options{Merge: []MergedAdapter{{Adapter: ad, Scale: 1}}}))
 	if err != nil {
 		t.Fatal(err)
@@ -244,18 +251,7 @@ func TestLoRAMoEMerged(t *testing.T) {
 // model opened with o: a prompt, a batch mixing it with the base, and a
 // row of each equal to its run alone.
 func checkLoRAMoEUnmerged(t *testing.T, o Options) {
-	adapterDir, adaptedDir := moeLoRACase(t)
-	ad, err := lora.Load(adapterDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompt := []int{17, 300, 5, 801, 44, 12, 650, 9, 9, 131}
-	ref, err := Open(adaptedDir, withCPU(t, Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	want := moePromptLogits(t, ref, nil, prompt)
+	ad, prompt, want := moeLoRAReference(t)
 	m, err := Open(filepath.Join("..", "testdata", "models", "moe-tiny"), withCPU(t, o))
 	if err != nil {
 		t.Fatal(err)

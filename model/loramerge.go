@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
@@ -163,36 +161,25 @@ func (mg *merger) apply(b binding, prefix string, c *Config, dt compute.DType, r
 		outDT, rowBytes = dt, dt.RowBytes(cols)
 	}
 	out := make([]byte, rows*rowBytes)
-	workers := min(runtime.NumCPU(), rows)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for wk := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			row := make([]float32, cols)
-			for r := wk * rows / workers; r < (wk+1)*rows/workers && errs[wk] == nil; r++ {
-				if errs[wk] = read(row, r); errs[wk] != nil {
-					break
-				}
-				for _, p := range pairs {
-					for k := range p.rank {
-						if s := p.scale * p.b[r*p.rank+k]; s != 0 {
-							mg.k.Axpy(s, p.a[k*cols:(k+1)*cols], row)
-						}
-					}
-				}
-				dst := out[r*rowBytes : (r+1)*rowBytes]
-				if outDT == compute.F32 {
-					putF32(dst, row)
-				} else {
-					errs[wk] = quant.QuantizeRow(outDT.Quant(), dst, row)
+	err = parallelRows(rows, cols, func(row []float32, r int) error {
+		if err := read(row, r); err != nil {
+			return err
+		}
+		for _, p := range pairs {
+			for k := range p.rank {
+				if s := p.scale * p.b[r*p.rank+k]; s != 0 {
+					mg.k.Axpy(s, p.a[k*cols:(k+1)*cols], row)
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+		}
+		dst := out[r*rowBytes : (r+1)*rowBytes]
+		if outDT == compute.F32 {
+			putF32(dst, row)
+			return nil
+		}
+		return quant.QuantizeRow(outDT.Quant(), dst, row)
+	})
+	if err != nil {
 		return 0, nil, false, fmt.Errorf("merging into %s: %w", b.name, err)
 	}
 	return outDT, out, true, nil

@@ -132,18 +132,7 @@ func TestMoEDeviceRoutingVulkan(t *testing.T) {
 // at load, the experts included, on the Vulkan backend, whose experts
 // then load stacked: the logits are the adapted checkpoint's on the CPU.
 func TestLoRAMoEMergedVulkan(t *testing.T) {
-	adapterDir, adaptedDir := moeLoRACase(t)
-	ad, err := lora.Load(adapterDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompt := []int{17, 300, 5, 801, 44, 12, 650, 9, 9, 131}
-	ref, err := Open(adaptedDir, withCPU(t, Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	want := moePromptLogits(t, ref, nil, prompt)
+	ad, prompt, want := moeLoRAReference(t)
 	m, err := Open(moeTiny, Options{Backend: newVulkan(t), Merge: []MergedAdapter{{Adapter: ad, Scale: 1}}})
 	if err != nil {
 		t.Fatal(err)

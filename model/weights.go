@@ -334,6 +334,19 @@ func quantizeTensor(qt quant.Type, dt compute.DType, data []byte, rows, cols int
 func quantizeRows(qt quant.Type, rows, cols int, read func(row []float32, r int) error) ([]byte, error) {
 	rb := qt.RowBytes(cols)
 	out := make([]byte, rows*rb)
+	err := parallelRows(rows, cols, func(row []float32, r int) error {
+		if err := read(row, r); err != nil {
+			return err
+		}
+		return quant.QuantizeRow(qt, out[r*rb:(r+1)*rb], row)
+	})
+	return out, err
+}
+
+// parallelRows calls do(row, r) for each r < rows, the rows split over
+// the CPUs in blocks, each worker handing do its one reused row of cols
+// float32s; a worker stops at its first error.
+func parallelRows(rows, cols int, do func(row []float32, r int) error) error {
 	workers := min(runtime.NumCPU(), rows)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
@@ -342,16 +355,13 @@ func quantizeRows(qt quant.Type, rows, cols int, read func(row []float32, r int)
 		go func() {
 			defer wg.Done()
 			row := make([]float32, cols)
-			lo, hi := wk*rows/workers, (wk+1)*rows/workers
-			for r := lo; r < hi && errs[wk] == nil; r++ {
-				if errs[wk] = read(row, r); errs[wk] == nil {
-					errs[wk] = quant.QuantizeRow(qt, out[r*rb:(r+1)*rb], row)
-				}
+			for r := wk * rows / workers; r < (wk+1)*rows/workers && errs[wk] == nil; r++ {
+				errs[wk] = do(row, r)
 			}
 		}()
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // widener returns the decoder of a float dtype's values and their size,
