@@ -446,11 +446,14 @@ func archImpl(k *impl, f Features, nBlock int) Features {
 			qpQ4KVNNIx5, qpQ4KVNNIx6, qpQ4KVNNIx7, qpQ4KVNNIx8}
 		k.qpQ6_K = &[maxPackInputs]qpKernel{qpQ6KVNNIx1, qpQ6KVNNIx2, qpQ6KVNNIx3, qpQ6KVNNIx4,
 			qpQ6KVNNIx5, qpQ6KVNNIx6, qpQ6KVNNIx7, qpQ6KVNNIx8}
-		k.qpGroupsQ4_K = &qpGroupKernels{qpQ4KVNNI2g, qpQ4KVNNI4g}
-		k.qpGroupsQ6_K = &qpGroupKernels{qpQ6KVNNI2g, qpQ6KVNNI4g}
+		if f.multiStream {
+			k.qpGroupsQ4_K = &qpGroupKernels{qpQ4KVNNI2g, qpQ4KVNNI4g}
+			k.qpGroupsQ6_K = &qpGroupKernels{qpQ6KVNNI2g, qpQ6KVNNI4g}
+		}
 		k.name += "-vnni"
 		f.AVXVNNI = false // the AVX-512 kernels serve
 	} else {
+		f.multiStream = false // the group kernels are VNNI's
 		// Without VNNI the packed products run on VPMADDUBSW (see
 		// internal/asmgen/qpack_avx2.go), up to four inputs at a time.
 		k.qpQ8_0 = &[maxPackInputs]qpKernel{qpQ8_0AVX2x1, qpQ8_0AVX2x2, qpQ8_0AVX2x3, qpQ8_0AVX2x4}

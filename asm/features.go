@@ -36,6 +36,12 @@ type Features struct {
 	// packedBF16 keeps the AVX2 set's older bf16 product kernels
 	// (VPMOVZXWD and VPSLLD per eight weights), for comparisons.
 	packedBF16 bool
+	// multiStream runs one-input Q4_K and Q6_K products on AVX512_VNNI
+	// two or four groups of 16 rows at a time (several weight streams in
+	// flight) rather than one group at a time (one sequential stream).
+	// DetectFeatures sets it except on AMD CPUs, where one stream reads
+	// faster (see qpGroupKernels); New keeps it where asked.
+	multiStream bool
 }
 
 // DetectFeatures reports the capabilities of the running CPU that this
@@ -51,6 +57,7 @@ func DetectFeatures() Features {
 		f.AVX512VNNI = f.AVX512 && c.Supports(cpuid.AVX512VNNI)
 		f.AVXVNNI = f.AVX2 && c.Supports(cpuid.AVXVNNI)
 		f.AMXBF16 = f.AVX512BF16 && c.Supports(cpuid.AMXTILE, cpuid.AMXBF16) && amx.Permitted()
+		f.multiStream = c.VendorID != cpuid.AMD
 	case "arm64":
 		// ASIMD is mandatory on arm64; cpuid may not see it everywhere
 		// (for example under user-mode emulation), so trust the architecture.
@@ -65,15 +72,16 @@ func DetectFeatures() Features {
 // AMXBF16 needs AVX512BF16, DotProd needs NEON).
 func (f Features) and(g Features) Features {
 	r := Features{
-		AVX2:       f.AVX2 && g.AVX2,
-		AVX512:     f.AVX512 && g.AVX512,
-		AVX512BF16: f.AVX512BF16 && g.AVX512BF16,
-		AVX512VNNI: f.AVX512VNNI && g.AVX512VNNI,
-		AMXBF16:    f.AMXBF16 && g.AMXBF16,
-		AVXVNNI:    f.AVXVNNI && g.AVXVNNI,
-		NEON:       f.NEON && g.NEON,
-		DotProd:    f.DotProd && g.DotProd,
-		packedBF16: f.packedBF16 || g.packedBF16,
+		AVX2:        f.AVX2 && g.AVX2,
+		AVX512:      f.AVX512 && g.AVX512,
+		AVX512BF16:  f.AVX512BF16 && g.AVX512BF16,
+		AVX512VNNI:  f.AVX512VNNI && g.AVX512VNNI,
+		AMXBF16:     f.AMXBF16 && g.AMXBF16,
+		AVXVNNI:     f.AVXVNNI && g.AVXVNNI,
+		NEON:        f.NEON && g.NEON,
+		DotProd:     f.DotProd && g.DotProd,
+		packedBF16:  f.packedBF16 || g.packedBF16,
+		multiStream: f.multiStream || g.multiStream,
 	}
 	r.AVX512 = r.AVX512 && r.AVX2
 	r.AVX512BF16 = r.AVX512BF16 && r.AVX512

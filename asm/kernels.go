@@ -80,8 +80,9 @@ type impl struct {
 	qpQ8_0Wide *[maxPackInputs]qpKernel
 	widenQ8_0  func(dst, src []byte, blocks int)
 	// qpGroupsQ4_K and qpGroupsQ6_K are the one-input kernels of two and
-	// four groups at once (nil: none), whose weight streams decode faster
-	// than one.
+	// four groups at once (nil: none, or not Features.multiStream), whose
+	// several weight streams decode faster than one on some CPUs (see
+	// matMulQPackedTiles).
 	qpGroupsQ4_K, qpGroupsQ6_K *qpGroupKernels
 	// qpInputBytes is the bytes of packed inputs a packed product takes
 	// at a time (qpInputBytes).

@@ -1,6 +1,7 @@
 package asm
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -20,7 +21,9 @@ const guard = 16
 // sentinel fills guard bands; a kernel that writes out of bounds changes it.
 const sentinel = float32(-12345.5)
 
-// kernelSets returns every kernel set this CPU can run, each once.
+// kernelSets returns every kernel set this CPU can run, each once: the
+// AVX512_VNNI sets with and without the one-input group kernels
+// (Features.multiStream), whichever the CPU's vendor gets by default.
 func kernelSets(t testing.TB) []*Kernels {
 	t.Helper()
 	wants := []Features{
@@ -33,6 +36,7 @@ func kernelSets(t testing.TB) []*Kernels {
 		{AVX2: true, AVX512: true, AVX512VNNI: true},
 		{AVX2: true, AVX512: true, AVX512BF16: true, AVX512VNNI: true},
 		{AVX2: true, AVX512: true, AVX512BF16: true, AVX512VNNI: true, AMXBF16: true},
+		{AVX2: true, AVX512: true, AVX512BF16: true, AVX512VNNI: true, multiStream: true},
 		{NEON: true},
 		{NEON: true, DotProd: true},
 	}
@@ -40,16 +44,21 @@ func kernelSets(t testing.TB) []*Kernels {
 	var sets []*Kernels
 	for _, f := range wants {
 		k := New(f)
-		if seen[k.Name()] {
+		key := fmt.Sprintf("%s %+v", k.Name(), k.Features())
+		if seen[key] {
 			continue
 		}
-		seen[k.Name()] = true
+		seen[key] = true
 		sets = append(sets, k)
 	}
 	if testing.Verbose() {
 		var names []string
 		for _, k := range sets {
-			names = append(names, k.Name())
+			name := k.Name()
+			if k.Features().multiStream {
+				name += " (group kernels)"
+			}
+			names = append(names, name)
 		}
 		t.Logf("kernel sets on %s: %s (detected %+v)", runtime.GOARCH, strings.Join(names, ", "), DetectFeatures())
 	}

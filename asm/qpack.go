@@ -532,11 +532,17 @@ const maxPackInputs = 8
 // GFLOP/s against 118 at 64 inputs).
 //
 // One input with groups (one-input kernels of two and four groups at once,
-// each group gb bytes after the one before) runs the groups four, then two
-// at a time: more weight streams keep more reads in flight (one thread,
-// Zen 4, 16384x4096 in DRAM, one group, two, four at a time: Q4_K
-// 16.0-17.7, 18.9-20.5, 20.9-22.6 GB/s; Q6_K 16.0-17.1, 19.2-20.4,
-// 20.1-21.1; BenchmarkQPackGroups), with the same sums.
+// each group gb bytes after the one before; Features.multiStream) runs the
+// groups four, then two at a time, with the same sums: more weight streams
+// in flight. They were measured faster on a Zen 4 VM when the one-group
+// kernels were slower (one thread, 16384x4096, one, two, four groups:
+// Q4_K 16.0-17.7, 18.9-20.5, 20.9-22.6 GB/s). With today's one-group
+// kernels, on the Zen 4 (EPYC) VMs these targets are measured on, one
+// sequential stream per thread reads faster: one thread, 65536x2048 of
+// unique weights, bytes per second of thread CPU time (the machine shared
+// with other work), medians of 7 alternating runs, one/two/four groups:
+// Q4_K 26.2 / 17.5 / 15.1 GB/s, Q6_K 23.9 / 18.5 / 17.3. So the AMD sets
+// run one group at a time.
 func matMulQPackedTiles(kern *[maxPackInputs]qpKernel, groups *qpGroupKernels, gb, xb, blocks, inBytes int, dst []float32, ldd int, wp []byte, rows int, xq []byte, n int) {
 	most, nb := qpInputChunk(kern, inBytes, xb)
 	g0 := 0

@@ -52,7 +52,9 @@ func BenchmarkQKernL1(b *testing.B) {
 // time, one thread: GB/s of weights (b.SetBytes). matMulQPackedTiles takes
 // four, then two, then one.
 func BenchmarkQPackGroups(b *testing.B) {
-	k := Detect()
+	f := DetectFeatures()
+	f.multiStream = true // the group kernels, where the CPU's default leaves them out
+	k := New(f)
 	if k.qpGroupsQ4_K == nil {
 		b.Skipf("%s kernels have no packed group kernels", k.Name())
 	}
