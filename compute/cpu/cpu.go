@@ -299,9 +299,15 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 
 // LoadTable implements compute.TableLoader: a weight that only Embed
 // reads stays in the stored layout, which reads a row at a time in place
-// (never packed, so its pages stay on disk until a token needs them).
+// (never packed, so a table large beside the machine's memory stays on
+// disk until a token needs a row); a smaller one is mapped whole now
+// (populateTable), so that no decode step waits for a page of it.
 func (b *Backend) LoadTable(name string, dt compute.DType, rows, cols int, data []byte) (compute.Weight, error) {
-	return b.loadWeight(name, dt, rows, cols, data, false)
+	w, err := b.loadWeight(name, dt, rows, cols, data, false)
+	if err == nil {
+		populateTable(data)
+	}
+	return w, err
 }
 
 // loadWeight is LoadWeight, with weights packed in the kernels' layout
