@@ -180,6 +180,10 @@ type Options struct {
 	// checkpoint's weight memory; a Quantize load keeps its format), and
 	// no adapter can be loaded or unloaded later.
 	LoRAMerge bool
+	// LoRAMergeFormat is model.Options.MergeFormat: "" or "f32" keeps a
+	// float checkpoint's merged matrices exact in F32, "base" in the
+	// checkpoint's own format, at the base's speed, the update rounded.
+	LoRAMergeFormat string
 	// MaxLoRAs bounds the adapters attached at once and MaxLoRARank their
 	// rank (vLLM's --max-loras and --max-lora-rank); zero means no bound.
 	MaxLoRAs, MaxLoRARank int
@@ -331,7 +335,7 @@ func OpenContext(ctx context.Context, dir string, o Options) (*Model, error) {
 	}
 	m, err := model.OpenContext(ctx, dir, model.Options{Backend: be, Progress: o.Progress, Quantize: o.Quantize, KVCacheType: kvType,
 		MTP: o.Speculative.Method == "mtp", DraftQuantize: o.Speculative.DraftQuantize, MaxStepTokens: max(prefillPassTokens, maxSeqs+engine.DefaultChunkTokens),
-		ExpertBackend: experts, CPUMoELayers: o.CPUMoE, HostMoERouting: o.HostMoERouting, Merge: merge})
+		ExpertBackend: experts, CPUMoELayers: o.CPUMoE, HostMoERouting: o.HostMoERouting, Merge: merge, MergeFormat: o.LoRAMergeFormat})
 	if err != nil {
 		lm.closeBackend()
 		if o.Speculative.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/lora"
 	"github.com/govinfer/govinfer/safetensors"
 )
@@ -415,5 +416,40 @@ func TestLoRAMergeErrors(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestLoRAMergeFormat checks MergeFormat "base": the merged matrices keep
+// the checkpoint's BF16 (the update rounded with them, so the logits are
+// near the goldens but not within their tolerance), and an unknown format
+// is refused.
+func TestLoRAMergeFormat(t *testing.T) {
+	ad := loadAdapter(t, "lora-small-a")
+	m, err := Open(filepath.Join("..", "testdata", "models", "small"), withCPU(t, Options{Merge: []MergedAdapter{{Adapter: ad, Scale: 1}}, MergeFormat: "base"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for key, w := range m.w.linears {
+		if strings.HasSuffix(key, "mlp.down_proj") && w.DType() != compute.BF16 {
+			t.Errorf("%s merged as %v, want the checkpoint's BF16", key, w.DType())
+		}
+	}
+	g := loadLoRAGolden(t, "lora-small-a")
+	c := g.Cases[0]
+	seq, err := m.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq.Close()
+	out, err := m.Step(context.Background(), []Input{{Seq: seq, Tokens: c.Prompt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := relErr(out[0].Logits, g.floats(t, c.LastLogits.Tensor)); e > 0.05 {
+		t.Errorf("merged in BF16: rel err %.3g against the goldens, want the update rounded, not lost", e)
+	}
+	if _, err := Open(filepath.Join("..", "testdata", "models", "small"), withCPU(t, Options{Merge: []MergedAdapter{{Adapter: ad, Scale: 1}}, MergeFormat: "bf16"})); err == nil {
+		t.Error("merge format bf16 was accepted")
 	}
 }

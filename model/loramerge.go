@@ -12,6 +12,7 @@ import (
 	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/gguf/qwen35"
+	"github.com/govinfer/govinfer/internal/half"
 	"github.com/govinfer/govinfer/lora"
 	"github.com/govinfer/govinfer/quant"
 )
@@ -29,8 +30,11 @@ type MergedAdapter struct {
 // those load.
 type merger struct {
 	terms map[string][]mergeTerm // by module key (moduleKey)
-	used  map[string]bool
-	k     *asm.Kernels
+	// keep stores a float checkpoint's merged matrices in its own format
+	// (Options.MergeFormat "base"), not in F32.
+	keep bool
+	used map[string]bool
+	k    *asm.Kernels
 }
 
 // mergeTerm is one adapter's update of a matrix: W += scale · B A, rows
@@ -43,11 +47,18 @@ type mergeTerm struct {
 
 // newMerger checks the adapters' modules against the text model's linears
 // and returns their merger; nil when there are none.
-func newMerger(ms []MergedAdapter, c *Config) (*merger, error) {
+func newMerger(ms []MergedAdapter, c *Config, format string) (*merger, error) {
 	if len(ms) == 0 {
 		return nil, nil
 	}
 	mg := &merger{terms: map[string][]mergeTerm{}, used: map[string]bool{}, k: asm.Detect()}
+	switch format {
+	case "", "f32":
+	case "base":
+		mg.keep = true
+	default:
+		return nil, fmt.Errorf("merge format %q is not f32 or base", format)
+	}
 	for i, ma := range ms {
 		if ma.Adapter == nil {
 			return nil, fmt.Errorf("merged adapter %d is nil", i)
@@ -114,9 +125,10 @@ func (mg *merger) termsFor(b binding, prefix string, c *Config) (key string, ter
 
 // apply adds the updates of the matrix bound by b, rows×cols values of dt
 // in data, and returns the merged matrix: in F32 where the base is a
-// float format (BF16 would round the update away: an update is a small
-// change of each weight), in its own format where the base is quantized.
-// Matrices no adapter updates come back as they are.
+// float format (BF16 would round much of an update away: an update is a
+// small change of each weight) unless mg.keep, in its own format where
+// the base is quantized. Matrices no adapter updates come back as they
+// are; tiled, when set, is the file's value-head order the matrix keeps.
 func (mg *merger) apply(b binding, prefix string, c *Config, dt compute.DType, rows, cols int, data []byte, tiled *qwen35.Heads) (compute.DType, []byte, bool, error) {
 	key, terms, expert, row0 := mg.termsFor(b, prefix, c)
 	if len(terms) == 0 {
@@ -157,7 +169,7 @@ func (mg *merger) apply(b binding, prefix string, c *Config, dt compute.DType, r
 		return 0, nil, false, fmt.Errorf("merging into %s: %w", b.name, err)
 	}
 	outDT, rowBytes := compute.F32, 4*cols
-	if dt.Quant() != quant.Keep {
+	if dt.Quant() != quant.Keep || mg.keep {
 		outDT, rowBytes = dt, dt.RowBytes(cols)
 	}
 	out := make([]byte, rows*rowBytes)
@@ -173,9 +185,14 @@ func (mg *merger) apply(b binding, prefix string, c *Config, dt compute.DType, r
 			}
 		}
 		dst := out[r*rowBytes : (r+1)*rowBytes]
-		if outDT == compute.F32 {
+		switch outDT {
+		case compute.F32:
 			putF32(dst, row)
 			return nil
+		case compute.BF16:
+			return half.EncodeBF16(dst, row)
+		case compute.F16:
+			return half.EncodeF16(dst, row)
 		}
 		return quant.QuantizeRow(outDT.Quant(), dst, row)
 	})

@@ -74,6 +74,13 @@ type Options struct {
 	// quantized again in its own format. Merged weights are not kept in
 	// the packed-weight cache.
 	Merge []MergedAdapter
+	// MergeFormat is the format of a float checkpoint's merged matrices:
+	// "" or "f32" keeps them exact in F32; "base" keeps the checkpoint's
+	// own (BF16, F16), so the merged model reads what the base reads and
+	// runs at its speed, the update rounded with the weights (the small
+	// test model's logits move 0.6-1.6 %). A quantized load re-quantizes
+	// either way.
+	MergeFormat string
 	// ExpertBackend, when set, holds and runs the experts of the mixture
 	// of experts of the first CPUMoELayers layers (every layer's and the
 	// MTP head's when CPUMoELayers is negative): llama.cpp's --cpu-moe and
@@ -191,7 +198,7 @@ func newModel(cfg *Config, src source, o Options) (*Model, error) {
 	if draft != quant.Keep && !o.MTP {
 		return nil, errors.New("model: a draft quantization (Options.DraftQuantize) needs the MTP head (Options.MTP)")
 	}
-	merge, err := newMerger(o.Merge, cfg)
+	merge, err := newMerger(o.Merge, cfg, o.MergeFormat)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

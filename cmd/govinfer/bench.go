@@ -260,6 +260,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	regexArg := fs.String("regex", "", "`RE`: a regular expression, as --grammar")
 	imageTokens := fs.Int("image-tokens", 0, "instead of the text benchmark: encode one random image of `N` merged tokens with the checkpoint's vision tower (encoder only; 1024 is a 1024x1024 image at Qwen3.5's 16-pixel patches), and prefill a prompt holding it against a text prompt of the same length (encoding --repeat times, each followed by two prefills of each prompt, in turns)")
 	loraDir := fs.String("lora", "", "instead of the text benchmark: measure the LoRA adapter in `DIR` (PEFT's layout; make-random --lora-for makes one) against the base in the same run: prefill and decode with it and without, --batch sequences (8 if 1) over 4 adapters against over one, decoding with it merged into the weights against the base, and its load time")
+	benchMergeFormat := mergeFormatFlag(fs.FlagSet)
 	noMerged := fs.Bool("lora-no-merged", false, "--lora: skip the merged measurement (which loads the model a second time)")
 	if code, done := parseFlags(fs, io, args); done {
 		return code
@@ -336,7 +337,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 			n = 8
 		}
 		res, err := benchLoRA(ctx, loraBenchOptions{dir: *dir, quantize: *quantize, backend: inner, adapter: *loraDir,
-			prompt: *prompt, gen: *gen, repeat: *repeat, batch: n, noMerged: *noMerged}, io.err)
+			prompt: *prompt, gen: *gen, repeat: *repeat, batch: n, noMerged: *noMerged, mergeFormat: *benchMergeFormat}, io.err)
 		if err != nil {
 			return fail(exitError, "%v", err)
 		}

@@ -55,6 +55,7 @@ type loraBenchOptions struct {
 	repeat        int
 	batch         int
 	noMerged      bool
+	mergeFormat   string // --lora-merge-format
 }
 
 // benchLoRA measures an adapter on the model (see loraBenchResult).
@@ -121,7 +122,7 @@ func benchLoRA(ctx context.Context, o loraBenchOptions, log goio.Writer) (*loraB
 	if o.noMerged {
 		return res, nil
 	}
-	mm, err := model.OpenContext(ctx, o.dir, model.Options{Backend: o.backend, Quantize: o.quantize, Merge: []model.MergedAdapter{{Adapter: ad, Scale: 1}}})
+	mm, err := model.OpenContext(ctx, o.dir, model.Options{Backend: o.backend, Quantize: o.quantize, Merge: []model.MergedAdapter{{Adapter: ad, Scale: 1}}, MergeFormat: o.mergeFormat})
 	if err != nil {
 		return nil, fmt.Errorf("merged: %w", err)
 	}
@@ -142,8 +143,10 @@ func benchLoRA(ctx context.Context, o loraBenchOptions, log goio.Writer) (*loraB
 	}
 	res.MergedDecode = median(md)
 	res.MergedRatio = res.MergedDecode / median(mb)
-	if o.quantize == "" {
-		res.MergedNote = "merged into a float checkpoint, the matrices the adapter touches are F32 (a BF16 base reads twice their bytes); with --quantize they keep the base's format"
+	if o.quantize == "" && o.mergeFormat == "base" {
+		res.MergedNote = "merged into a float checkpoint in its own format (--lora-merge-format base): the base's bytes, the update rounded"
+	} else if o.quantize == "" {
+		res.MergedNote = "merged into a float checkpoint, the matrices the adapter touches are F32 (a BF16 base reads twice their bytes); with --quantize or --lora-merge-format base they keep the base's format"
 	} else {
 		res.MergedNote = "merged matrices are quantized to " + o.quantize + " as the base's"
 	}

@@ -64,6 +64,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	fmaTiles := fmaTilesFlag(fs.FlagSet)
 	cpuMoE := cpuMoEFlags(fs.FlagSet)
 	hostRoute := fs.Bool("host-moe-routing", false, hostRoutingUsage)
+	mergeFormat := mergeFormatFlag(fs.FlagSet)
 	var images fileList
 	mmproj := mmprojFlag(fs.FlagSet)
 	fs.Var(&images, "image", "attach the image `FILE` (PNG, JPEG, WebP or GIF) to the question, or to the first message of an interactive chat; repeat for several (the model needs a vision tower)")
@@ -169,7 +170,7 @@ func runChat(ctx context.Context, io stdio, args []string) int {
 	o.params.LoRA = uses
 	m, err := llm.OpenContext(ctx, *dir, llm.Options{Backend: backend, MaxModelLen: *maxLen, MaxNumSeqs: 1, Progress: progress, Quantize: *quantize, MMProj: mm,
 		VisionBackend: visionBackend(bo), Speculative: spec, CPUMoE: moeLayers, HostMoERouting: *hostRoute, PrefixCacheDir: *pcDisk.dir, PrefixCacheDisk: *pcDisk.disk, PrefixCacheLog: pcDisk.logf(io.err, "chat"),
-		LoRA: adapters, LoRAMerge: *loraMerge, PrefixCacheHost: *pcDisk.host})
+		LoRA: adapters, LoRAMerge: *loraMerge, LoRAMergeFormat: *mergeFormat, PrefixCacheHost: *pcDisk.host})
 	if err != nil {
 		if spec.Method == "mtp" && strings.Contains(err.Error(), "MTP head") {
 			return fail(exitUsage, "--speculative-config: %v", err)

@@ -54,6 +54,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
 	cpuMoE := cpuMoEFlags(fs.FlagSet)
 	hostRoute := fs.Bool("host-moe-routing", false, hostRoutingUsage)
+	mergeFormat := mergeFormatFlag(fs.FlagSet)
 	device := fs.Int("device", 0, "Vulkan device: 0 picks the best (discrete GPU first), N the Nth of the list")
 	noCoopmat := fs.Bool("no-coopmat", false, "Vulkan: run prefill products on the portable tiled shader even where the device has VK_KHR_cooperative_matrix")
 	bf16In := bf16InputsFlag(fs.FlagSet)
@@ -144,7 +145,7 @@ func runGenerate(ctx context.Context, io stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 	m, err := model.OpenContext(ctx, *dir, model.Options{Backend: backend, Quantize: *quantize, MTP: spec.Method == "mtp", DraftQuantize: spec.DraftQuantize, Progress: quietProgress(io, *dir, *quantize),
-		ExpertBackend: experts, CPUMoELayers: moeLayers, HostMoERouting: *hostRoute, Merge: merge})
+		ExpertBackend: experts, CPUMoELayers: moeLayers, HostMoERouting: *hostRoute, Merge: merge, MergeFormat: *mergeFormat})
 	if err != nil {
 		if ctx.Err() != nil {
 			return fail(exitError, "interrupted while loading")

@@ -149,8 +149,16 @@ const loraHelp = "LoRA adapter directory (PEFT's adapter_config.json and adapter
 func loraFlags(fs *flag.FlagSet) (*loraPaths, *bool) {
 	var l loraPaths
 	fs.Var(&l, "lora", loraHelp)
-	merge := fs.Bool("lora-merge", false, "add the --lora adapters into the weights while they load: base-model speed, but a BF16 checkpoint's matrices the adapters touch are kept in F32 (twice their memory; --quantize keeps its format)")
+	merge := fs.Bool("lora-merge", false, "add the --lora adapters into the weights while they load; a BF16 checkpoint's matrices the adapters touch are kept exact in F32 (twice their bytes) unless --lora-merge-format base; --quantize keeps its format")
 	return &l, merge
+}
+
+// loraMergeFormatUsage is --lora-merge-format's help.
+const loraMergeFormatUsage = "with --lora-merge, the format of a BF16/F16 checkpoint's merged matrices: f32 keeps the adapted model exact (twice those matrices' bytes), base keeps the checkpoint's own (the base's speed; the update rounded with the weights, logits about 1 % off); a --quantize load re-quantizes either way"
+
+// mergeFormatFlag adds --lora-merge-format to fs.
+func mergeFormatFlag(fs *flag.FlagSet) *string {
+	return fs.String("lora-merge-format", "f32", loraMergeFormatUsage)
 }
 
 // options returns the llm options of --lora and --lora-merge, and the

@@ -110,12 +110,13 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 	)
 	cpuMoE := cpuMoEFlags(fs.FlagSet)
 	hostRoute := fs.Bool("host-moe-routing", false, hostRoutingUsage)
+	mergeFormat := mergeFormatFlag(fs.FlagSet)
 	var loraMods loraModules
 	fs.Var(&loraMods, "lora-modules", "LoRA adapters to serve, as vLLM takes them: --lora-modules name=path [name=path ...] or the JSON form '{\"name\": ..., \"path\": ..., \"base_model_name\": ...}'; a request's model picks one (implies --enable-lora)")
 	enableLoRA := fs.Bool("enable-lora", false, "serve LoRA adapters: --lora-modules at start, and POST /v1/load_lora_adapter and /v1/unload_lora_adapter at run time (behind --api-key; vLLM also wants VLLM_ALLOW_RUNTIME_LORA_UPDATING, govinfer does not)")
 	maxLoRAs := fs.Int("max-loras", defaultMaxLoRAs, "most LoRA adapters attached at once (one batch may mix them all); a load past it gets a 400")
 	maxLoRARank := fs.Int("max-lora-rank", defaultMaxLoRARank, "largest LoRA rank accepted; an adapter over it is refused (a 400 at run time)")
-	loraMerge := fs.Bool("lora-merge", false, "add the one --lora-modules adapter into the weights while they load: base-model speed, but every request runs with it, no adapter can be loaded at run time, and a BF16 checkpoint's matrices it touches are kept in F32 (twice their memory; --quantize keeps its format)")
+	loraMerge := fs.Bool("lora-merge", false, "add the one --lora-modules adapter into the weights while they load: every request runs with it, no adapter can be loaded at run time, and a BF16 checkpoint's matrices it touches are kept exact in F32 (twice their bytes) unless --lora-merge-format base; --quantize keeps its format")
 	if code, done := parseFlags(fs, io, expandMultiValue(args, "lora-modules")); done {
 		return code
 	}
@@ -240,7 +241,7 @@ func runServe(ctx context.Context, io stdio, args []string) int {
 		DefaultTemplateArgs: templateArgs, MaxImages: maxImages, MaxImagePixels: maxImagePixels, MMProj: mm,
 		NoPrefixCache: *noCache, StateMemory: memBytes, StateMemoryFraction: memFrac, KVCacheType: *kvType,
 		Speculative: spec, CPUMoE: moeLayers, HostMoERouting: *hostRoute, MaxGrammarBytes: *maxGrmr,
-		LoRA: loraMods, LoRAMerge: *loraMerge, MaxLoRAs: *maxLoRAs, MaxLoRARank: *maxLoRARank,
+		LoRA: loraMods, LoRAMerge: *loraMerge, LoRAMergeFormat: *mergeFormat, MaxLoRAs: *maxLoRAs, MaxLoRARank: *maxLoRARank,
 	}
 	pcDisk.options(&opts, io.err, "serve")
 	// The server listens at once and answers 503 while it opens the model
