@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/govinfer/govinfer/compute"
@@ -428,25 +429,13 @@ func loraRuns(dst []loraRun, pass []piece, row, keep func(*piece) int) []loraRun
 			continue
 		}
 		lo := row(p)
-		if k := len(dst) - 1; k >= 0 && dst[k].lo+dst[k].n == lo && sameUses(dst[k].uses, us) {
+		if k := len(dst) - 1; k >= 0 && dst[k].lo+dst[k].n == lo && slices.Equal(dst[k].uses, us) {
 			dst[k].n += n
 			continue
 		}
 		dst = append(dst, loraRun{lo: lo, n: n, uses: us})
 	}
 	return dst
-}
-
-func sameUses(a, b []AdapterUse) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // loraScratch holds the activations of adapters' updates: a run's input
@@ -596,7 +585,7 @@ func (m *Model) expertRuns(group []int32) []loraRun {
 		if int(src) < r.lo {
 			continue
 		}
-		if k := len(ls.group) - 1; k >= 0 && ls.group[k].lo+ls.group[k].n == i && sameUses(ls.group[k].uses, r.uses) {
+		if k := len(ls.group) - 1; k >= 0 && ls.group[k].lo+ls.group[k].n == i && slices.Equal(ls.group[k].uses, r.uses) {
 			ls.group[k].n++
 			continue
 		}

@@ -94,7 +94,7 @@ func TestLoRAGGUFTiled(t *testing.T) {
 		}
 		var got []float32
 		for _, p := range prompts {
-			got = append(got, moePromptLogits(t, m, uses, p)...)
+			got = append(got, adapterLogits(t, m, uses, p)...)
 		}
 		return got
 	}

@@ -201,12 +201,12 @@ func moeLoRAReference(t *testing.T) (*lora.Adapter, []int, []float32) {
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	return ad, prompt, moePromptLogits(t, ref, nil, prompt)
+	return ad, prompt, adapterLogits(t, ref, nil, prompt)
 }
 
-// moePromptLogits runs a prompt on a new sequence of m with uses and
+// adapterLogits runs a prompt on a new sequence of m with uses and
 // returns its last logits.
-func moePromptLogits(t *testing.T, m *Model, uses []AdapterUse, prompt []int) []float32 {
+func adapterLogits(t *testing.T, m *Model, uses []AdapterUse, prompt []int) []float32 {
 	t.Helper()
 	seq, err := m.NewSequence()
 	if err != nil {
@@ -233,7 +233,7 @@ func TestLoRAMoEMerged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	got := moePromptLogits(t, m, nil, prompt)
+	got := adapterLogits(t, m, nil, prompt)
 	if e := relErr(got, want); e > 1e-5 {
 		t.Errorf("merged: rel err %.3g against the adapted checkpoint", e)
 	}
@@ -242,7 +242,7 @@ func TestLoRAMoEMerged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer base.Close()
-	if e := relErr(moePromptLogits(t, base, nil, prompt), want); e < 1e-3 {
+	if e := relErr(adapterLogits(t, base, nil, prompt), want); e < 1e-3 {
 		t.Errorf("the adapter barely changes the logits (rel %.3g): the test cannot tell", e)
 	}
 }
@@ -262,11 +262,11 @@ func checkLoRAMoEUnmerged(t *testing.T, o Options) {
 		t.Fatal(err)
 	}
 	uses := []AdapterUse{{Adapter: a, Scale: 1}}
-	solo := moePromptLogits(t, m, uses, prompt)
+	solo := adapterLogits(t, m, uses, prompt)
 	if e := relErr(solo, want); e > 1e-5 {
 		t.Errorf("unmerged: rel err %.3g against the adapted checkpoint", e)
 	}
-	base := moePromptLogits(t, m, nil, prompt)
+	base := adapterLogits(t, m, nil, prompt)
 	// One step: the base sequence's prompt, then the adapter's, sharing
 	// experts.
 	s1, err := m.NewSequence()

@@ -271,21 +271,7 @@ func TestLoRAScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	prompt := []int{5, 6, 7, 8, 9, 10}
-	logits := func(uses []AdapterUse) []float32 {
-		seq, err := m.NewSequence()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer seq.Close()
-		if err := seq.SetAdapters(uses); err != nil {
-			t.Fatal(err)
-		}
-		out, err := m.Step(context.Background(), []Input{{Seq: seq, Tokens: prompt}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out[0].Logits
-	}
+	logits := func(uses []AdapterUse) []float32 { return adapterLogits(t, m, uses, prompt) }
 	got, want := logits([]AdapterUse{{Adapter: a, Scale: 0.25}}), logits([]AdapterUse{{Adapter: a4, Scale: 1}})
 	if e := relErr(got, want); e > 1e-5 {
 		t.Errorf("scale 0.25: rel err %.3g against the adapter scaled at load", e)
@@ -437,16 +423,7 @@ func TestLoRAMergeFormat(t *testing.T) {
 	}
 	g := loadLoRAGolden(t, "lora-small-a")
 	c := g.Cases[0]
-	seq, err := m.NewSequence()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seq.Close()
-	out, err := m.Step(context.Background(), []Input{{Seq: seq, Tokens: c.Prompt}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := relErr(out[0].Logits, g.floats(t, c.LastLogits.Tensor)); e > 0.05 {
+	if e := relErr(adapterLogits(t, m, nil, c.Prompt), g.floats(t, c.LastLogits.Tensor)); e > 0.05 {
 		t.Errorf("merged in BF16: rel err %.3g against the goldens, want the update rounded, not lost", e)
 	}
 	if _, err := Open(filepath.Join("..", "testdata", "models", "small"), withCPU(t, Options{Merge: []MergedAdapter{{Adapter: ad, Scale: 1}}, MergeFormat: "bf16"})); err == nil {

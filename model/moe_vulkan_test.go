@@ -141,7 +141,7 @@ func TestLoRAMoEMergedVulkan(t *testing.T) {
 	if moe := m.w.layers[0].mlp.(*moeMLP); moe.route != routeDevice {
 		t.Fatalf("layer 0 routes %d, want on the device", moe.route)
 	}
-	if e := relErr(moePromptLogits(t, m, nil, prompt), want); e > 1e-4 {
+	if e := relErr(adapterLogits(t, m, nil, prompt), want); e > 1e-4 {
 		t.Errorf("merged on Vulkan: rel err %.3g against the adapted checkpoint", e)
 	}
 }

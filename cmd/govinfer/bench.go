@@ -447,7 +447,7 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 		prefill, decode = append(prefill, p), append(decode, d)
 		line := fmt.Sprintf("run %d/%d: prefill %.2f tokens/s, decode %.2f tokens/s", r+1, *repeat, p, d)
 		if *batch > 1 {
-			b, err := benchBatch(ctx, m, *batch, *prompt, *gen, prof, &batchProf, &batchMoE)
+			b, err := benchBatch(ctx, m, *batch, *prompt, *gen, prof, &batchProf, &batchMoE, nil)
 			if err != nil {
 				return fail(exitError, "batch of %d: %v", *batch, err)
 			}
@@ -771,8 +771,9 @@ func benchOnce(ctx context.Context, m *model.Model, ids []int, gen int, prof opP
 // n new sequences (one step each), then decodes gen tokens greedily for
 // all of them together, one step per token, and returns the decode rate in
 // tokens of all sequences per second. With prof, it adds the decode steps'
-// operations to batchProf.
-func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int, prof opProfiler, batchProf *[]opTime, moe *moeWork) (float64, error) {
+// operations to batchProf. uses, when not nil, gives sequence i's LoRA
+// adapters.
+func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int, prof opProfiler, batchProf *[]opTime, moe *moeWork, uses func(int) []model.AdapterUse) (float64, error) {
 	seqs := make([]*model.Sequence, n)
 	for i := range seqs {
 		s, err := m.NewSequence()
@@ -782,6 +783,11 @@ func benchBatch(ctx context.Context, m *model.Model, n, prompt, gen int, prof op
 		defer s.Close()
 		if err := s.Reserve(min(prompt+gen, m.Config().MaxContext())); err != nil {
 			return 0, err
+		}
+		if uses != nil {
+			if err := s.SetAdapters(uses(i)); err != nil {
+				return 0, err
+			}
 		}
 		seqs[i] = s
 	}

@@ -100,11 +100,11 @@ func benchLoRA(ctx context.Context, o loraBenchOptions, log goio.Writer) (*loraB
 		if err != nil {
 			return nil, err
 		}
-		b1, err := loraBatch(ctx, m, o.batch, o.prompt, o.gen, one)
+		b1, err := benchBatch(ctx, m, o.batch, o.prompt, o.gen, nil, nil, &moeWork{}, one)
 		if err != nil {
 			return nil, err
 		}
-		b4, err := loraBatch(ctx, m, o.batch, o.prompt, o.gen, many)
+		b4, err := benchBatch(ctx, m, o.batch, o.prompt, o.gen, nil, nil, &moeWork{}, many)
 		if err != nil {
 			return nil, err
 		}
@@ -183,41 +183,6 @@ func loraOnce(ctx context.Context, m *model.Model, ids []int, gen int, uses []mo
 		tok = out[0].Argmax
 	}
 	return prefill, float64(gen) / time.Since(start).Seconds(), nil
-}
-
-// loraBatch decodes n sequences together, sequence i running with
-// uses(i), and returns the tokens of all per second.
-func loraBatch(ctx context.Context, m *model.Model, n, prompt, gen int, uses func(int) []model.AdapterUse) (float64, error) {
-	in := make([]model.Input, n)
-	for i := range in {
-		s, err := m.NewSequence()
-		if err != nil {
-			return 0, err
-		}
-		defer s.Close()
-		if err := s.Reserve(min(prompt+gen, m.Config().MaxContext())); err != nil {
-			return 0, err
-		}
-		if err := s.SetAdapters(uses(i)); err != nil {
-			return 0, err
-		}
-		out, err := m.Step(ctx, []model.Input{{Seq: s, Tokens: benchPrompt(m.Config(), prompt, i+1)}})
-		if err != nil {
-			return 0, err
-		}
-		in[i] = model.Input{Seq: s, Tokens: []int{compute.Argmax(out[0].Logits)}, Logits: model.LastArgmax, Decode: true}
-	}
-	start := time.Now()
-	for range gen {
-		out, err := m.Step(ctx, in)
-		if err != nil {
-			return 0, err
-		}
-		for i := range in {
-			in[i].Tokens = []int{out[i].Argmax}
-		}
-	}
-	return float64(n*gen) / time.Since(start).Seconds(), nil
 }
 
 // print writes the report as text.
