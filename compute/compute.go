@@ -443,6 +443,34 @@ type DecodeMatMuler interface {
 	MatMulDecode(dst Buffer, x Buffer, w Weight, n, decode int)
 }
 
+// MatMulPart is one product of MatMulBatcher.MatMuls: the N rows of X from
+// element XOff on times Wᵀ into Dst from element DstOff on, as
+// MatMulDecode(Dst, X, W, N, Decode) would write them at offset zero.
+type MatMulPart struct {
+	Dst    Buffer
+	DstOff int
+	X      Buffer
+	XOff   int
+	W      Weight
+	// N is the rows of the product, and Decode how many of the first of
+	// them are tokens being decoded (DecodeMatMuler); 0 <= Decode <= N.
+	N, Decode int
+}
+
+// MatMulBatcher is implemented by backends that run several independent
+// products as one pass of their workers (the CPU backend): a mixture of
+// experts' step multiplies its chosen experts' small matrices at once,
+// rather than handing each product to the workers and waiting on it.
+type MatMulBatcher interface {
+	// BatchesMatMuls reports whether MatMuls may be called (a backend
+	// that wraps another answers for it).
+	BatchesMatMuls() bool
+	// MatMuls computes every part, each element bit for bit as the part
+	// alone would give it. No part may write elements another part reads
+	// or writes.
+	MatMuls(parts []MatMulPart)
+}
+
 // WeightFreer is a Backend that can release a weight before it closes
 // (a LoRA adapter unloaded at run time). The weight must not be used
 // after; work already recorded that reads it completes first.

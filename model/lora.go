@@ -594,6 +594,21 @@ func (m *Model) expertRuns(group []int32) []loraRun {
 	return ls.group
 }
 
+// adapts reports whether an adapter of runs updates one of the expert
+// x's matrices.
+func adapts(x *denseMLP, runs []loraRun) bool {
+	for _, r := range runs {
+		for _, u := range r.uses {
+			for _, w := range []compute.Weight{x.gateProj, x.upProj, x.gateUp, x.downProj} {
+				if w != nil && u.Adapter.mods[w] != nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // addLoRA adds to the n rows of dst the updates of w by the adapters of
 // runs, on be: for each run and adapter, dst[run] += s · B (A x[run]).
 func (m *Model) addLoRA(be compute.Backend, dst, x compute.Buffer, w compute.Weight, n int, runs []loraRun) {

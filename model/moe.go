@@ -323,42 +323,11 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 		}
 		xbe, xs, base = f.host, hs.expertBuffers, 0
 	}
-	// Each chosen expert over its rows, in expert order; rows keep their
-	// order, so a group's decode rows come first.
-	next := 0 // expert rows written
-	for e := range ne {
-		group := mo.byExpert[e]
-		if len(group) == 0 {
-			continue
-		}
-		n, decode := len(group), 0
-		for decode < n && int(group[decode]) < sc.decodeRows {
-			decode++
-		}
-		xbe.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.seq[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
-		x := &f.experts[e]
-		// The LoRA updates of the expert's matrices, for the rows whose
-		// sequences run with adapters that have them (none with the
-		// experts on a host backend: AttachAdapter refuses those).
-		runs := m.expertRuns(group)
-		if x.gateUp != nil {
-			matMulOn(xbe, xs.up, xs.ex, x.gateUp, n, decode) // [n, 2*width]
-			m.addLoRA(xbe, xs.up, xs.ex, x.gateUp, n, runs)
-			xbe.SwiGLU(xs.gate, xs.up, n, x.width)
-		} else {
-			matMulOn(xbe, xs.gate, xs.ex, x.gateProj, n, decode)
-			m.addLoRA(xbe, xs.gate, xs.ex, x.gateProj, n, runs)
-			matMulOn(xbe, xs.up, xs.ex, x.upProj, n, decode)
-			m.addLoRA(xbe, xs.up, xs.ex, x.upProj, n, runs)
-			xbe.SiLUMul(xs.gate, xs.gate, xs.up, n*x.width)
-		}
-		matMulOn(xbe, xs.ed, xs.gate, x.downProj, n, decode)
-		m.addLoRA(xbe, xs.ed, xs.gate, x.downProj, n, runs)
-		xbe.Copy(xs.eo, (base+next)*h, xs.ed, 0, n*h)
-		m.moeStats.ExpertRuns++
-		m.moeStats.ExpertBytes += x.bytes()
-		mo.at[e] = int32(rows + next)
-		next += n
+	var next int // expert rows written
+	if bm, ok := xbe.(compute.MatMulBatcher); ok && bm.BatchesMatMuls() && f.batchable(m, rows) {
+		next = f.runBatched(m, xbe, bm, xs, base, rows)
+	} else {
+		next = f.runEach(m, xbe, xs, base, rows)
 	}
 	if f.host != nil && next > 0 {
 		hs := sc.host
@@ -371,6 +340,147 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 	}
 	be.SumRows(sc.tmp, sc.eo, h, mo.sums(rows, k))
 	return nil
+}
+
+// runEach runs each chosen expert over its rows, in expert order, on be
+// (the model's backend or the experts' host), reading xs.xn and writing
+// the experts' rows to xs.eo after base; rows keep their order, so a
+// group's decode rows come first. It returns the expert rows written.
+func (f *moeMLP) runEach(m *Model, be compute.Backend, xs expertBuffers, base, rows int) int {
+	sc, h := m.sc, m.cfg.HiddenSize
+	mo := &sc.moe
+	next := 0
+	for e, group := range mo.byExpert {
+		if len(group) == 0 {
+			continue
+		}
+		n, decode := len(group), 0
+		for decode < n && int(group[decode]) < sc.decodeRows {
+			decode++
+		}
+		be.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.seq[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
+		x := &f.experts[e]
+		// The LoRA updates of the expert's matrices, for the rows whose
+		// sequences run with adapters that have them (none with the
+		// experts on a host backend: AttachAdapter refuses those).
+		runs := m.expertRuns(group)
+		if x.gateUp != nil {
+			matMulOn(be, xs.up, xs.ex, x.gateUp, n, decode) // [n, 2*width]
+			m.addLoRA(be, xs.up, xs.ex, x.gateUp, n, runs)
+			be.SwiGLU(xs.gate, xs.up, n, x.width)
+		} else {
+			matMulOn(be, xs.gate, xs.ex, x.gateProj, n, decode)
+			m.addLoRA(be, xs.gate, xs.ex, x.gateProj, n, runs)
+			matMulOn(be, xs.up, xs.ex, x.upProj, n, decode)
+			m.addLoRA(be, xs.up, xs.ex, x.upProj, n, runs)
+			be.SiLUMul(xs.gate, xs.gate, xs.up, n*x.width)
+		}
+		matMulOn(be, xs.ed, xs.gate, x.downProj, n, decode)
+		m.addLoRA(be, xs.ed, xs.gate, x.downProj, n, runs)
+		be.Copy(xs.eo, (base+next)*h, xs.ed, 0, n*h)
+		m.moeStats.ExpertRuns++
+		m.moeStats.ExpertBytes += x.bytes()
+		mo.at[e] = int32(rows + next)
+		next += n
+	}
+	return next
+}
+
+// batchable reports whether the experts chosen for rows rows run as
+// batches of products (runBatched): the step's pairs fit the scratch
+// buffers, the experts share one layout and width, and no adapter of the
+// step updates them.
+func (f *moeMLP) batchable(m *Model, rows int) bool {
+	sc, k := m.sc, m.cfg.NumExpertsPerTok
+	if rows*k > sc.rows {
+		return false
+	}
+	first := -1
+	for e, group := range sc.moe.byExpert {
+		if len(group) == 0 {
+			continue
+		}
+		x := &f.experts[e]
+		if first < 0 {
+			first = e
+		} else if y := &f.experts[first]; (x.gateUp == nil) != (y.gateUp == nil) || x.width != y.width {
+			return false
+		}
+		if runs := m.expertRuns(group); len(runs) > 0 && adapts(x, runs) {
+			return false
+		}
+	}
+	return first >= 0
+}
+
+// runBatched runs the chosen experts as the loop of forward does, with
+// the products of all experts in two batches (gate and up, then down) and
+// one activation over all their rows: a decode step's eight experts cost
+// two hand-offs between a CPU backend's workers, not twenty-four. The
+// pairs are in expert order, an expert's rows contiguous: rows of experts
+// chosen by several rows are gathered into xs.ex, a lone row is read where
+// it is. It returns the expert rows written to xs.eo after base.
+func (f *moeMLP) runBatched(m *Model, be compute.Backend, bm compute.MatMulBatcher, xs expertBuffers, base, rows int) int {
+	sc, h := m.sc, m.cfg.HiddenSize
+	mo := &sc.moe
+	parts, gathered := mo.parts[:0], mo.gathered[:0]
+	next, width, fused := 0, 0, false
+	for e, group := range mo.byExpert {
+		if len(group) == 0 {
+			continue
+		}
+		x := &f.experts[e]
+		width, fused = x.width, x.gateUp != nil
+		n, decode := len(group), 0
+		for decode < n && int(group[decode]) < sc.decodeRows {
+			decode++
+		}
+		in, inOff := xs.xn, int(group[0])*h
+		if n > 1 {
+			in, inOff = xs.ex, len(gathered)*h
+			gathered = append(gathered, group...)
+		}
+		part := compute.MatMulPart{X: in, XOff: inOff, N: n, Decode: decode}
+		if fused {
+			part.Dst, part.DstOff, part.W = xs.up, next*2*width, x.gateUp
+			parts = append(parts, part)
+		} else {
+			part.Dst, part.DstOff, part.W = xs.gate, next*width, x.gateProj
+			parts = append(parts, part)
+			part.Dst, part.W = xs.up, x.upProj
+			parts = append(parts, part)
+		}
+		m.moeStats.ExpertRuns++
+		m.moeStats.ExpertBytes += x.bytes()
+		mo.at[e] = int32(rows + next)
+		next += n
+	}
+	if len(gathered) > 0 {
+		be.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.seq[:len(gathered)+1], Src: gathered, Weight: mo.ones[:len(gathered)]})
+	}
+	bm.MatMuls(parts)
+	if fused {
+		be.SwiGLU(xs.gate, xs.up, next, width)
+	} else {
+		be.SiLUMul(xs.gate, xs.gate, xs.up, next*width)
+	}
+	// The down products, each expert's rows of silu(gate)·up into its rows
+	// of xs.eo.
+	downs, at := parts[:0], 0
+	for e, group := range mo.byExpert {
+		if len(group) == 0 {
+			continue
+		}
+		n, decode := len(group), 0
+		for decode < n && int(group[decode]) < sc.decodeRows {
+			decode++
+		}
+		downs = append(downs, compute.MatMulPart{Dst: xs.eo, DstOff: (base + at) * h, X: xs.gate, XOff: at * width, W: f.experts[e].downProj, N: n, Decode: decode})
+		at += n
+	}
+	bm.MatMuls(downs)
+	mo.parts, mo.gathered = parts, gathered
+	return next
 }
 
 // MoEStats counts the work of a model's mixture-of-experts blocks since it
@@ -473,6 +583,10 @@ type moeScratch struct {
 	// dev is the activations of routing on the device, made when first
 	// needed.
 	dev *deviceScratch
+
+	// parts and gathered are runBatched's products and gathered rows.
+	parts    []compute.MatMulPart
+	gathered []int32
 
 	seq  []int32   // 0, 1, 2, ...: the gathers' starts
 	ones []float32 // 1, 1, 1, ...: the gathers' weights

@@ -44,14 +44,20 @@ type Backend struct {
 	attnO      []float32 // per split job and head: partial output
 	kv16       []float32 // float32 keys and values of a 16-bit cache (attention16)
 	convJobs   []convJob
-	xq         []byte   // the inputs of a quantized MatMul, quantized
-	xb         []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
-	xt         []uint16 // the inputs of a MatMul on AMX tiles, packed
-	bf16In     bool     // Options.BF16Inputs
-	tiles      bool     // bf16 matrices in the tile layout (amx, or the FMA tile products)
-	amx        bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
-	op         bool     // the FMA tile products on AVX2's outer-product kernel (asm.Kernels.MatMulBF16TilesOP)
-	noPack     bool     // quantized weights stay in GGML's layout (Options.NoPackedQuant)
+	xq         []byte // the inputs of a quantized MatMul, quantized
+	// Reused between MatMuls calls (matmuls.go).
+	partQs   []partQ
+	partIns  []partInput
+	partUse  []int // the input of each of partQs
+	partXQ   []byte
+	partJobs []partJob
+	xb       []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
+	xt       []uint16 // the inputs of a MatMul on AMX tiles, packed
+	bf16In   bool     // Options.BF16Inputs
+	tiles    bool     // bf16 matrices in the tile layout (amx, or the FMA tile products)
+	amx      bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
+	op       bool     // the FMA tile products on AVX2's outer-product kernel (asm.Kernels.MatMulBF16TilesOP)
+	noPack   bool     // quantized weights stay in GGML's layout (Options.NoPackedQuant)
 	// phase receives the time of a product's input preparation (nil:
 	// not timed; ReportPhases).
 	phase func(string, time.Duration)
@@ -410,9 +416,13 @@ func (b *Backend) Embed(dst compute.Buffer, table compute.Weight, ids []int32) {
 // all n inputs. Every element is summed the same way whichever block and
 // worker computes it (see asm), so the blocks change no result.
 func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
-	w, d, xs := wt.(*weight), Data(dst), Data(x)
+	w := wt.(*weight)
+	b.matMul(Data(dst), Data(x)[:n*w.cols], w, n)
+}
+
+// matMul is MatMul on the elements of dst and x from the first on.
+func (b *Backend) matMul(d, xs []float32, w *weight, n int) {
 	rows, cols := w.rows, w.cols
-	xs = xs[:n*cols]
 	if w.q != nil || w.packed != nil {
 		b.matMulQ(d, xs, w, n)
 		return
@@ -457,12 +467,17 @@ func (b *Backend) MatMul(dst, x compute.Buffer, wt compute.Weight, n int) {
 // (which without AMX runs every row of a tile-layout weight on FMA).
 func (b *Backend) MatMulDecode(dst, x compute.Buffer, wt compute.Weight, n, decode int) {
 	w := wt.(*weight)
+	b.matMulDecode(Data(dst), Data(x)[:n*w.cols], w, n, decode)
+}
+
+// matMulDecode is MatMulDecode on the elements of d and xs from the first
+// on.
+func (b *Backend) matMulDecode(d, xs []float32, w *weight, n, decode int) {
 	if w.tiles == nil || !b.amx || decode <= 0 {
-		b.MatMul(dst, x, wt, n)
+		b.matMul(d, xs, w, n)
 		return
 	}
 	decode = min(decode, n)
-	d, xs := Data(dst), Data(x)
 	rows, cols := w.rows, w.cols
 	if decode < n {
 		b.matMulBF16Tiles(d[decode*rows:], xs[decode*cols:n*cols], w, n-decode)
@@ -496,38 +511,56 @@ func (b *Backend) matMulBF16TilesFMA(d, xs []float32, w *weight, n int) {
 // in the kernels' packed layout), then the weight rows are cut into blocks
 // as for float weights (multiples of 16 rows, whole packed groups).
 func (b *Backend) matMulQ(d, xs []float32, w *weight, n int) {
-	qt, rows, cols := w.dt.Quant(), w.rows, w.cols
-	packed := w.packed != nil
-	xb := asm.InputRowBytes(qt, cols)
-	if packed {
-		xb = asm.PackedInputRowBytes(qt, cols)
-	}
+	rows, cols := w.rows, w.cols
+	xb := w.inputRowBytes()
 	if need := n * xb; len(b.xq) < need {
 		b.xq = asm.InputBuffer(need)
 	}
 	xq := b.xq[:n*xb]
 	end := b.timePhase(PhaseQuantizeInputs)
 	b.pool.parallelFor(n, max(1, parallelGrain/cols), func(lo, hi int) {
-		if packed {
-			mustKernel(b.k.PackInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
-		} else {
-			mustKernel(b.k.QuantizeInputs(qt, xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], hi-lo, cols))
-		}
+		b.quantizeInputs(xq[lo*xb:hi*xb], xs[lo*cols:hi*cols], w.dt.Quant(), cols, w.packed != nil, hi-lo)
 	})
 	end()
-	rb, group := w.dt.RowBytes(cols), asm.PackedQBytes(qt, 16, cols)
-	block := matMulBlock(rows, rb, n, b.pool.workers)
-	b.rowBlocks(rows, block, func(lo, hi int) {
-		var err error
-		if packed {
-			err = b.k.MatMulQPacked(qt, d[lo:], rows, w.packed[lo/16*group:], hi-lo, cols, xq, n)
-		} else {
-			err = b.k.MatMulQ(qt, d[lo:], rows, w.q[lo*rb:hi*rb], hi-lo, cols, xq, n)
-		}
-		if err != nil {
-			panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
-		}
-	})
+	block := matMulBlock(rows, w.dt.RowBytes(cols), n, b.pool.workers)
+	b.rowBlocks(rows, block, func(lo, hi int) { b.matMulQRows(d, xq, w, n, lo, hi) })
+}
+
+// quantizeInputs quantizes the n rows of cols of xs for products with qt
+// weights (in the packed layout where packed) into xq.
+func (b *Backend) quantizeInputs(xq []byte, xs []float32, qt quant.Type, cols int, packed bool, n int) {
+	if packed {
+		mustKernel(b.k.PackInputs(qt, xq, xs, n, cols))
+	} else {
+		mustKernel(b.k.QuantizeInputs(qt, xq, xs, n, cols))
+	}
+}
+
+// inputRowBytes returns the bytes of one input row quantized for products
+// with the quantized weight w.
+func (w *weight) inputRowBytes() int {
+	if w.packed != nil {
+		return asm.PackedInputRowBytes(w.dt.Quant(), w.cols)
+	}
+	return asm.InputRowBytes(w.dt.Quant(), w.cols)
+}
+
+// matMulQRows computes rows [lo, hi) of the product of the quantized
+// weight w and the n quantized inputs xq into d ([n, w.rows]): one block
+// of matMulQ.
+func (b *Backend) matMulQRows(d []float32, xq []byte, w *weight, n, lo, hi int) {
+	qt, rows, cols := w.dt.Quant(), w.rows, w.cols
+	var err error
+	if w.packed != nil {
+		group := asm.PackedQBytes(qt, 16, cols)
+		err = b.k.MatMulQPacked(qt, d[lo:], rows, w.packed[lo/16*group:], hi-lo, cols, xq, n)
+	} else {
+		rb := w.dt.RowBytes(cols)
+		err = b.k.MatMulQ(qt, d[lo:], rows, w.q[lo*rb:hi*rb], hi-lo, cols, xq, n)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("cpu: matmul %s: %v", w.name, err))
+	}
 }
 
 // rowPool holds the GGML-layout rows unpacked from packed weights.

@@ -272,6 +272,36 @@ func (b *Backend) MatMulDecode(dst compute.Buffer, x compute.Buffer, w compute.W
 	dm.MatMulDecode(dst, x, unwrap(w), n, decode)
 }
 
+// BatchesMatMuls implements compute.MatMulBatcher: whether the inner
+// backend batches products.
+func (b *Backend) BatchesMatMuls() bool {
+	bm, ok := b.inner.(compute.MatMulBatcher)
+	return ok && bm.BatchesMatMuls()
+}
+
+// MatMuls implements compute.MatMulBatcher, timed as one product named by
+// its parts' weight roles in order ("matmul gate_proj+up_proj"). Call it
+// only where BatchesMatMuls reports true.
+func (b *Backend) MatMuls(parts []compute.MatMulPart) {
+	inner := make([]compute.MatMulPart, len(parts))
+	var op strings.Builder
+	seen := map[string]bool{}
+	for i, p := range parts {
+		inner[i] = p
+		inner[i].W = unwrap(p.W)
+		name := strings.TrimPrefix(matMulOp(p.W), "matmul ")
+		if !seen[name] {
+			seen[name] = true
+			if op.Len() > 0 {
+				op.WriteByte('+')
+			}
+			op.WriteString(name)
+		}
+	}
+	defer b.done("matmul "+op.String(), time.Now())
+	b.inner.(compute.MatMulBatcher).MatMuls(inner)
+}
+
 // RMSNorm implements compute.Backend.
 func (b *Backend) RMSNorm(dst, x compute.Buffer, w compute.Weight, n, dim int, eps float32) {
 	defer b.done("rmsnorm", time.Now())
