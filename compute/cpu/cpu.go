@@ -51,13 +51,16 @@ type Backend struct {
 	partUse  []int // the input of each of partQs
 	partXQ   []byte
 	partJobs []partJob
-	xb       []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
-	xt       []uint16 // the inputs of a MatMul on AMX tiles, packed
-	bf16In   bool     // Options.BF16Inputs
-	tiles    bool     // bf16 matrices in the tile layout (amx, or the FMA tile products)
-	amx      bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
-	op       bool     // the FMA tile products on AVX2's outer-product kernel (asm.Kernels.MatMulBF16TilesOP)
-	noPack   bool     // quantized weights stay in GGML's layout (Options.NoPackedQuant)
+	// partBlocks is about how many blocks of a MatMuls call of products
+	// of few inputs each worker takes (defaultPartBlocks).
+	partBlocks int
+	xb         []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
+	xt         []uint16 // the inputs of a MatMul on AMX tiles, packed
+	bf16In     bool     // Options.BF16Inputs
+	tiles      bool     // bf16 matrices in the tile layout (amx, or the FMA tile products)
+	amx        bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
+	op         bool     // the FMA tile products on AVX2's outer-product kernel (asm.Kernels.MatMulBF16TilesOP)
+	noPack     bool     // quantized weights stay in GGML's layout (Options.NoPackedQuant)
 	// phase receives the time of a product's input preparation (nil:
 	// not timed; ReportPhases).
 	phase func(string, time.Duration)
@@ -155,7 +158,7 @@ func New(o Options) *Backend {
 	amx := !o.NoAMXTiles && k.TilesBF16()
 	fma := !amx && !o.NoFMATiles && !o.BF16Inputs && (k.TilesFMA() || k.TilesOP())
 	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: amx || fma, amx: amx,
-		op: fma && !k.TilesFMA(), noPack: o.NoPackedQuant}
+		op: fma && !k.TilesFMA(), noPack: o.NoPackedQuant, partBlocks: defaultPartBlocks}
 }
 
 // BF16Inputs reports whether products with bf16 weights round their inputs

@@ -90,3 +90,80 @@ func BenchmarkDecodeProducts(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeExperts runs a decode step's eight experts of the
+// 35B-A3B widths (gate and up [512, 2048], down [2048, 512]), chosen
+// from 64 so that every step reads DRAM, on two threads: as two batches
+// of products (MatMuls: gates and ups, then downs) and one product at a
+// time, in turns, reporting each one's GB/s of weights.
+func BenchmarkDecodeExperts(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	be := New(Options{Threads: 2})
+	defer be.Close()
+	for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_K} {
+		const experts, k, h, width = 64, 8, 2048, 512
+		gate, up, down := make([]compute.Weight, experts), make([]compute.Weight, experts), make([]compute.Weight, experts)
+		load := func(rows, cols int) compute.Weight {
+			w, err := be.LoadWeight("w", dt, rows, cols, benchQuantWeight(b, r, dt, rows, cols))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return w
+		}
+		for e := range experts {
+			gate[e], up[e], down[e] = load(width, h), load(width, h), load(h, width)
+		}
+		x, _ := be.NewBuffer(h)
+		for i := range Data(x) {
+			Data(x)[i] = float32(r.NormFloat64())
+		}
+		g, _ := be.NewBuffer(k * width)
+		u, _ := be.NewBuffer(k * width)
+		o, _ := be.NewBuffer(k * h)
+		bytes := float64(k * (2*dt.RowBytes(h)*width + dt.RowBytes(width)*h))
+		step := 0
+		batched := func() {
+			var ups, downs []compute.MatMulPart
+			for j := range k {
+				e := (step*k + j) % experts
+				ups = append(ups, compute.MatMulPart{Dst: g, DstOff: j * width, X: x, W: gate[e], N: 1},
+					compute.MatMulPart{Dst: u, DstOff: j * width, X: x, W: up[e], N: 1})
+				downs = append(downs, compute.MatMulPart{Dst: o, DstOff: j * h, X: g, XOff: j * width, W: down[e], N: 1})
+			}
+			be.MatMuls(ups)
+			be.MatMuls(downs)
+		}
+		each := func() {
+			for j := range k {
+				e := (step*k + j) % experts
+				be.MatMul(g, x, gate[e], 1)
+				be.MatMul(u, x, up[e], 1)
+				be.MatMul(o, g, down[e], 1)
+			}
+		}
+		b.Run(dt.String(), func(b *testing.B) {
+			// Each kind in turn within the run, so that they meet the
+			// same memory (shared machines' bandwidth swings).
+			kinds := []struct {
+				name   string
+				blocks int
+				run    func()
+			}{{"each", 0, each}, {"batched", defaultPartBlocks, batched}}
+			took := make([]time.Duration, len(kinds))
+			i := 0
+			for b.Loop() {
+				c := kinds[i%len(kinds)]
+				be.partBlocks = c.blocks
+				start := time.Now()
+				c.run()
+				took[i%len(kinds)] += time.Since(start)
+				step++
+				i++
+			}
+			be.partBlocks = defaultPartBlocks
+			for j, c := range kinds {
+				b.ReportMetric(bytes*float64(i/len(kinds))/took[j].Seconds()/1e9, c.name+"-GB/s")
+			}
+		})
+	}
+}
