@@ -324,7 +324,7 @@ func (f *moeMLP) forward(ctx context.Context, m *Model, rows int) error {
 		xbe, xs, base = f.host, hs.expertBuffers, 0
 	}
 	var next int // expert rows written
-	if bm, ok := xbe.(compute.MatMulBatcher); ok && bm.BatchesMatMuls() && f.batchable(m, rows) {
+	if bm, ok := xbe.(compute.MatMulBatcher); ok && bm.BatchesMatMuls() && f.batchable(m) {
 		next = f.runBatched(m, xbe, bm, xs, base, rows)
 	} else {
 		next = f.runEach(m, xbe, xs, base, rows)
@@ -386,17 +386,12 @@ func (f *moeMLP) runEach(m *Model, be compute.Backend, xs expertBuffers, base, r
 	return next
 }
 
-// batchable reports whether the experts chosen for rows rows run as
-// batches of products (runBatched): the step's pairs fit the scratch
-// buffers, the experts share one layout and width, and no adapter of the
-// step updates them.
-func (f *moeMLP) batchable(m *Model, rows int) bool {
-	sc, k := m.sc, m.cfg.NumExpertsPerTok
-	if rows*k > sc.rows {
-		return false
-	}
+// batchable reports whether the experts chosen for the step run as
+// batches of products (runBatched): they share one layout and width, and
+// no adapter of the step updates them.
+func (f *moeMLP) batchable(m *Model) bool {
 	first := -1
-	for e, group := range sc.moe.byExpert {
+	for e, group := range m.sc.moe.byExpert {
 		if len(group) == 0 {
 			continue
 		}
@@ -413,74 +408,102 @@ func (f *moeMLP) batchable(m *Model, rows int) bool {
 	return first >= 0
 }
 
-// runBatched runs the chosen experts as the loop of forward does, with
-// the products of all experts in two batches (gate and up, then down) and
-// one activation over all their rows: a decode step's eight experts cost
-// two hand-offs between a CPU backend's workers, not twenty-four. The
-// pairs are in expert order, an expert's rows contiguous: rows of experts
-// chosen by several rows are gathered into xs.ex, a lone row is read where
-// it is. It returns the expert rows written to xs.eo after base.
+// runBatched runs the chosen experts as runEach does, with their products
+// in batches: the gate and up projections of as many experts as the
+// scratch buffers hold rows for (all of a decode step's), one activation
+// over all their rows, then their down projections, written straight into
+// their rows of xs.eo (after base). A decode step's eight experts cost two
+// hand-offs between a CPU backend's workers, not twenty-four; a prompt's
+// hundreds of experts a few per chunk of the scratch's rows. Within a
+// chunk an expert's rows are contiguous, in expert order: rows of experts
+// chosen by several rows are gathered into xs.ex, a lone row is read
+// where it is. It returns the expert rows written.
 func (f *moeMLP) runBatched(m *Model, be compute.Backend, bm compute.MatMulBatcher, xs expertBuffers, base, rows int) int {
+	sc := m.sc
+	mo := &sc.moe
+	next := 0 // pairs written to xs.eo
+	for e0 := 0; e0 < len(mo.byExpert); {
+		// The chunk: experts e0.. while their rows fit the scratch.
+		e1, n := e0, 0
+		for ; e1 < len(mo.byExpert); e1++ {
+			if n+len(mo.byExpert[e1]) > sc.rows {
+				break
+			}
+			n += len(mo.byExpert[e1])
+		}
+		if n > 0 {
+			f.runChunk(m, be, bm, xs, base, rows, e0, e1, next)
+		}
+		next += n
+		e0 = e1
+	}
+	return next
+}
+
+// runChunk runs the experts [e0, e1) of runBatched, whose first row is
+// pair next of xs.eo.
+func (f *moeMLP) runChunk(m *Model, be compute.Backend, bm compute.MatMulBatcher, xs expertBuffers, base, rows, e0, e1, next int) {
 	sc, h := m.sc, m.cfg.HiddenSize
 	mo := &sc.moe
 	parts, gathered := mo.parts[:0], mo.gathered[:0]
-	next, width, fused := 0, 0, false
-	for e, group := range mo.byExpert {
+	at, width, fused := 0, 0, false // at: rows of the chunk so far
+	decodeRows := func(group []int32) int {
+		d := 0
+		for d < len(group) && int(group[d]) < sc.decodeRows {
+			d++
+		}
+		return d
+	}
+	for e := e0; e < e1; e++ {
+		group := mo.byExpert[e]
 		if len(group) == 0 {
 			continue
 		}
 		x := &f.experts[e]
 		width, fused = x.width, x.gateUp != nil
-		n, decode := len(group), 0
-		for decode < n && int(group[decode]) < sc.decodeRows {
-			decode++
-		}
+		n := len(group)
 		in, inOff := xs.xn, int(group[0])*h
 		if n > 1 {
 			in, inOff = xs.ex, len(gathered)*h
 			gathered = append(gathered, group...)
 		}
-		part := compute.MatMulPart{X: in, XOff: inOff, N: n, Decode: decode}
+		part := compute.MatMulPart{X: in, XOff: inOff, N: n, Decode: decodeRows(group)}
 		if fused {
-			part.Dst, part.DstOff, part.W = xs.up, next*2*width, x.gateUp
+			part.Dst, part.DstOff, part.W = xs.up, at*2*width, x.gateUp
 			parts = append(parts, part)
 		} else {
-			part.Dst, part.DstOff, part.W = xs.gate, next*width, x.gateProj
+			part.Dst, part.DstOff, part.W = xs.gate, at*width, x.gateProj
 			parts = append(parts, part)
 			part.Dst, part.W = xs.up, x.upProj
 			parts = append(parts, part)
 		}
 		m.moeStats.ExpertRuns++
 		m.moeStats.ExpertBytes += x.bytes()
-		mo.at[e] = int32(rows + next)
-		next += n
+		mo.at[e] = int32(rows + next + at)
+		at += n
 	}
 	if len(gathered) > 0 {
 		be.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.seq[:len(gathered)+1], Src: gathered, Weight: mo.ones[:len(gathered)]})
 	}
 	bm.MatMuls(parts)
 	if fused {
-		be.SwiGLU(xs.gate, xs.up, next, width)
+		be.SwiGLU(xs.gate, xs.up, at, width)
 	} else {
-		be.SiLUMul(xs.gate, xs.gate, xs.up, next*width)
+		be.SiLUMul(xs.gate, xs.gate, xs.up, at*width)
 	}
 	// The down products, each expert's rows of silu(gate)·up into its rows
 	// of xs.eo.
 	downs, at := parts[:0], 0
-	for e, group := range mo.byExpert {
+	for e := e0; e < e1; e++ {
+		group := mo.byExpert[e]
 		if len(group) == 0 {
 			continue
 		}
-		n, decode := len(group), 0
-		for decode < n && int(group[decode]) < sc.decodeRows {
-			decode++
-		}
-		downs = append(downs, compute.MatMulPart{Dst: xs.eo, DstOff: (base + at) * h, X: xs.gate, XOff: at * width, W: f.experts[e].downProj, N: n, Decode: decode})
-		at += n
+		downs = append(downs, compute.MatMulPart{Dst: xs.eo, DstOff: (base + next + at) * h, X: xs.gate, XOff: at * width, W: f.experts[e].downProj, N: len(group), Decode: decodeRows(group)})
+		at += len(group)
 	}
 	bm.MatMuls(downs)
 	mo.parts, mo.gathered = parts, gathered
-	return next
 }
 
 // MoEStats counts the work of a model's mixture-of-experts blocks since it

@@ -1001,8 +1001,12 @@ func SumRow(dst, x []float32, src []int32, weight []float32) {
 		return
 	}
 	w, row := weight[0], x[int(src[0])*dim:][:dim]
-	for i, v := range row {
-		dst[i] = w * v
+	if w == 1 {
+		copy(dst, row) // 1·v is v: a gather's rows, a MoE step's inputs
+	} else {
+		for i, v := range row {
+			dst[i] = w * v
+		}
 	}
 	for j := 1; j < len(src); j++ {
 		w, row := weight[j], x[int(src[j])*dim:][:dim]
