@@ -54,13 +54,15 @@ type Backend struct {
 	// partBlocks is about how many blocks of a MatMuls call of products
 	// of few inputs each worker takes (defaultPartBlocks).
 	partBlocks int
-	xb         []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
-	xt         []uint16 // the inputs of a MatMul on AMX tiles, packed
-	bf16In     bool     // Options.BF16Inputs
-	tiles      bool     // bf16 matrices in the tile layout (amx, or the FMA tile products)
-	amx        bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
-	op         bool     // the FMA tile products on AVX2's outer-product kernel (asm.Kernels.MatMulBF16TilesOP)
-	noPack     bool     // quantized weights stay in GGML's layout (Options.NoPackedQuant)
+	// mapped is the bytes of weights populateWeight has seen.
+	mapped int64
+	xb     []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
+	xt     []uint16 // the inputs of a MatMul on AMX tiles, packed
+	bf16In bool     // Options.BF16Inputs
+	tiles  bool     // bf16 matrices in the tile layout (amx, or the FMA tile products)
+	amx    bool     // prompt rows on AMX tiles (not Options.NoAMXTiles, and the kernels have them)
+	op     bool     // the FMA tile products on AVX2's outer-product kernel (asm.Kernels.MatMulBF16TilesOP)
+	noPack bool     // quantized weights stay in GGML's layout (Options.NoPackedQuant)
 	// phase receives the time of a product's input preparation (nil:
 	// not timed; ReportPhases).
 	phase func(string, time.Duration)
@@ -306,6 +308,20 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 	return b.loadWeight(name, dt, rows, cols, data, true)
 }
 
+// populateWeight maps every page of the weight bytes data now, while the
+// weights mapped so far are at most three quarters of the machine's
+// memory, as llama.cpp maps its whole file at load (MAP_POPULATE): a
+// decode step then never waits for a page fault the first time it reads an
+// expert (about 50 faults of 64 KiB for each matrix of a 35B-A3B expert
+// at Q8_0; a 64-token decode of the 8-layer bench model touches most
+// experts). A model larger than that keeps the rest on disk until a step
+// reads it.
+func (b *Backend) populateWeight(data []byte) {
+	if b.mapped += int64(len(data)); uint64(b.mapped) <= memoryBytes()/4*3 {
+		populate(data)
+	}
+}
+
 // LoadTable implements compute.TableLoader: a weight that only Embed
 // reads stays in the stored layout, which reads a row at a time in place
 // (never packed, so a table large beside the machine's memory stays on
@@ -334,6 +350,9 @@ func (b *Backend) loadWeight(name string, dt compute.DType, rows, cols int, data
 			return nil, fmt.Errorf("cpu: weight %s: %w", name, err)
 		}
 		return b.LoadPacked(name, dt, rows, cols, packed)
+	}
+	if pack {
+		b.populateWeight(data) // a table's pages are populateTable's
 	}
 	w := &weight{name: name, dt: dt, rows: rows, cols: cols}
 	if dt.Quant() != quant.Keep {

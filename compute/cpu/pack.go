@@ -114,6 +114,7 @@ func (b *Backend) LoadPacked(name string, dt compute.DType, rows, cols int, pack
 	case len(packed) != size:
 		return nil, fmt.Errorf("cpu: weight %s: %d packed bytes for [%d, %d] %v, want %d", name, len(packed), rows, cols, dt, size)
 	}
+	b.populateWeight(packed)
 	w := &weight{name: name, dt: dt, rows: rows, cols: cols}
 	if dt.Quant() != quant.Keep {
 		w.packed = packed

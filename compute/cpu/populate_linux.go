@@ -9,16 +9,32 @@ import (
 
 // populateTable maps every page of an embedding table (data, usually part
 // of a file's memory map) now, where the table is at most a sixteenth of
-// the machine's memory (MADV_POPULATE_READ, Linux 5.14; before it, or on
-// any error, nothing happens). Otherwise Embed faults in the page of each
+// the machine's memory. Otherwise Embed faults in the page of each
 // token's row the first time a step reads it, inside the decode step: a
 // minor fault where the page is in the page cache (10-20 µs of a step of
 // the 4-layer 35B-A3B-width bench model), a read from disk where it is
 // not (about 1 ms a step, on a machine whose kernel pages out file pages
 // unused for a minute). llama.cpp maps its whole file so at load.
 func populateTable(data []byte) {
+	if ram := memoryBytes(); len(data) > 0 && uint64(len(data)) <= ram/16 {
+		populate(data)
+	}
+}
+
+// memoryBytes returns the machine's memory, or 0 where it cannot tell.
+func memoryBytes() uint64 {
 	var si unix.Sysinfo_t
-	if len(data) == 0 || unix.Sysinfo(&si) != nil || uint64(len(data)) > uint64(si.Totalram)*uint64(si.Unit)/16 {
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
+}
+
+// populate maps every page of data (part of a file's memory map, or heap
+// memory) now (MADV_POPULATE_READ, Linux 5.14; before it, or on any
+// error, nothing happens and the pages fault in when first read).
+func populate(data []byte) {
+	if len(data) == 0 {
 		return
 	}
 	page := uintptr(os.Getpagesize())
