@@ -252,30 +252,5 @@ func (g *Grammar) stateLoops(s *State) (*[4]uint64, bool) {
 // surrogates excluded) leads state s back to itself through live states.
 // g.mu is held.
 func (g *Grammar) readsEveryChar(s State) bool {
-	for _, form := range regex.UTF8Forms {
-		set := []State{s}
-		for _, r := range form {
-			var next []State
-			for _, x := range set {
-				var seen [256]bool
-				for b := int(r[0]); b <= int(r[1]); b++ {
-					if c := g.classOf[b]; !seen[c] {
-						seen[c] = true
-						t := g.stepLocked(x, byte(b))
-						if t < 0 {
-							return false
-						}
-						if !slices.Contains(next, t) {
-							next = append(next, t)
-						}
-					}
-				}
-			}
-			set = next
-		}
-		if len(set) != 1 || set[0] != s {
-			return false
-		}
-	}
-	return true
+	return regex.ReadsEveryChar(s, func(b byte) uint8 { return g.classOf[b] }, g.stepLocked)
 }

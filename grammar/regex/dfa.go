@@ -384,7 +384,7 @@ func (d *DFA) prune() (*DFA, error) {
 	}
 	out.charLoop = make([]bool, m)
 	for s := range out.charLoop {
-		out.charLoop[s] = out.readsEveryChar(int32(s))
+		out.charLoop[s] = ReadsEveryChar(int32(s), func(b byte) uint8 { return out.class[b] }, out.Step)
 	}
 	return out, nil
 }
@@ -436,10 +436,10 @@ func (d *DFA) Loops(s int32) *[4]uint64 { return &d.loops[s] }
 // character boundary.
 func (d *DFA) CharLoop(s int32) bool { return d.charLoop[s] }
 
-// UTF8Forms are the byte ranges (inclusive [lo, hi] pairs) of the UTF-8
+// utf8Forms are the byte ranges (inclusive [lo, hi] pairs) of the UTF-8
 // encodings of the non-ASCII characters, surrogates excluded, a form for
 // each lead-byte range.
-var UTF8Forms = [][][2]byte{
+var utf8Forms = [][][2]byte{
 	{{0xC2, 0xDF}, {0x80, 0xBF}},
 	{{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}},
 	{{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}},
@@ -450,23 +450,25 @@ var UTF8Forms = [][][2]byte{
 	{{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}},
 }
 
-// readsEveryChar computes CharLoop(s): the states after each byte range
-// of each encoding, followed a byte class at a time.
-func (d *DFA) readsEveryChar(s int32) bool {
-	var seen [256]bool
-	for _, form := range UTF8Forms {
-		set := []int32{s}
+// ReadsEveryChar reports whether every non-ASCII character (valid UTF-8,
+// surrogates excluded) leads state s of an automaton back to s through
+// live states: step(x, b) is the state after byte b from x (negative:
+// dead), and bytes of one class (class(b)) step alike, so the states
+// after each byte range of each encoding are followed a class at a time.
+func ReadsEveryChar[S ~int32](s S, class func(byte) uint8, step func(S, byte) S) bool {
+	for _, form := range utf8Forms {
+		set := []S{s}
 		for _, r := range form {
-			var next []int32
+			var next []S
 			for _, x := range set {
-				seen = [256]bool{}
+				var seen [256]bool
 				for b := int(r[0]); b <= int(r[1]); b++ {
-					c := d.class[b]
+					c := class(byte(b))
 					if seen[c] {
 						continue
 					}
 					seen[c] = true
-					t := d.trans[int(x)*d.nclass+int(c)]
+					t := step(x, byte(b))
 					if t < 0 {
 						return false
 					}
