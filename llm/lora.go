@@ -315,18 +315,29 @@ func (lm *Model) loraRoomLocked(name string) error {
 	return nil
 }
 
+// unmerged returns the loaded adapter name, or a LoRAError: it is not
+// loaded, or it is merged into the weights (merged says why that refuses
+// the caller). l.mu is held.
+func (l *loras) unmerged(name, merged string) (*loraEntry, error) {
+	e := l.byName[name]
+	switch {
+	case e == nil:
+		return nil, &LoRAError{Name: name, Unknown: true}
+	case e.ad == nil:
+		return nil, &LoRAError{Name: name, Err: errors.New(merged)}
+	}
+	return e, nil
+}
+
 // UnloadLoRA detaches the adapter name: new requests can no longer choose
 // it, and those running with it finish with it (its memory is freed when
 // the last one ends). A merged adapter cannot be unloaded.
 func (lm *Model) UnloadLoRA(name string) error {
 	lm.loras.mu.Lock()
 	defer lm.loras.mu.Unlock()
-	e := lm.loras.byName[name]
-	switch {
-	case e == nil:
-		return &LoRAError{Name: name, Unknown: true}
-	case e.ad == nil:
-		return &LoRAError{Name: name, Err: errors.New("it is merged into the weights and cannot be unloaded")}
+	e, err := lm.loras.unmerged(name, "it is merged into the weights and cannot be unloaded")
+	if err != nil {
+		return err
 	}
 	delete(lm.loras.byName, name)
 	e.ad.Close()
@@ -417,12 +428,9 @@ func (lm *Model) SetLoRAScale(name string, scale float64) error {
 	}
 	lm.loras.mu.Lock()
 	defer lm.loras.mu.Unlock()
-	e := lm.loras.byName[name]
-	switch {
-	case e == nil:
-		return &LoRAError{Name: name, Unknown: true}
-	case e.ad == nil:
-		return &LoRAError{Name: name, Err: errors.New("it is merged into the weights at a fixed scale")}
+	e, err := lm.loras.unmerged(name, "it is merged into the weights at a fixed scale")
+	if err != nil {
+		return err
 	}
 	e.info.Scale = scale
 	return nil
