@@ -354,10 +354,7 @@ func (f *moeMLP) runEach(m *Model, be compute.Backend, xs expertBuffers, base, r
 		if len(group) == 0 {
 			continue
 		}
-		n, decode := len(group), 0
-		for decode < n && int(group[decode]) < sc.decodeRows {
-			decode++
-		}
+		n, decode := len(group), sc.decodeIn(group)
 		be.SumRows(xs.ex, xs.xn, h, compute.RowSums{Start: mo.seq[:n+1], Src: group, Weight: mo.ones[:n]}) // ex = xn[group]
 		x := &f.experts[e]
 		// The LoRA updates of the expert's matrices, for the rows whose
@@ -384,6 +381,16 @@ func (f *moeMLP) runEach(m *Model, be compute.Backend, xs expertBuffers, base, r
 		next += n
 	}
 	return next
+}
+
+// decodeIn returns how many of an expert's rows (ascending) are tokens
+// being decoded: the step's first decodeRows rows.
+func (sc *scratch) decodeIn(group []int32) int {
+	d := 0
+	for d < len(group) && int(group[d]) < sc.decodeRows {
+		d++
+	}
+	return d
 }
 
 // batchable reports whether the experts chosen for the step run as
@@ -447,13 +454,6 @@ func (f *moeMLP) runChunk(m *Model, be compute.Backend, bm compute.MatMulBatcher
 	mo := &sc.moe
 	parts, gathered := mo.parts[:0], mo.gathered[:0]
 	at, width, fused := 0, 0, false // at: rows of the chunk so far
-	decodeRows := func(group []int32) int {
-		d := 0
-		for d < len(group) && int(group[d]) < sc.decodeRows {
-			d++
-		}
-		return d
-	}
 	for e := e0; e < e1; e++ {
 		group := mo.byExpert[e]
 		if len(group) == 0 {
@@ -467,7 +467,7 @@ func (f *moeMLP) runChunk(m *Model, be compute.Backend, bm compute.MatMulBatcher
 			in, inOff = xs.ex, len(gathered)*h
 			gathered = append(gathered, group...)
 		}
-		part := compute.MatMulPart{X: in, XOff: inOff, N: n, Decode: decodeRows(group)}
+		part := compute.MatMulPart{X: in, XOff: inOff, N: n, Decode: sc.decodeIn(group)}
 		if fused {
 			part.Dst, part.DstOff, part.W = xs.up, at*2*width, x.gateUp
 			parts = append(parts, part)
@@ -499,7 +499,7 @@ func (f *moeMLP) runChunk(m *Model, be compute.Backend, bm compute.MatMulBatcher
 		if len(group) == 0 {
 			continue
 		}
-		downs = append(downs, compute.MatMulPart{Dst: xs.eo, DstOff: (base + next + at) * h, X: xs.gate, XOff: at * width, W: f.experts[e].downProj, N: len(group), Decode: decodeRows(group)})
+		downs = append(downs, compute.MatMulPart{Dst: xs.eo, DstOff: (base + next + at) * h, X: xs.gate, XOff: at * width, W: f.experts[e].downProj, N: len(group), Decode: sc.decodeIn(group)})
 		at += len(group)
 	}
 	bm.MatMuls(downs)

@@ -51,9 +51,6 @@ type Backend struct {
 	partUse  []int // the input of each of partQs
 	partXQ   []byte
 	partJobs []partJob
-	// partBlocks is about how many blocks of a MatMuls call of products
-	// of few inputs each worker takes (defaultPartBlocks).
-	partBlocks int
 	// mapped is the bytes of weights populateWeight has seen.
 	mapped int64
 	xb     []uint16 // the inputs of a MatMul with bf16 weights, in bf16 (bf16In)
@@ -160,7 +157,7 @@ func New(o Options) *Backend {
 	amx := !o.NoAMXTiles && k.TilesBF16()
 	fma := !amx && !o.NoFMATiles && !o.BF16Inputs && (k.TilesFMA() || k.TilesOP())
 	return &Backend{pool: newPool(n), k: k, ws: make([]workerScratch, n), bf16In: o.BF16Inputs, tiles: amx || fma, amx: amx,
-		op: fma && !k.TilesFMA(), noPack: o.NoPackedQuant, partBlocks: defaultPartBlocks}
+		op: fma && !k.TilesFMA(), noPack: o.NoPackedQuant}
 }
 
 // BF16Inputs reports whether products with bf16 weights round their inputs

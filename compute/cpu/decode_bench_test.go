@@ -145,22 +145,19 @@ func BenchmarkDecodeExperts(b *testing.B) {
 			// Each kind in turn within the run, so that they meet the
 			// same memory (shared machines' bandwidth swings).
 			kinds := []struct {
-				name   string
-				blocks int
-				run    func()
-			}{{"each", 0, each}, {"batched", defaultPartBlocks, batched}}
+				name string
+				run  func()
+			}{{"each", each}, {"batched", batched}}
 			took := make([]time.Duration, len(kinds))
 			i := 0
 			for b.Loop() {
 				c := kinds[i%len(kinds)]
-				be.partBlocks = c.blocks
 				start := time.Now()
 				c.run()
 				took[i%len(kinds)] += time.Since(start)
 				step++
 				i++
 			}
-			be.partBlocks = defaultPartBlocks
 			for j, c := range kinds {
 				b.ReportMetric(bytes*float64(i/len(kinds))/took[j].Seconds()/1e9, c.name+"-GB/s")
 			}

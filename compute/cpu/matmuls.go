@@ -16,9 +16,14 @@ type partInput struct {
 	off, size int // bytes of Backend.partXQ
 }
 
-// defaultPartBlocks is Backend.partBlocks: about how many blocks of a
-// MatMuls call each worker takes when its products have few inputs.
-const defaultPartBlocks = 8
+// partBlocks is about how many blocks of a MatMuls call each worker takes
+// when its products have few inputs.
+const partBlocks = 8
+
+// same reports whether in and o are the same rows quantized alike.
+func (in *partInput) same(o partInput) bool {
+	return in.n == o.n && in.cols == o.cols && in.qt == o.qt && in.packed == o.packed && &in.x[0] == &o.x[0]
+}
 
 // partJob is one block of rows [lo, hi) of part p of a MatMuls call.
 type partJob struct {
@@ -61,14 +66,11 @@ func (b *Backend) MatMuls(parts []compute.MatMulPart) {
 			continue
 		}
 		in := partInput{x: xs, n: p.N, cols: w.cols, qt: w.dt.Quant(), packed: w.packed != nil}
-		use := -1
-		for i, o := range b.partIns {
-			if o.n == in.n && o.cols == in.cols && o.qt == in.qt && o.packed == in.packed && &o.x[0] == &in.x[0] {
-				use = i
-				break
-			}
-		}
-		if use < 0 {
+		// Parts that read the same rows come one after another (an
+		// expert's gate and up, the lone rows of a decode step's
+		// experts): each shares the input before it where it can.
+		use := len(b.partIns) - 1
+		if use < 0 || !b.partIns[use].same(in) {
 			// Each input starts on a cache line, as asm.InputBuffer's do.
 			in.size = (p.N*w.inputRowBytes() + 63) &^ 63
 			in.off = total
@@ -124,7 +126,7 @@ func (b *Backend) MatMuls(parts []compute.MatMulPart) {
 		// 30.7/31.3/31.4/29.2 and 32.6/33.2/33.2/31.8 (one product at a
 		// time: Q8_0 17.7 and 19.3, Q4_K 23.4 and 25.4).
 		if q.n <= 8 {
-			block = max(block, (wbytes/(b.partBlocks*b.pool.workers)/rb+15)/16*16)
+			block = max(block, (wbytes/(partBlocks*b.pool.workers)/rb+15)/16*16)
 		}
 		for lo := 0; lo < rows; lo += block {
 			b.partJobs = append(b.partJobs, partJob{p: i, lo: lo, hi: min(lo+block, rows)})
