@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -160,12 +161,31 @@ func checkPackCache(t *testing.T, be *cpu.Backend, dir string) {
 	if tmps, _ := filepath.Glob(path + ".tmp*"); len(tmps) > 0 {
 		t.Fatalf("temporary files left: %v", tmps)
 	}
+	checkPackFileEnds(t, path)
 
 	// The stored layout's results differ (the tile products sum in
 	// another order) only where a backend without tiles runs.
 	t.Setenv(PackCacheEnv, "off")
 	if _, state := cacheState(t, be, dir); state != "" {
 		t.Fatalf("%s=off: cache %q", PackCacheEnv, state)
+	}
+}
+
+// checkPackFileEnds checks that the cache file at path ends with its
+// index: the blocks reserved for it up front at its estimated size
+// (reservePackFile) are cut to what it holds.
+func checkPackFileEnds(t *testing.T, path string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) < packCacheAlign {
+		t.Fatalf("cache file of %d bytes", len(raw))
+	}
+	off, n := binary.LittleEndian.Uint64(raw[16:]), binary.LittleEndian.Uint64(raw[24:])
+	if end := off + n; end != uint64(len(raw)) {
+		t.Fatalf("cache file of %d bytes; its index ends at %d", len(raw), end)
 	}
 }
 

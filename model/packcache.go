@@ -352,6 +352,7 @@ func (c *packCache) start() *packBuild {
 		if err != nil {
 			continue
 		}
+		reservePackFile(f, c.need)
 		c.path = p
 		c.note = fmt.Sprintf("packing the weights for the CPU kernels into %s, once: later starts map it (%s=off: pack at every start)", p, PackCacheEnv)
 		return &packBuild{f: f, tmp: tmp, end: packCacheAlign}
@@ -410,6 +411,10 @@ func (b *packBuild) commit(key, path string) error {
 	sum := sha256.Sum256(raw)
 	copy(hdr[32:], sum[:])
 	if _, err := b.f.WriteAt(raw, b.end); err != nil {
+		return err
+	}
+	// The file was reserved at its estimated size (reservePackFile).
+	if err := b.f.Truncate(b.end + int64(len(raw))); err != nil {
 		return err
 	}
 	if _, err := b.f.WriteAt(hdr[:], 0); err != nil {

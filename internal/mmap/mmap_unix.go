@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // mapFile maps size bytes of fd read-only. If the file system cannot map
@@ -15,6 +17,7 @@ import (
 func mapFile(fd *os.File, size int) (mem []byte, release func([]byte) error, err error) {
 	mem, err = syscall.Mmap(int(fd.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_SHARED)
 	if err == nil {
+		AdviseHugePages(mem)
 		return mem, syscall.Munmap, nil
 	}
 	if !errors.Is(err, syscall.ENODEV) {
@@ -40,5 +43,5 @@ func evict(data []byte) {
 		return
 	}
 	// Best effort: an error only means nothing was evicted.
-	_ = syscall.Madvise(data[lo-start:hi-start], syscall.MADV_DONTNEED)
+	_ = unix.Madvise(data[lo-start:hi-start], unix.MADV_DONTNEED)
 }
