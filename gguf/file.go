@@ -122,6 +122,15 @@ func Open(path string) (*File, error) {
 		}
 		f.parts = append(f.parts, &part{path: p, m: m, mem: m.Data})
 	}
+	var total int64
+	for _, p := range f.parts {
+		total += int64(len(p.mem))
+	}
+	for _, p := range f.parts {
+		if p.m.Mapped() {
+			mmap.AdviseHugePages(p.mem, total)
+		}
+	}
 	if err := f.init(); err != nil {
 		f.closeParts()
 		return nil, err

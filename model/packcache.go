@@ -325,7 +325,7 @@ func (c *packCache) alloc(e packEntry) ([]byte, error) {
 	}
 	b := c.build
 	e.Off = (b.end + packCacheAlign - 1) / packCacheAlign * packCacheAlign
-	mem, err := allocPackRegion(b.f, e.Off, e.Size)
+	mem, err := allocPackRegion(b.f, e.Off, e.Size, c.need)
 	if err != nil {
 		c.off = true
 		return nil, err

@@ -17,23 +17,23 @@ const packCacheSupported = true
 func mapPackFile(f *os.File, size int64) ([]byte, error) {
 	m, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err == nil {
-		mmap.AdviseHugePages(m)
+		mmap.AdviseHugePages(m, size)
 	}
 	return m, err
 }
 
 // allocPackRegion reserves size bytes of f's blocks at off (so that
 // writing them through the map cannot fail for want of space) and maps
-// them for writing, in huge pages where the kernel gives them, so that the
-// page cache keeps the written weights in the folios the kernels read best
-// (mmap.AdviseHugePages).
-func allocPackRegion(f *os.File, off, size int64) ([]byte, error) {
+// them for writing, in huge pages where the kernel gives them to a file of
+// total bytes, so that the page cache keeps the written weights in the
+// folios the kernels read best (mmap.AdviseHugePages).
+func allocPackRegion(f *os.File, off, size, total int64) ([]byte, error) {
 	if err := unix.Fallocate(int(f.Fd()), 0, off, size); err != nil {
 		return nil, err
 	}
 	m, err := unix.Mmap(int(f.Fd()), off, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err == nil {
-		mmap.AdviseHugePages(m)
+		mmap.AdviseHugePages(m, total)
 	}
 	return m, err
 }

@@ -19,7 +19,7 @@ import (
 func mapFile(fd *os.File, size int) (mem []byte, release func([]byte) error, err error) {
 	mem, err = syscall.Mmap(int(fd.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_SHARED)
 	if err == nil {
-		mmap.AdviseHugePages(mem)
+		mmap.AdviseHugePages(mem, int64(size))
 		return mem, syscall.Munmap, nil
 	}
 	if !errors.Is(err, syscall.ENODEV) {

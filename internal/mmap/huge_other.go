@@ -3,4 +3,4 @@
 package mmap
 
 // AdviseHugePages does nothing where the kernel takes no such advice.
-func AdviseHugePages(mem []byte) {}
+func AdviseHugePages(mem []byte, total int64) {}
