@@ -76,6 +76,12 @@ type benchResult struct {
 	ReadGBPerSecond1Thread float64 `json:"read_gb_per_second_1_thread,omitempty"`
 	ReadGBPerSecond        float64 `json:"read_gb_per_second,omitempty"`
 	ReadProbe              string  `json:"read_probe,omitempty"`
+	// CPU backend on Linux: the same loop at the bench's threads over a
+	// buffer in transparent huge pages, as weights mapped from files that
+	// fit in memory are read, and the share of that buffer the kernel did
+	// back with them.
+	ReadGBPerSecondHugePages float64 `json:"read_gb_per_second_huge_pages,omitempty"`
+	ReadHugePageShare        float64 `json:"read_huge_page_share,omitempty"`
 	// CPU backend: register-only multiply-add peaks (a multiply-add is two
 	// flops), at 1 thread and at the bench's threads; bf16 (VDPBF16PS) only
 	// where the CPU has it.
@@ -105,8 +111,10 @@ type benchResult struct {
 	// bench's threads.
 	PrefillPeak         string  `json:"prefill_peak,omitempty"`
 	PrefillPeakFraction float64 `json:"prefill_peak_fraction,omitempty"`
-	// DecodeReadFraction is DecodeGBPerSecond / ReadGBPerSecond (CPU).
-	DecodeReadFraction float64 `json:"decode_read_fraction,omitempty"`
+	// DecodeReadFraction is DecodeGBPerSecond / ReadGBPerSecond (CPU), and
+	// DecodeReadFractionHugePages the same over ReadGBPerSecondHugePages.
+	DecodeReadFraction          float64 `json:"decode_read_fraction,omitempty"`
+	DecodeReadFractionHugePages float64 `json:"decode_read_fraction_huge_pages,omitempty"`
 	// Batch is --batch; with more than one, BatchDecodeTokensPerSecond is
 	// the median rate of decoding that many sequences together (tokens of
 	// all sequences per second) and BatchDecodeSpeedup its ratio to
@@ -123,8 +131,9 @@ const benchJSONKeys = "print one JSON object instead of a table. Keys: model, ba
 	"prefill_tokens_per_second, decode_tokens_per_second, decode_gb_per_second, decode_bytes_per_token, " +
 	"memory_read_gb_per_second, memory_baseline, decode_bandwidth_fraction, " +
 	"cpu_model, cpu_features, cpu_l1d_bytes, cpu_l2_bytes, cpu_l3_bytes, cpu_logical_cpus, kernels, read_gb_per_second_1_thread, read_gb_per_second, read_probe, " +
+	"read_gb_per_second_huge_pages, read_huge_page_share (Linux), " +
 	"fma_f32_gflops_1_thread, fma_f32_gflops, fma_probe, dot_bf16_gflops_1_thread, dot_bf16_gflops (AVX512_BF16 only), dot_int8_gops_1_thread, dot_int8_gops (VPDPBUSD on AVX512_VNNI, else on ymm with AVX-VNNI, else VPMADDUBSW+VPMADDWD on AVX2), amx_bf16_gflops_1_thread, amx_bf16_gflops (AMX-BF16 only), machine_probe_seconds, " +
-	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32, dot_bf16, amx_bf16 or dot_int8), prefill_peak_fraction, decode_read_fraction, " +
+	"prefill_flops (per prompt), prefill_gflops, prefill_peak (fma_f32, dot_bf16, amx_bf16 or dot_int8), prefill_peak_fraction, decode_read_fraction, decode_read_fraction_huge_pages, " +
 	"batch, batch_decode_tokens_per_second, batch_decode_speedup (--batch > 1), " +
 	"prefill_profile, decode_profile, batch_decode_profile (--profile: rows of op, count and ms per prompt, token or batch step), " +
 	"decode_dispatches_per_token, decode_barriers_per_token, decode_submissions_per_token (Vulkan), " + moeJSONKeys + specJSONKeys + "; " + imageBenchKeys
@@ -497,7 +506,8 @@ func runBench(ctx context.Context, io stdio, args []string) int {
 	} else {
 		kernels := backendKernels(inner)
 		rep := machine.Measure(machine.Options{Threads: nThreads, ReadBytes: *memMiB << 20, Int8AVX2: !kernels.Features().AVX512VNNI,
-			Int8AVXVNNI: kernels.Features().AVXVNNI, AVX2Only: kernels.Features().AVX2 && !kernels.Features().AVX512})
+			Int8AVXVNNI: kernels.Features().AVXVNNI, AVX2Only: kernels.Features().AVX2 && !kernels.Features().AVX512,
+			HugePages: true})
 		res.setMachine(rep, kernels, *bf16In, *amxTiles, 2*m.BlockFormatBytes() > m.WeightBytes())
 	}
 	if res.MemoryReadGBPerSecond > 0 {
@@ -550,6 +560,7 @@ func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels, bf1
 		res.Kernels = strings.TrimSuffix(res.Kernels, "-amx")
 	}
 	res.ReadGBPerSecond1Thread, res.ReadGBPerSecond, res.ReadProbe = rep.ReadOne.Value, rep.Read.Value, rep.Read.Probe
+	res.ReadGBPerSecondHugePages, res.ReadHugePageShare = rep.ReadHuge.Value, rep.ReadHugeShare
 	res.MemoryReadGBPerSecond = rep.Read.Value
 	res.MemoryBaseline = fmt.Sprintf("plain read loop, %d threads, %s", rep.Read.Threads, rep.Read.Probe)
 	res.FMAF32GFLOPS1Thread, res.FMAF32GFLOPS, res.FMAProbe = rep.FMAOne.Value, rep.FMA.Value, rep.FMA.Probe
@@ -583,6 +594,9 @@ func (res *benchResult) setMachine(rep machine.Report, kernels *asm.Kernels, bf1
 	}
 	if res.ReadGBPerSecond > 0 {
 		res.DecodeReadFraction = res.DecodeGBPerSecond / res.ReadGBPerSecond
+	}
+	if res.ReadGBPerSecondHugePages > 0 {
+		res.DecodeReadFractionHugePages = res.DecodeGBPerSecond / res.ReadGBPerSecondHugePages
 	}
 }
 
@@ -627,6 +641,10 @@ func (res *benchResult) print(w goio.Writer) {
 	fmt.Fprintf(w, "weights    %8.2f GB/s     (%.3f GB read per decode step)\n", res.DecodeGBPerSecond, float64(res.DecodeBytesPerToken)/1e9)
 	fmt.Fprintf(w, "memory     %8.2f GB/s     (%s; decode reaches %.0f%%)\n",
 		res.MemoryReadGBPerSecond, res.MemoryBaseline, 100*res.DecodeBandwidthFraction)
+	if res.ReadGBPerSecondHugePages > 0 {
+		fmt.Fprintf(w, "huge pages %8.2f GB/s     (the same loop over 2 MiB pages, %.0f%% of the buffer in them, as weights that fit in memory are mapped; decode reaches %.0f%%)\n",
+			res.ReadGBPerSecondHugePages, 100*res.ReadHugePageShare, 100*res.DecodeReadFractionHugePages)
+	}
 	if res.BatchDecodeTokensPerSecond > 0 {
 		fmt.Fprintf(w, "batch      %8.2f tokens/s  (%d sequences decoding together, %.2fx one sequence)\n",
 			res.BatchDecodeTokensPerSecond, res.Batch, res.BatchDecodeSpeedup)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -61,6 +62,14 @@ func TestBenchJSON(t *testing.T) {
 	if res.PrefillFLOPs != prefillFLOPs(mustConfig(t), 16) || res.PrefillGFLOPS <= 0 ||
 		res.PrefillPeakFraction <= 0 || res.PrefillPeakFraction > 1.5 || res.DecodeReadFraction <= 0 || res.DecodeReadFraction > 10 {
 		t.Errorf("implausible fractions: %+v", res)
+	}
+	// On Linux, the loop over huge pages too, and decode's share of it.
+	if _, ok := keys["read_gb_per_second_huge_pages"]; ok != (runtime.GOOS == "linux") {
+		t.Errorf("read_gb_per_second_huge_pages present: %v on %s", ok, runtime.GOOS)
+	}
+	if runtime.GOOS == "linux" && (res.ReadHugePageShare < 0 || res.ReadHugePageShare > 1 ||
+		res.DecodeReadFractionHugePages != res.DecodeGBPerSecond/res.ReadGBPerSecondHugePages) {
+		t.Errorf("implausible huge-page figures: %+v", res)
 	}
 	if res.Batch != 1 || res.BatchDecodeTokensPerSecond != 0 {
 		t.Errorf("batch without --batch: %+v", res)

@@ -30,8 +30,19 @@ func (r Rate) String() string {
 // written once when it is made, so that reads hit distinct physical memory
 // rather than the kernel's shared zero page.
 type ReadBuffer struct {
-	buf  []byte
-	avx2 bool // read with the AVX2 loop even where AVX-512 runs (Options.AVX2Only)
+	buf   []byte
+	avx2  bool   // read with the AVX2 loop even where AVX-512 runs (Options.AVX2Only)
+	unmap func() // gives back a buffer mapped for the purpose (NewHugeReadBuffer)
+}
+
+// Close gives back the memory of a buffer mapped for the purpose
+// (NewHugeReadBuffer); the buffer must not be used afterwards. Other
+// buffers are the Go heap's.
+func (b *ReadBuffer) Close() {
+	if b.unmap != nil {
+		b.unmap()
+		b.unmap, b.buf = nil, nil
+	}
 }
 
 // NewReadBuffer allocates and touches a buffer of size bytes (at least 64
@@ -45,6 +56,13 @@ type ReadBuffer struct {
 func NewReadBuffer(size int) *ReadBuffer {
 	size = max(size, 64<<10)
 	buf := make([]byte, size)
+	touch(buf)
+	return &ReadBuffer{buf: buf}
+}
+
+// touch writes one byte of every page of buf, the pages shared among all
+// CPUs.
+func touch(buf []byte) {
 	const page = 4096
 	pages := (len(buf) + page - 1) / page
 	n := runtime.NumCPU()
@@ -57,7 +75,6 @@ func NewReadBuffer(size int) *ReadBuffer {
 		})
 	}
 	wg.Wait()
-	return &ReadBuffer{buf: buf}
 }
 
 // Len returns the size of the buffer in bytes.
@@ -253,6 +270,11 @@ type Report struct {
 	ReadBytes int
 	// ReadOne and Read are the read bandwidths at 1 and at Threads threads.
 	ReadOne, Read Rate
+	// ReadHuge is the read bandwidth at Threads threads over a buffer
+	// backed by transparent huge pages (Options.HugePages), of which
+	// ReadHugeShare were huge pages; zero where none could be mapped.
+	ReadHuge      Rate
+	ReadHugeShare float64
 	// FMAOne and FMA are the f32 FMA peaks at 1 and at Threads threads.
 	FMAOne, FMA Rate
 	// BF16 says whether the bf16 dot peaks DotBF16One and DotBF16 were measured.
@@ -284,6 +306,10 @@ type Options struct {
 	// ComputeTime is the length of each compute run (3 runs per figure); 0
 	// means 15 ms.
 	ComputeTime time.Duration
+	// HugePages also measures the read loop at Threads threads over a
+	// buffer of ReadBytes in transparent huge pages (Linux), as weights
+	// mapped from files that fit in memory are read (Report.ReadHuge).
+	HugePages bool
 	// Int8AVX2 measures the int8 dot peak on the AVX2 loop (VPMADDUBSW
 	// then VPMADDWD) even where the CPU has AVX512_VNNI, for kernels that
 	// do not use it.
@@ -321,6 +347,15 @@ func Measure(o Options) Report {
 		o.ComputeTime = 15 * time.Millisecond
 	}
 	r := Report{CPU: cpu, Threads: o.Threads}
+	if o.HugePages {
+		// Before the heap buffer is made, so that the two are not held
+		// at once.
+		if hb, share := NewHugeReadBuffer(o.ReadBytes); hb != nil {
+			hb.avx2 = o.AVX2Only
+			r.ReadHuge, r.ReadHugeShare = hb.Bandwidth(o.Threads, o.ReadRuns, o.ReadBudget), share
+			hb.Close()
+		}
+	}
 	buf := NewReadBuffer(o.ReadBytes)
 	r.ReadBytes = buf.Len()
 	if o.AVX2Only {
