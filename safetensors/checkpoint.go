@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/govinfer/govinfer/internal/mmap"
 )
 
 // Checkpoint is the set of tensors of a model directory: one
@@ -110,7 +112,7 @@ func openSharded(dir, indexPath string) (_ *Checkpoint, err error) {
 	for _, shard := range shards {
 		tensors := byShard[shard]
 		slices.Sort(tensors)
-		f, err := Open(filepath.Join(dir, shard))
+		f, err := open(filepath.Join(dir, shard))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("safetensors: checkpoint %s: shard %s, listed in %s for %d tensors (%s first), is missing: %w",
@@ -133,6 +135,16 @@ func openSharded(dir, indexPath string) (_ *Checkpoint, err error) {
 		c.names = append(c.names, name)
 	}
 	slices.Sort(c.names)
+	// Huge pages where the shards together fit in memory.
+	var size int64
+	for _, f := range c.files {
+		size += int64(len(f.mem))
+	}
+	for _, f := range c.files {
+		if f.release != nil {
+			mmap.AdviseHugePages(f.mem, size)
+		}
+	}
 	return c, nil
 }
 

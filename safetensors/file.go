@@ -19,6 +19,8 @@ import (
 	"os"
 	"slices"
 	"sync/atomic"
+
+	"github.com/govinfer/govinfer/internal/mmap"
 )
 
 // File is one memory-mapped .safetensors file. Its methods are safe for
@@ -35,7 +37,20 @@ type File struct {
 // Open maps the safetensors file at path and validates its header. The
 // returned File must be closed to release the mapping. The file must not be
 // truncated or rewritten in place while it is open.
+//
+// Where the file fits in memory, its mapping asks for huge pages
+// (mmap.AdviseHugePages).
 func Open(path string) (*File, error) {
+	f, err := open(path)
+	if err == nil && f.release != nil {
+		mmap.AdviseHugePages(f.mem, int64(len(f.mem)))
+	}
+	return f, err
+}
+
+// open is Open without the advice on pages: a sharded checkpoint gives it
+// for all its shards together.
+func open(path string) (*File, error) {
 	fd, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)

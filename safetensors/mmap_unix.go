@@ -10,8 +10,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/govinfer/govinfer/internal/mmap"
 )
 
 // mapFile maps size bytes of fd read-only. If the file system cannot map
@@ -19,7 +17,6 @@ import (
 func mapFile(fd *os.File, size int) (mem []byte, release func([]byte) error, err error) {
 	mem, err = syscall.Mmap(int(fd.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_SHARED)
 	if err == nil {
-		mmap.AdviseHugePages(mem, int64(size))
 		return mem, syscall.Munmap, nil
 	}
 	if !errors.Is(err, syscall.ENODEV) {
