@@ -23,6 +23,7 @@ import (
 	"github.com/govinfer/govinfer/asm"
 	"github.com/govinfer/govinfer/compute"
 	"github.com/govinfer/govinfer/internal/half"
+	"github.com/govinfer/govinfer/internal/mmap"
 	"github.com/govinfer/govinfer/quant"
 )
 
@@ -314,7 +315,7 @@ func (b *Backend) LoadWeight(name string, dt compute.DType, rows, cols int, data
 // experts). A model larger than that keeps the rest on disk until a step
 // reads it.
 func (b *Backend) populateWeight(data []byte) {
-	if b.mapped += int64(len(data)); uint64(b.mapped) <= memoryBytes()/4*3 {
+	if b.mapped += int64(len(data)); mmap.FitsMemory(b.mapped) {
 		populate(data)
 	}
 }

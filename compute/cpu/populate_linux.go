@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/govinfer/govinfer/internal/mmap"
 )
 
 // populateTable maps every page of an embedding table (data, usually part
@@ -16,18 +18,9 @@ import (
 // not (about 1 ms a step, on a machine whose kernel pages out file pages
 // unused for a minute). llama.cpp maps its whole file so at load.
 func populateTable(data []byte) {
-	if ram := memoryBytes(); len(data) > 0 && uint64(len(data)) <= ram/16 {
+	if ram := mmap.MemoryBytes(); len(data) > 0 && uint64(len(data)) <= ram/16 {
 		populate(data)
 	}
-}
-
-// memoryBytes returns the machine's memory, or 0 where it cannot tell.
-func memoryBytes() uint64 {
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) != nil {
-		return 0
-	}
-	return uint64(si.Totalram) * uint64(si.Unit)
 }
 
 // populate maps every page of data (part of a file's memory map, or heap

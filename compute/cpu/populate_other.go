@@ -6,8 +6,5 @@ package cpu
 // (see populate_linux.go): the table's pages fault in as tokens need them.
 func populateTable([]byte) {}
 
-// memoryBytes returns 0: the machine's memory is not known here.
-func memoryBytes() uint64 { return 0 }
-
 // populate does nothing here: the pages fault in when first read.
 func populate([]byte) {}

@@ -24,19 +24,17 @@ import "golang.org/x/sys/unix"
 // them. Errors (no THP in the kernel, "never" in its settings) only mean
 // ordinary pages, so none is returned.
 func AdviseHugePages(mem []byte, total int64) {
-	if len(mem) == 0 || !fitsMemory(total) {
+	if len(mem) == 0 || !FitsMemory(total) {
 		return
 	}
 	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
 }
 
-// fitsMemory reports whether size bytes are at most three quarters of the
-// machine's memory.
-func fitsMemory(size int64) bool {
+// MemoryBytes returns the machine's memory, or 0 where it cannot tell.
+func MemoryBytes() uint64 {
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) != nil {
-		return false
+		return 0
 	}
-	ram := uint64(si.Totalram) * uint64(si.Unit)
-	return size >= 0 && uint64(size) <= ram/4*3
+	return uint64(si.Totalram) * uint64(si.Unit)
 }

@@ -37,6 +37,22 @@ func vmFlags(t *testing.T, mem []byte) string {
 	return ""
 }
 
+// TestFitsMemory checks the share of memory against the machine's.
+func TestFitsMemory(t *testing.T) {
+	ram := MemoryBytes()
+	if ram == 0 {
+		t.Fatal("no memory size on Linux")
+	}
+	for _, c := range []struct {
+		size int64
+		want bool
+	}{{0, true}, {int64(ram / 4 * 3), true}, {int64(ram/4*3) + 1, false}, {-1, false}} {
+		if got := FitsMemory(c.size); got != c.want {
+			t.Errorf("FitsMemory(%d) of %d bytes = %v, want %v", c.size, ram, got, c.want)
+		}
+	}
+}
+
 // TestAdviseHugePages checks that a file's mapping is marked for huge
 // pages ("hg") when the model fits in memory, and left alone when it does
 // not.

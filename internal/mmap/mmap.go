@@ -69,3 +69,12 @@ func (m *Map) Close() error {
 	m.Data, m.release = nil, nil
 	return err
 }
+
+// FitsMemory reports whether size bytes of weights are at most three
+// quarters of the machine's memory (false where it is not known): the
+// share whose pages the CPU backend maps at load, and whose mappings ask
+// for huge pages (AdviseHugePages).
+func FitsMemory(size int64) bool {
+	ram := MemoryBytes()
+	return size >= 0 && ram > 0 && uint64(size) <= ram/4*3
+}
